@@ -1,0 +1,47 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11 and pip:
+#   make sweep   creates .venv and runs the demo sweep on the embedded simulated node
+#   make test    creates .venv and runs ruff, mypy and the whole test suite
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: sweep test lint typecheck unit venv report mlflow-ui optuna-dashboard bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+sweep: $(STAMP)
+	$(BIN)/python -m orchestrator.sweep $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check orchestrator tests benchmarks
+	$(BIN)/ruff format --check orchestrator tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+report: $(STAMP)
+	$(BIN)/python -m orchestrator.report $(STUDY)
+
+mlflow-ui: $(STAMP)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1 --port 5000
+
+optuna-dashboard: $(STAMP)
+	$(BIN)/optuna-dashboard sqlite:///runs/optuna.db --host 127.0.0.1 --port 8080
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run $(ARGS)
+
+clean:
+	rm -rf runs .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,378 @@
+"""Streaming client for SGLang's native ``/generate``, timed the way SGLang's bench_serving times it.
+
+Per request: TTFT is the time to the first chunk that carries tokens; every later chunk that carries
+``k`` new tokens adds ``k`` inter-token latencies of ``gap / k`` (a speculative step delivers several
+tokens at once); chunks with no new token are skipped. Latency is the time of the last token chunk, so
+``latency - ttft == sum(itls)`` holds exactly (bench_serving stops its clock at ``[DONE]``, which
+follows the last chunk at once).
+
+Counting new tokens: SGLang 0.5.17 sends the *cumulative* ``output_ids`` in every chunk, so a long
+output costs O(n^2) bytes of JSON. Parsing all of it would let the client's CPU, not the server, set
+the measured throughput, so the hot path parses only the small ``meta_info`` object and takes
+``completion_tokens`` from it (the count so far, right whether ids are cumulative or incremental).
+Only a chunk without it is parsed whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from orchestrator.bench.workload import RequestSpec
+
+log = logging.getLogger(__name__)
+
+_META_KEY = b'"meta_info":'
+_DECODER = json.JSONDecoder()
+_JSON_HEADERS = {"Content-Type": "application/json"}
+_MAX_ERROR_CHARS = 300
+_CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=30)
+
+
+@dataclass(frozen=True)
+class RequestOutcome:
+    """What one request measured. A failed request is data: ``success`` False and ``error`` set."""
+
+    success: bool
+    error: str
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_s: float
+    latency_s: float
+    itls_s: tuple[float, ...]
+    spec_verify_ct: int | None  # verify steps, final chunk only, when speculation is on
+    num_retractions: int  # times the server retracted this request for lack of KV cache
+    finish_reason: str  # "length", "stop", "abort", or "" when the server never said
+
+
+class StageTimeout(TimeoutError):
+    """A stage ran past its deadline: requests still in flight were cancelled.
+
+    A ``TimeoutError`` (so also ``asyncio.TimeoutError``) that keeps what had finished, so the caller
+    can tell a server that hung mid-benchmark from one that was merely slow.
+    """
+
+    def __init__(self, timeout_s: float, outcomes: Sequence[RequestOutcome] = (), pending: int = 0) -> None:
+        super().__init__(f"benchmark stage had {pending} request(s) in flight after {timeout_s:g} s")
+        self.timeout_s = timeout_s
+        self.outcomes = tuple(outcomes)
+        self.pending = pending
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep the fields across pickling (Ray moves exceptions between processes).
+        return (StageTimeout, (self.timeout_s, self.outcomes, self.pending))
+
+
+class StreamAccumulator:
+    """Folds one request's SSE lines into timings and counts; fed with the arrival time of each line."""
+
+    __slots__ = ("count", "done", "error", "itls", "last", "meta", "start", "ttft")
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.last = start
+        self.ttft = -1.0
+        self.count = 0
+        self.itls: list[float] = []
+        self.meta: dict[str, Any] | None = None
+        self.error = ""
+        self.done = False
+
+    def feed(self, line: bytes, now: float) -> None:
+        """One SSE line (``data: {json}``, ``data: [DONE]``, blank or other lines are ignored)."""
+        if not line.startswith(b"data:"):
+            return
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        total = self._tokens_so_far(payload)
+        if total is None:
+            return
+        new = total - self.count
+        if new <= 0:
+            return
+        if self.ttft < 0:
+            self.ttft = now - self.start
+        else:
+            self.itls.extend([(now - self.last) / new] * new)
+        self.last = now
+        self.count = total
+
+    def _tokens_so_far(self, payload: bytes) -> int | None:
+        meta: Any = None
+        at = payload.rfind(_META_KEY)
+        if at >= 0:
+            try:
+                meta, _ = _DECODER.raw_decode(payload[at + len(_META_KEY) :].decode().lstrip())
+            except ValueError:
+                meta = None
+        if isinstance(meta, dict):
+            count = meta.get("completion_tokens")
+            if isinstance(count, int) and not isinstance(count, bool):
+                self.meta = meta
+                return count
+        return self._tokens_from_whole_chunk(payload)
+
+    def _tokens_from_whole_chunk(self, payload: bytes) -> int | None:
+        """Slow path: a chunk without ``meta_info.completion_tokens`` (an error, or another server)."""
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            self.error = self.error or f"unparseable chunk: {payload[:100]!r}"
+            return None
+        if not isinstance(obj, dict):
+            self.error = self.error or f"unexpected chunk: {payload[:100]!r}"
+            return None
+        if "error" in obj:
+            self.error = self.error or _error_text(obj["error"])
+            return None
+        if isinstance(obj.get("meta_info"), dict):
+            self.meta = obj["meta_info"]
+        ids = obj.get("output_ids")
+        if not isinstance(ids, list) or not ids:
+            return None
+        # Cumulative ids (0.5.17) only grow; a chunk no longer than the count so far must hold new ids only.
+        return len(ids) if len(ids) > self.count else self.count + len(ids)
+
+    def outcome(self, prompt_tokens: int) -> RequestOutcome:
+        """The request's result once its stream has ended (or broken off, with ``error`` set)."""
+        meta = self.meta or {}
+        finish = meta.get("finish_reason")
+        finish_type = str(finish.get("type", "")) if isinstance(finish, dict) else str(finish or "")
+        error = self.error
+        if not error:
+            if finish_type == "abort":
+                message = finish.get("message", "") if isinstance(finish, dict) else ""
+                error = f"request aborted by the server: {message}".rstrip(": ")
+            elif self.count == 0:
+                error = "stream ended without any token"
+            elif not self.done and finish is None:
+                error = "stream ended before the final chunk"
+        verify = meta.get("spec_verify_ct")
+        retractions = meta.get("num_retractions")
+        prompt = meta.get("prompt_tokens")
+        return RequestOutcome(
+            success=not error,
+            error=error[:_MAX_ERROR_CHARS],
+            prompt_tokens=prompt if isinstance(prompt, int) else prompt_tokens,
+            completion_tokens=self.count,
+            ttft_s=max(self.ttft, 0.0),
+            latency_s=self.last - self.start,
+            itls_s=tuple(self.itls),
+            spec_verify_ct=verify if isinstance(verify, int) else None,
+            num_retractions=retractions if isinstance(retractions, int) else 0,
+            finish_reason=finish_type,
+        )
+
+
+def new_session(sock_read_s: float | None = None) -> aiohttp.ClientSession:
+    """The session to benchmark with: no connector cap (aiohttp's default of 100 would silently cap
+    concurrency; the stage's semaphore is the only limit) and no total timeout (a stage has its own)."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        timeout=aiohttp.ClientTimeout(total=None, sock_read=sock_read_s),
+    )
+
+
+async def run_stage(
+    base_url: str,
+    requests: Sequence[RequestSpec],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    session: aiohttp.ClientSession | None = None,
+) -> tuple[list[RequestOutcome], float]:
+    """Send every request, at most ``concurrency`` in flight; return the outcomes (in request order)
+    and the stage's duration in seconds, from the first request sent to the last one finished.
+
+    Raises StageTimeout when the stage is still running after ``timeout_s``.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    if not requests:
+        return [], 0.0
+    url = base_url.rstrip("/") + "/generate"
+    # Serialized before the clock starts: the measurement is of the server, not of json.dumps.
+    bodies = [_generate_body(r) for r in requests]
+    per_request = aiohttp.ClientTimeout(total=None, sock_read=timeout_s)
+    own_session = session is None
+    http = session if session is not None else new_session(timeout_s)
+    connector = http.connector
+    if isinstance(connector, aiohttp.TCPConnector) and 0 < connector.limit < concurrency:
+        log.warning(
+            "session's connector allows %d connections, fewer than concurrency %d: use new_session()",
+            connector.limit,
+            concurrency,
+        )
+    slots = asyncio.Semaphore(concurrency)
+
+    async def limited(body: bytes, prompt_len: int) -> RequestOutcome:
+        async with slots:
+            return await _stream_one(http, url, body, prompt_len, per_request)
+
+    tasks: list[asyncio.Task[RequestOutcome]] = []
+    try:
+        start = time.perf_counter()
+        tasks = [
+            asyncio.create_task(limited(body, len(r.input_ids)))
+            for body, r in zip(bodies, requests, strict=True)
+        ]
+        done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        duration = time.perf_counter() - start
+        if pending:
+            await _cancel(pending)
+            finished = [t.result() for t in tasks if t in done]
+            log.warning("stage timed out after %.1f s with %d request(s) in flight", duration, len(pending))
+            raise StageTimeout(timeout_s, finished, len(pending))
+        return [t.result() for t in tasks], duration
+    finally:
+        await _cancel([t for t in tasks if not t.done()])  # when the caller cancels us
+        if own_session:
+            await http.close()
+
+
+async def _stream_one(
+    http: aiohttp.ClientSession, url: str, body: bytes, prompt_len: int, timeout: aiohttp.ClientTimeout
+) -> RequestOutcome:
+    perf = time.perf_counter
+    acc = StreamAccumulator(perf())
+    feed = acc.feed
+    try:
+        async with http.post(url, data=body, headers=_JSON_HEADERS, timeout=timeout) as resp:
+            if resp.status != 200:
+                text = (await resp.text(errors="replace")).strip()
+                acc.error = f"HTTP {resp.status}: {text}" if text else f"HTTP {resp.status}"
+                return acc.outcome(prompt_len)
+            # Lines are split here rather than by `async for line in resp.content`: aiohttp's readline
+            # refuses lines over twice its read buffer ("Chunk too big"), and cumulative output_ids
+            # of a long output make lines of hundreds of kB.
+            buf = bytearray()
+            async for data in resp.content.iter_any():
+                scan_from = len(buf)
+                buf += data
+                newline = buf.find(b"\n", scan_from)
+                if newline < 0:
+                    continue
+                begin = 0
+                while newline >= 0:
+                    if newline > begin:
+                        feed(bytes(buf[begin:newline]), perf())
+                    begin = newline + 1
+                    newline = buf.find(b"\n", begin)
+                del buf[:begin]
+            if buf.strip():
+                feed(bytes(buf).strip(), perf())
+    except Exception as exc:  # every failure of one request is data, never the end of the stage
+        acc.error = acc.error or _describe(exc, timeout)
+    return acc.outcome(prompt_len)
+
+
+def _generate_body(request: RequestSpec) -> bytes:
+    payload = {
+        "input_ids": list(request.input_ids),
+        "sampling_params": {"max_new_tokens": request.max_new_tokens, "temperature": 0, "ignore_eos": True},
+        "stream": True,
+    }
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+async def _cancel(tasks: Sequence[asyncio.Task[Any]] | set[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _describe(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return f"no data from the server for {timeout.sock_read:g} s"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _error_text(error: Any) -> str:
+    """SGLang streams ``{"error": {"message": ...}}`` when a request fails after the stream began."""
+    if isinstance(error, dict) and "message" in error:
+        return str(error["message"])
+    return str(error)
+
+
+async def flush_cache(
+    base_url: str, session: aiohttp.ClientSession, *, attempts: int = 20, delay_s: float = 0.5
+) -> bool:
+    """POST /flush_cache. SGLang answers 400 while requests are still pending, so retry briefly."""
+    url = base_url.rstrip("/") + "/flush_cache"
+    for _ in range(attempts):
+        try:
+            async with session.post(url, timeout=_CONTROL_TIMEOUT) as resp:
+                if resp.status == 200:
+                    return True
+                if resp.status != 400:
+                    log.warning("/flush_cache answered %d", resp.status)
+                    return False
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("/flush_cache failed: %s", _describe(exc, _CONTROL_TIMEOUT))
+            return False
+        await asyncio.sleep(delay_s)
+    log.warning("/flush_cache still refused (requests pending) after %d attempts", attempts)
+    return False
+
+
+async def server_info(base_url: str, session: aiohttp.ClientSession) -> dict[str, Any] | None:
+    """GET /server_info, or /get_server_info for servers before 0.5.9 (0.5.17 deprecates it)."""
+    base = base_url.rstrip("/")
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            async with session.get(base + path, timeout=_CONTROL_TIMEOUT) as resp:
+                if resp.status != 200:
+                    continue
+                data = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            log.debug("%s failed: %s", path, exc)
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
+
+
+async def server_accept_length(base_url: str, session: aiohttp.ClientSession) -> float | None:
+    """The server's own average accept length since the last /flush_cache (warm-up included),
+    ``internal_states[0].avg_spec_accept_length``; None without speculation or when unreadable."""
+    info = await server_info(base_url, session)
+    states = info.get("internal_states") if info else None
+    if not isinstance(states, list) or not states or not isinstance(states[0], dict):
+        return None
+    value = states[0].get("avg_spec_accept_length")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+async def wait_healthy(
+    base_url: str, session: aiohttp.ClientSession, timeout_s: float, *, poll_s: float = 1.0
+) -> bool:
+    """Poll GET /health until it answers 200 (503 while the server starts); False after ``timeout_s``."""
+    url = base_url.rstrip("/") + "/health"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while (remaining := deadline - loop.time()) > 0:
+        try:
+            # /health runs a one-token generate inside the server, so give each probe some time.
+            probe = aiohttp.ClientTimeout(total=min(remaining, 30.0))
+            async with session.get(url, timeout=probe) as resp:
+                if resp.status == 200:
+                    return True
+        except (aiohttp.ClientError, TimeoutError):
+            pass  # not listening yet
+        await asyncio.sleep(max(0.0, min(poll_s, deadline - loop.time())))
+    return False

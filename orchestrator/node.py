@@ -1,0 +1,148 @@
+"""What a trial needs to know about the node it runs on, per backend.
+
+`SglangNode` drives the real server and reads the real NVML; `SimulatedNode` starts the simulated
+server with the same flags and reads its fake NVML. Everything else in a trial is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.gpu import GpuProbe, NvmlProbe, visible_indices
+from orchestrator.records import ServerConfig
+from orchestrator.server.command import LaunchPlan, launch_plan
+from orchestrator.spec import Backend, SweepSpec
+
+log = logging.getLogger(__name__)
+
+
+class NodeBackend(Protocol):
+    node_id: str
+
+    def version(self) -> str: ...
+    def probe(self) -> GpuProbe: ...
+    def plan(self, config: ServerConfig, port: int, workdir: Path) -> LaunchPlan: ...
+    def missing_paths(self) -> list[str]: ...
+
+
+def free_port(host: str, start: int = 30000, attempts: int = 200) -> int:
+    """A port nobody listens on, checked before launch: SGLang 0.5.17 finds a taken port only after its
+    whole start-up and then hangs holding the GPU memory."""
+    for port in range(start, start + attempts):
+        if port_is_free(host, port):
+            return port
+    with socket.socket() as s:  # fall back to one the kernel picks
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+class SglangNode:
+    def __init__(self, spec: SweepSpec, node_id: str) -> None:
+        self.spec = spec
+        self.node_id = node_id
+
+    def version(self) -> str:
+        try:
+            return metadata.version("sglang")
+        except metadata.PackageNotFoundError:
+            # A spec may point server.python at another environment; ask that interpreter.
+            return _version_from_interpreter(self.spec.server.python) or "unknown"
+
+    def probe(self) -> GpuProbe:
+        return NvmlProbe(visible_indices(self.spec.node.gpus)[: self.spec.node.gpus])
+
+    def plan(self, config: ServerConfig, port: int, workdir: Path) -> LaunchPlan:
+        return launch_plan(self.spec, config, version=self.version(), port=port, tp_size=self.spec.node.gpus)
+
+    def missing_paths(self) -> list[str]:
+        if not self.spec.model.check_paths:
+            return []
+        return [p for p in (self.spec.model.path, self.spec.model.draft_path) if not Path(p).exists()]
+
+
+def _version_from_interpreter(python: str) -> str:
+    if not python:
+        return ""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
+
+
+class SimulatedNode:
+    """A simulated node: its GPUs live in a state folder that only its own server processes write."""
+
+    def __init__(self, spec: SweepSpec, node_id: str, profile: dict[str, Any]) -> None:
+        self.spec = spec
+        self.node_id = node_id
+        self.profile = profile
+        self.state_dir = Path(tempfile.gettempdir()) / "specsweep-sim" / node_id
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+
+    def version(self) -> str:
+        return str(self.profile.get("sglang_version", "0.5.17"))
+
+    def probe(self) -> GpuProbe:
+        from orchestrator.sim.nvml import FakeNvml
+
+        return FakeNvml.for_profile(self.state_dir, self.profile)
+
+    def plan(self, config: ServerConfig, port: int, workdir: Path) -> LaunchPlan:
+        profile_path = workdir / "sim-profile.json"
+        profile_path.write_text(json.dumps(self.profile))
+        return launch_plan(
+            self.spec,
+            config,
+            version=self.version(),
+            port=port,
+            tp_size=self.spec.node.gpus,
+            sim_profile_path=str(profile_path),
+            sim_state_dir=str(self.state_dir),
+        )
+
+    def missing_paths(self) -> list[str]:
+        return []  # the simulated node reads no weights
+
+
+def make_node(spec: SweepSpec, node_id: str, profile: dict[str, Any] | None) -> NodeBackend:
+    if spec.backend is Backend.SGLANG:
+        return SglangNode(spec, node_id)
+    assert profile is not None, "the driver resolves the simulated profile"
+    return SimulatedNode(spec, node_id, profile)
+
+
+def current_node_id() -> str:
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # outside Ray (tests, the trial run by hand)
+        pass
+    return f"local-{os.getpid()}"

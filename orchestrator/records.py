@@ -1,0 +1,182 @@
+"""Records and enums that cross a process or Ray boundary.
+
+Everything here is a frozen dataclass or an enum so that a trial's outcome can be pickled by Ray,
+logged to MLflow and compared in tests without any of the code that produced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class TrialStatus(StrEnum):
+    """What became of a trial, as the MLflow ``status`` tag shows it."""
+
+    OK = "ok"
+    OOM = "oom"  # the server ran out of GPU memory at start-up (KV allocation or graph capture)
+    PREDICTED_OOM = "predicted_oom"  # skipped: the learned memory model says it cannot fit
+    KV_PRESSURE = "kv_pressure"  # started, but retracts requests at its own max_running_requests
+    OOM_UNDER_LOAD = "oom_under_load"  # started, then Prefill/Decode out of memory or died under load
+    FAILED = "failed"  # crash or any other error that says nothing about memory
+    TIMEOUT = "timeout"  # a phase ran past its deadline (never ready, or hung mid-benchmark)
+    LOST = "lost"  # the node or the worker died under the trial
+
+    @property
+    def infeasible(self) -> bool:
+        """Statuses the study learns as a violated memory constraint (Optuna PRUNED)."""
+        return self in {
+            TrialStatus.OOM,
+            TrialStatus.PREDICTED_OOM,
+            TrialStatus.KV_PRESSURE,
+            TrialStatus.OOM_UNDER_LOAD,
+        }
+
+
+class FailureStage(StrEnum):
+    """Where in a server's life a failure happened."""
+
+    GPU_CHECK = "gpu_check"
+    LAUNCH = "launch"
+    WEIGHT_LOADING = "weight_loading"
+    KV_ALLOCATION = "kv_allocation"
+    TARGET_GRAPH_CAPTURE = "target_graph_capture"
+    DRAFT_GRAPH_CAPTURE = "draft_graph_capture"
+    WARMUP = "warmup"
+    UNDER_LOAD = "under_load"
+    SHUTDOWN = "shutdown"
+
+
+class FailureKind(StrEnum):
+    """Why it failed."""
+
+    OOM = "oom"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    HANG = "hang"  # an error line, then no exit (e.g. port in use): killed by SIGKILL of the group
+    PORT_IN_USE = "port_in_use"
+    GPU_NOT_CLEAN = "gpu_not_clean"
+    NODE_LOST = "node_lost"
+    KV_PRESSURE = "kv_pressure"
+    BENCHMARK_ERROR = "benchmark_error"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One point of the search space: the values a trial passes as SGLang flags.
+
+    ``speculative_num_steps`` is None for a baseline trial without speculation; otherwise the three
+    speculative values are always set together, as SGLang requires.
+    """
+
+    mem_fraction_static: float
+    cuda_graph_max_bs: int
+    max_running_requests: int
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+
+    @property
+    def speculative(self) -> bool:
+        return self.speculative_num_steps is not None
+
+    def as_params(self) -> dict[str, float | int]:
+        """The values under SGLang's flag names (underscores), as MLflow params and Optuna params."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    def label(self) -> str:
+        """Short human name, used as the Ray task name and in tables."""
+        spec = " nospec"
+        if self.speculative:
+            spec = (
+                f" s{self.speculative_num_steps}"
+                f"k{self.speculative_eagle_topk}d{self.speculative_num_draft_tokens}"
+            )
+        base = f"mf{self.mem_fraction_static:.3f} gbs{self.cuda_graph_max_bs}"
+        return f"{base} mrr{self.max_running_requests}{spec}"
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    used_mib: float
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU as NVML (real or fake) sees it."""
+
+    index: int
+    total_mib: float
+    used_mib: float
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A classified failure: the stage, the kind, and the server's own words."""
+
+    stage: FailureStage
+    kind: FailureKind
+    message: str
+    detail: str = ""
+
+    @property
+    def is_oom(self) -> bool:
+        return self.kind is FailureKind.OOM
+
+
+@dataclass(frozen=True)
+class StageMetrics:
+    """One benchmark stage (one concurrency level), computed as SGLang's bench_serving does."""
+
+    concurrency: int
+    num_requests: int
+    completed: int
+    failed: int
+    duration_s: float
+    output_tok_per_s: float
+    request_per_s: float
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    itl_p50_ms: float
+    itl_p99_ms: float
+    tpot_p50_ms: float
+    accept_length: float | None  # sum(completion_tokens) / sum(spec_verify_ct) over the requests
+    retractions: int = 0
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """Everything a trial sends back to the driver. The driver alone writes MLflow and Optuna."""
+
+    config: ServerConfig
+    status: TrialStatus
+    node_id: str
+    command: tuple[str, ...]
+    startup_s: float | None = None
+    failure: Failure | None = None
+    stages: tuple[StageMetrics, ...] = ()
+    server_accept_length: float | None = None  # /get_server_info after /flush_cache
+    memory: dict[str, float] = field(default_factory=dict)  # the memory account read from the log
+    resolved_args: dict[str, float | int | str | bool] = field(default_factory=dict)
+    server_version: str = ""
+    log_path: str = ""
+    log_tail: str = ""
+    oom_to_clean_s: float | None = None  # from the OOM line to the GPUs reported clean
+    gpu_before: tuple[GpuSample, ...] = ()
+    gpu_after: tuple[GpuSample, ...] = ()
+    wall_s: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def best_stage(self) -> StageMetrics | None:
+        ok = [s for s in self.stages if s.completed > 0]
+        return max(ok, key=lambda s: s.output_tok_per_s) if ok else None
+
+    @property
+    def output_tok_per_s(self) -> float | None:
+        best = self.best_stage
+        return best.output_tok_per_s if best else None

@@ -1,0 +1,1 @@
+"""Starting, watching and stopping an SGLang (or simulated) server."""

@@ -1,0 +1,135 @@
+"""The launch command, rendered for the SGLang version installed on the node.
+
+The simulated node takes exactly the same flags, so both backends go through `sglang_flags`: a bug in
+the flags shows up on the laptop too.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+
+from orchestrator.records import ServerConfig
+from orchestrator.spec import Backend, SweepSpec
+
+SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--ssl-keyfile-password", "--hf-token"})
+MASK = "****"
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'0.5.5.post3' -> (0, 5, 5); anything unreadable sorts as the newest release we know."""
+    parts = re.findall(r"\d+", text.split("post")[0].split("rc")[0].split("dev")[0])
+    return tuple(int(p) for p in parts[:3]) if parts else (0, 5, 23)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a trial starts: the argument list (never a shell string) and where it listens."""
+
+    argv: tuple[str, ...]
+    host: str
+    port: int
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    def masked_argv(self) -> tuple[str, ...]:
+        return mask_secrets(self.argv)
+
+
+def mask_secrets(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if name in SECRET_FLAGS:
+            if eq:
+                out.append(f"{name}={MASK}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(arg)
+    return tuple(out)
+
+
+def graph_bs_flag(version: tuple[int, ...]) -> str:
+    # 0.5.14 split the option per phase and kept the old name as a deprecated alias; 0.5.23 dropped it
+    # (an ambiguous prefix now), so the new name is used wherever it exists.
+    return "--cuda-graph-max-bs-decode" if version >= (0, 5, 14) else "--cuda-graph-max-bs"
+
+
+def sglang_flags(
+    spec: SweepSpec, config: ServerConfig, *, version: str, port: int, tp_size: int
+) -> list[str]:
+    """SGLang's own flags for one trial, in a stable order."""
+    v = parse_version(version)
+    flags = [
+        "--model-path",
+        spec.model.path,
+        "--tp-size",
+        str(tp_size),
+        "--mem-fraction-static",
+        f"{config.mem_fraction_static:g}",
+        graph_bs_flag(v),
+        str(config.cuda_graph_max_bs),
+        "--max-running-requests",
+        str(config.max_running_requests),
+    ]
+    if config.speculative:
+        # The three values always travel together: steps alone is an assertion error in SGLang.
+        flags += [
+            "--speculative-algorithm",
+            spec.model.speculative_algorithm,
+            "--speculative-draft-model-path",
+            spec.model.draft_path,
+            "--speculative-num-steps",
+            str(config.speculative_num_steps),
+            "--speculative-eagle-topk",
+            str(config.speculative_eagle_topk),
+            "--speculative-num-draft-tokens",
+            str(config.speculative_num_draft_tokens),
+        ]
+    if spec.server.enable_metrics:
+        flags.append("--enable-metrics")
+    flags += list(spec.server.flags)
+    flags += ["--host", spec.server.host, "--port", str(port)]
+    return flags
+
+
+def launch_plan(
+    spec: SweepSpec,
+    config: ServerConfig,
+    *,
+    version: str,
+    port: int,
+    tp_size: int,
+    sim_profile_path: str = "",
+    sim_state_dir: str = "",
+) -> LaunchPlan:
+    python = spec.server.python or sys.executable
+    flags = sglang_flags(spec, config, version=version, port=port, tp_size=tp_size)
+    if spec.backend is Backend.SGLANG:
+        argv = [python, "-m", "sglang.launch_server", *flags]
+    else:
+        argv = [
+            python,
+            "-m",
+            "orchestrator.sim.server",
+            *flags,
+            "--sim-profile",
+            sim_profile_path,
+            "--sim-state-dir",
+            sim_state_dir,
+        ]
+    return LaunchPlan(
+        argv=tuple(argv), host=spec.server.host, port=port, env=tuple(sorted(spec.server.env.items()))
+    )

@@ -1,0 +1,87 @@
+"""The search space as Optuna sees it: suggesting a configuration, applying SGLang's rules.
+
+The three speculative values are suggested together. With top-k 1 SGLang forces draft tokens to
+steps + 1, so that value is derived, not searched; with top-k > 1 it is searched inside the draft
+tree's size, [steps + 1, top-k * steps + 1].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from orchestrator.records import ServerConfig
+from orchestrator.spec import Choices, FloatRange, IntRange, SearchSpace, make_config
+
+BASELINE_ATTR = "baseline"
+
+
+def _suggest_int(
+    trial: optuna.Trial, name: str, dim: IntRange | Choices, lo: int | None = None, hi: int | None = None
+) -> int:
+    if isinstance(dim, Choices):
+        value = int(trial.suggest_categorical(name, [int(c) for c in dim.choices]))
+        if lo is not None:
+            value = max(value, lo)
+        if hi is not None:
+            value = min(value, hi)
+        return value
+    low = dim.low if lo is None else max(dim.low, lo)
+    high = dim.high if hi is None else min(dim.high, hi)
+    if low > high:  # the rule leaves nothing inside the range: take the closest legal value
+        low = high = max(lo or dim.low, min(hi or dim.high, dim.low))
+    if dim.step > 1 and (high - low) % dim.step:
+        high = low + (high - low) // dim.step * dim.step
+    return trial.suggest_int(name, low, high, step=dim.step, log=dim.log and dim.step == 1)
+
+
+def _suggest_float(trial: optuna.Trial, name: str, dim: FloatRange | Choices) -> float:
+    if isinstance(dim, Choices):
+        return float(trial.suggest_categorical(name, [float(c) for c in dim.choices]))
+    return trial.suggest_float(name, dim.low, dim.high, step=dim.step, log=dim.log and dim.step is None)
+
+
+def suggest_config(trial: optuna.Trial, space: SearchSpace) -> ServerConfig:
+    mem = _suggest_float(trial, "mem_fraction_static", space.mem_fraction_static)
+    graph_bs = _suggest_int(trial, "cuda_graph_max_bs", space.cuda_graph_max_bs)
+    mrr = _suggest_int(trial, "max_running_requests", space.max_running_requests)
+    if trial.user_attrs.get(BASELINE_ATTR):
+        return make_config(mem, graph_bs, mrr)
+    steps = _suggest_int(trial, "speculative_num_steps", space.speculative_num_steps)
+    topk = _suggest_int(trial, "speculative_eagle_topk", space.speculative_eagle_topk)
+    if topk == 1:
+        return make_config(mem, graph_bs, mrr, steps, topk, steps + 1)
+    draft = _suggest_int(
+        trial, "speculative_num_draft_tokens", space.speculative_num_draft_tokens, steps + 1, topk * steps + 1
+    )
+    return make_config(mem, graph_bs, mrr, steps, topk, draft)
+
+
+def config_params(config: ServerConfig) -> dict[str, Any]:
+    """The Optuna params that reproduce `config` (for enqueueing known-good and re-queued trials)."""
+    params: dict[str, Any] = config.as_params()
+    if config.speculative_eagle_topk == 1:
+        params.pop("speculative_num_draft_tokens", None)  # derived, not a searched value there
+    return params
+
+
+def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str, Any]:
+    """Memory settings for the no-speculation baseline: the first known-good's, else the middle."""
+    if known is not None:
+        return {
+            "mem_fraction_static": known.mem_fraction_static,
+            "cuda_graph_max_bs": known.cuda_graph_max_bs,
+            "max_running_requests": known.max_running_requests,
+        }
+
+    def middle(dim: FloatRange | IntRange | Choices) -> float:
+        if isinstance(dim, Choices):
+            return sorted(dim.choices)[len(dim.choices) // 2]
+        return (dim.low + dim.high) / 2
+
+    return {
+        "mem_fraction_static": middle(space.mem_fraction_static),
+        "cuda_graph_max_bs": int(middle(space.cuda_graph_max_bs)),
+        "max_running_requests": int(middle(space.max_running_requests)),
+    }

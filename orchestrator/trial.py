@@ -1,0 +1,334 @@
+"""One trial on one node: GPUs clean? start the server, watch it, benchmark it, stop it, GPUs clean.
+
+This runs inside a Ray task on the node. It never touches MLflow or Optuna: it returns one frozen
+`TrialResult` and the driver records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from orchestrator.bench.client import flush_cache, run_stage, server_accept_length, wait_healthy
+from orchestrator.bench.metrics import stage_metrics
+from orchestrator.bench.workload import synthetic_requests
+from orchestrator.gpu import GpuProbe, wait_clean
+from orchestrator.node import NodeBackend, current_node_id, free_port, make_node
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    GpuSample,
+    ServerConfig,
+    StageMetrics,
+    TrialResult,
+    TrialStatus,
+)
+from orchestrator.server.command import LaunchPlan
+from orchestrator.server.logparse import LogEvent, LogParser, LogReport
+from orchestrator.server.process import LogFollower, ServerProcess
+from orchestrator.spec import SweepSpec
+
+log = logging.getLogger(__name__)
+LOG_LIMIT = 4 * 1024 * 1024  # the whole log goes back to the driver, up to this size
+
+StageHook = Callable[[int, StageMetrics], bool]  # (step, metrics) -> keep going?
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    spec: SweepSpec
+    config: ServerConfig
+    number: int
+    workdir: str
+    sim_profile: dict[str, Any] | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Startup:
+    ready: bool = False
+    failure: Failure | None = None
+    error_at: float | None = None
+    startup_s: float | None = None
+
+
+def run_trial(request: TrialRequest, on_stage: StageHook | None = None) -> TrialResult:
+    """Run one trial; never raises for anything the server or the benchmark does."""
+    node = make_node(request.spec, current_node_id(), request.sim_profile)
+    return TrialRun(request, node, on_stage).run()
+
+
+class TrialRun:
+    def __init__(self, request: TrialRequest, node: NodeBackend, on_stage: StageHook | None) -> None:
+        self.req = request
+        self.spec = request.spec
+        self.node = node
+        self.on_stage = on_stage
+        self.workdir = Path(request.workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "server.log"
+        self.parser = LogParser()
+        self.t0 = time.monotonic()
+        self.notes: list[str] = []
+        self._stages_done: list[StageMetrics] = []
+
+    # -- the phases ---------------------------------------------------------------------------------
+
+    def run(self) -> TrialResult:
+        probe = self.node.probe()
+        missing = self.node.missing_paths()
+        if missing:
+            return self._result(
+                TrialStatus.FAILED,
+                failure=Failure(
+                    FailureStage.LAUNCH,
+                    FailureKind.CRASH,
+                    f"model path not found on node {self.node.node_id}: {', '.join(missing)}",
+                ),
+            )
+        before = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
+        if not before.clean:
+            return self._result(
+                TrialStatus.FAILED,
+                failure=Failure(FailureStage.GPU_CHECK, FailureKind.GPU_NOT_CLEAN, before.describe()),
+                gpu_before=before.samples,
+            )
+        port = free_port(self.spec.server.host)
+        plan = self.node.plan(self.req.config, port, self.workdir)
+        (self.workdir / "command.txt").write_text(" ".join(plan.masked_argv()) + "\n")
+        server = ServerProcess(plan, self.log_path)
+        server.start()
+        try:
+            startup = self._watch_startup(server)
+            stages: tuple[StageMetrics, ...] = ()
+            accept: float | None = None
+            status = TrialStatus.OK
+            failure = startup.failure
+            if startup.ready:
+                status, failure, stages, accept = self._benchmark(server, plan)
+            elif failure is not None and failure.is_oom:
+                status = TrialStatus.OOM
+            elif failure is not None and failure.kind is FailureKind.TIMEOUT:
+                status = TrialStatus.TIMEOUT
+            else:
+                status = TrialStatus.FAILED
+        finally:
+            stop = server.stop(self.spec.timeouts.stop_s)
+        if stop.killed:
+            self.notes.append(
+                f"SIGKILLed {len(stop.killed)} process(es) left after stop: {list(stop.killed)}"
+            )
+        after = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
+        oom_to_clean = None
+        if startup.error_at is not None and after.clean:
+            oom_to_clean = time.monotonic() - startup.error_at
+        if not after.clean:
+            self.notes.append(f"GPUs not clean after the trial: {after.describe()}")
+        return self._result(
+            status,
+            failure=failure,
+            plan=plan,
+            stages=stages,
+            accept=accept,
+            startup_s=startup.startup_s,
+            oom_to_clean_s=oom_to_clean,
+            gpu_before=before.samples,
+            gpu_after=after.samples,
+        )
+
+    def _watch_startup(self, server: ServerProcess) -> _Startup:
+        """Follow the log until ready, failed, exited, or out of time."""
+        follower = LogFollower(self.log_path)
+        out = _Startup()
+        deadline = self.t0 + self.spec.timeouts.startup_s
+        hang_grace = self.spec.timeouts.hang_after_error_s
+        while True:
+            now = time.monotonic()
+            for line in follower.new_lines():
+                event = self.parser.feed(line, now)
+                if event is LogEvent.READY:
+                    out.ready = True
+                    out.startup_s = now - server.started_at
+                    return out
+                if event is LogEvent.FAILED and out.error_at is None:
+                    out.error_at = now
+            rc = server.poll()
+            report = self.parser.report()
+            if rc is not None:
+                for line in follower.new_lines():
+                    self.parser.feed(line, time.monotonic())
+                report = self.parser.report()
+                out.failure = report.failure or Failure(
+                    report.last_stage, FailureKind.CRASH, f"server exited with code {rc} before it was ready"
+                )
+                if out.error_at is None:
+                    out.error_at = time.monotonic()
+                return out
+            if out.error_at is not None and now - out.error_at > hang_grace:
+                # An error line and then no exit: SGLang hangs like this holding its GPU memory.
+                failure = report.failure
+                assert failure is not None
+                if not failure.is_oom:
+                    failure = replace(failure, kind=FailureKind.HANG)
+                out.failure = replace(failure, detail=(failure.detail + " (no exit after the error: killed)"))
+                return out
+            if now > deadline:
+                out.failure = Failure(
+                    report.last_stage,
+                    FailureKind.TIMEOUT,
+                    f"not ready after {self.spec.timeouts.startup_s:.0f} s (startup timeout)",
+                )
+                return out
+            time.sleep(0.05)
+
+    def _benchmark(
+        self, server: ServerProcess, plan: LaunchPlan
+    ) -> tuple[TrialStatus, Failure | None, tuple[StageMetrics, ...], float | None]:
+        try:
+            return asyncio.run(
+                asyncio.wait_for(self._bench_async(server, plan), timeout=self.spec.timeouts.benchmark_s)
+            )
+        except TimeoutError:
+            return (
+                TrialStatus.TIMEOUT,
+                Failure(
+                    FailureStage.UNDER_LOAD,
+                    FailureKind.TIMEOUT,
+                    f"benchmark did not finish in {self.spec.timeouts.benchmark_s:.0f} s (server hung?)",
+                ),
+                tuple(self._stages_done),
+                None,
+            )
+
+    async def _bench_async(
+        self, server: ServerProcess, plan: LaunchPlan
+    ) -> tuple[TrialStatus, Failure | None, tuple[StageMetrics, ...], float | None]:
+        wl = self.spec.workload
+        url = plan.base_url
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            if not await wait_healthy(url, session, timeout_s=60.0):
+                status, failure = self._under_load_failure(
+                    server, "server never answered /health after ready"
+                )
+                return status, failure, (), None
+            if wl.warmup_prompts:
+                warm = synthetic_requests(
+                    wl.warmup_prompts,
+                    min(wl.input_len, 64),
+                    min(wl.output_len, 16),
+                    wl.vocab_size,
+                    wl.seed + 7,
+                )
+                await run_stage(url, warm, concurrency=wl.warmup_prompts, timeout_s=120.0, session=session)
+            requests = synthetic_requests(
+                wl.num_prompts, wl.input_len, wl.output_len, wl.vocab_size, wl.seed, wl.range_ratio
+            )
+            accept: float | None = None
+            for step, concurrency in enumerate(wl.concurrency):
+                await flush_cache(url, session)
+                outcomes, duration = await run_stage(
+                    url, requests, concurrency, timeout_s=self.spec.timeouts.benchmark_s, session=session
+                )
+                metrics = stage_metrics(concurrency, outcomes, duration)
+                self._stages_done.append(metrics)
+                self._drain_log()
+                if server.poll() is not None or metrics.completed == 0:
+                    status, failure = self._under_load_failure(server, "; ".join(metrics.errors))
+                    return status, failure, tuple(self._stages_done), None
+                if self.req.config.speculative:
+                    accept = await server_accept_length(url, session)
+                if self.on_stage is not None and not self.on_stage(step, metrics):
+                    self.notes.append(f"pruned after stage {step} (concurrency {concurrency})")
+                    break
+        return TrialStatus.OK, None, tuple(self._stages_done), accept
+
+    def _drain_log(self) -> None:
+        follower = LogFollower(self.log_path)
+        # Re-reading from the start is cheap next to a benchmark stage and keeps the parser in one place.
+        parser = LogParser()
+        for line in follower.new_lines():
+            parser.feed(line)
+        self.parser = parser
+
+    def _under_load_failure(self, server: ServerProcess, why: str) -> tuple[TrialStatus, Failure]:
+        self._drain_log()
+        report = self.parser.report()
+        if report.runtime_oom or (report.failure is not None and report.failure.is_oom):
+            failure = report.failure or Failure(FailureStage.UNDER_LOAD, FailureKind.OOM, why)
+            return TrialStatus.OOM_UNDER_LOAD, failure
+        if report.failure is not None:
+            return TrialStatus.FAILED, report.failure
+        kind = FailureKind.CRASH if server.poll() is not None else FailureKind.BENCHMARK_ERROR
+        return TrialStatus.FAILED, Failure(FailureStage.UNDER_LOAD, kind, why or "every request failed")
+
+    # -- the record ---------------------------------------------------------------------------------
+
+    def _result(
+        self,
+        status: TrialStatus,
+        *,
+        failure: Failure | None = None,
+        plan: LaunchPlan | None = None,
+        stages: tuple[StageMetrics, ...] = (),
+        accept: float | None = None,
+        startup_s: float | None = None,
+        oom_to_clean_s: float | None = None,
+        gpu_before: tuple[GpuSample, ...] = (),
+        gpu_after: tuple[GpuSample, ...] = (),
+    ) -> TrialResult:
+        log_text = _read_capped(self.log_path)
+        report: LogReport = self.parser.report()
+        resolved: dict[str, float | int | str | bool] = {}
+        if report.args is not None:
+            for key in ("mem_fraction_static", "cuda_graph_max_bs", "max_running_requests"):
+                value = getattr(report.args, key)
+                if value is not None:
+                    resolved[key] = value
+            if report.args.effective_max_running_requests is not None:
+                resolved["effective_max_running_requests"] = report.args.effective_max_running_requests
+            if report.args.max_running_requests_reset_to is not None:
+                resolved["max_running_requests_reset_to"] = report.args.max_running_requests_reset_to
+        return TrialResult(
+            config=self.req.config,
+            status=status,
+            node_id=self.node.node_id,
+            command=plan.masked_argv() if plan else (),
+            startup_s=startup_s,
+            failure=failure,
+            stages=stages,
+            server_accept_length=accept,
+            memory=report.memory.as_metrics(),
+            resolved_args=resolved,
+            server_version=self.node.version(),
+            log_path=str(self.log_path),
+            log_tail=log_text,
+            oom_to_clean_s=oom_to_clean_s,
+            gpu_before=gpu_before,
+            gpu_after=gpu_after,
+            wall_s=time.monotonic() - self.t0,
+            notes=tuple(self.notes),
+        )
+
+
+def _read_capped(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    if len(data) > LOG_LIMIT:
+        data = data[: LOG_LIMIT // 4] + b"\n[... trimmed ...]\n" + data[-3 * LOG_LIMIT // 4 :]
+    return data.decode(errors="replace")
+
+
+def probe_for(request: TrialRequest) -> GpuProbe:
+    """The GPU probe a trial on this node would use (for hygiene checks outside a trial)."""
+    return make_node(request.spec, current_node_id(), request.sim_profile).probe()
