@@ -102,6 +102,28 @@ def open_study(spec: SweepSpec, name: str, storage: str, resume: bool) -> optuna
     return study
 
 
+def tell_outcome(
+    study: optuna.Study, trial: optuna.Trial, status: TrialStatus, objective: float | None, pruned: bool
+) -> None:
+    """Tell Optuna what happened so that the sampler learns from it.
+
+    Infeasible outcomes (OOM at start-up or under load, predicted OOM) are PRUNED with the `oom`
+    constraint violated: TPE reads constraints of PRUNED trials and ignores FAIL ones, which is why other
+    tuners retry OOMs. A crash, a timeout or a lost node is FAIL: it says nothing about memory.
+    """
+    if status.infeasible:
+        trial.set_constraint(OOM_CONSTRAINT, 1.0)
+        study.tell(trial, state=TrialState.PRUNED)
+    elif status is TrialStatus.OK:
+        trial.set_constraint(OOM_CONSTRAINT, 0.0)
+        if pruned:
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            study.tell(trial, objective if objective is not None else 0.0)
+    else:
+        study.tell(trial, state=TrialState.FAIL)
+
+
 class Sweep:
     def __init__(
         self,
@@ -280,20 +302,15 @@ class Sweep:
             )
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
+        tell_outcome(self.study, trial, result.status, objective, pruned=info.pruned_at is not None)
         if result.status.infeasible:
-            trial.set_constraint(OOM_CONSTRAINT, 1.0)
-            self.study.tell(trial, state=TrialState.PRUNED)
             p.pruned_oom += 1
         elif result.status is TrialStatus.OK:
-            trial.set_constraint(OOM_CONSTRAINT, 0.0)
-            if info.pruned_at is not None:
-                self.study.tell(trial, state=TrialState.PRUNED)
-            else:
-                self.study.tell(trial, objective if objective is not None else 0.0)
-                if objective is not None and (p.best_tok_s is None or objective > p.best_tok_s):
-                    p.best_tok_s, p.best_number = objective, trial.number
+            if objective is not None and info.pruned_at is None and (
+                p.best_tok_s is None or objective > p.best_tok_s
+            ):
+                p.best_tok_s, p.best_number = objective, trial.number
         else:
-            self.study.tell(trial, state=TrialState.FAIL)
             p.failed += 1
         p.done += 1
         if info.baseline and result.output_tok_per_s:

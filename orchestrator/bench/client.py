@@ -53,14 +53,14 @@ class RequestOutcome:
 
 
 class StageTimeout(TimeoutError):
-    """A stage ran past its deadline: requests still in flight were cancelled.
+    """A stage ran past its deadline: its unfinished requests (in flight or queued) were cancelled.
 
     A ``TimeoutError`` (so also ``asyncio.TimeoutError``) that keeps what had finished, so the caller
     can tell a server that hung mid-benchmark from one that was merely slow.
     """
 
     def __init__(self, timeout_s: float, outcomes: Sequence[RequestOutcome] = (), pending: int = 0) -> None:
-        super().__init__(f"benchmark stage had {pending} request(s) in flight after {timeout_s:g} s")
+        super().__init__(f"benchmark stage had {pending} unfinished request(s) after {timeout_s:g} s")
         self.timeout_s = timeout_s
         self.outcomes = tuple(outcomes)
         self.pending = pending
@@ -229,14 +229,13 @@ async def run_stage(
         ]
         done, pending = await asyncio.wait(tasks, timeout=timeout_s)
         duration = time.perf_counter() - start
-        if pending:
-            await _cancel(pending)
+        if pending:  # cancelled on the way out, in the finally clause
             finished = [t.result() for t in tasks if t in done]
-            log.warning("stage timed out after %.1f s with %d request(s) in flight", duration, len(pending))
+            log.warning("stage timed out after %.1f s with %d unfinished request(s)", duration, len(pending))
             raise StageTimeout(timeout_s, finished, len(pending))
         return [t.result() for t in tasks], duration
     finally:
-        await _cancel([t for t in tasks if not t.done()])  # when the caller cancels us
+        await _cancel([t for t in tasks if not t.done()])  # after a timeout, or when our caller cancels us
         if own_session:
             await http.close()
 
@@ -286,7 +285,7 @@ def _generate_body(request: RequestSpec) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
-async def _cancel(tasks: Sequence[asyncio.Task[Any]] | set[asyncio.Task[Any]]) -> None:
+async def _cancel(tasks: Sequence[asyncio.Task[Any]]) -> None:
     for task in tasks:
         task.cancel()
     if tasks:

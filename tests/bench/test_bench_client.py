@@ -183,7 +183,8 @@ def test_speculative_chunk_is_split_into_equal_itls_and_latency_minus_ttft_is_th
     acc = StreamAccumulator(start=10.0)
     acc.feed(line([5], {"completion_tokens": 1, "finish_reason": None}), now=10.1)
     acc.feed(line([5, 6, 7, 8, 9], {"completion_tokens": 5, "finish_reason": None}), now=10.3)
-    acc.feed(line([5, 6, 7, 8, 9], {"completion_tokens": 5, "finish_reason": None}), now=10.35)  # no new token
+    # No new token: neither an ITL nor a new reference time.
+    acc.feed(line([5, 6, 7, 8, 9], {"completion_tokens": 5, "finish_reason": None}), now=10.35)
     acc.feed(
         line([5, 6, 7, 8, 9, 10], {"completion_tokens": 6, "finish_reason": {"type": "length"}}), now=10.4
     )
@@ -338,6 +339,22 @@ def test_concurrency_limit_is_respected_and_reached() -> None:
     assert fake.max_in_flight == 3
 
 
+def test_ttft_starts_when_the_request_is_sent_not_while_it_waits_for_a_slot() -> None:
+    # As in bench_serving: time spent queued behind the semaphore is not the server's latency.
+    scripts = {1: Script(steps=[(0.01, 1), (0.06, 1)])}
+
+    async def scenario() -> list[RequestOutcome]:
+        async with fake_sglang(scripts) as (_, url):
+            outcomes, duration = await run_stage(url, [req(1)] * 3, 1, timeout_s=5)
+            assert duration >= 3 * 0.07
+            return outcomes
+
+    outcomes = run(scenario)
+    assert all(o.success for o in outcomes)
+    # Counted from before the wait, the third request's TTFT would be over 0.15 s.
+    assert max(o.ttft_s for o in outcomes) < 0.1, [o.ttft_s for o in outcomes]
+
+
 def test_failing_requests_are_data_and_do_not_abort_the_stage() -> None:
     scripts = {
         1: Script(steps=[(0.01, 1), (0.01, 1)]),
@@ -427,15 +444,19 @@ def control_app(statuses: dict[str, list[int]], calls: dict[str, int]) -> web.Ap
 def test_flush_cache_retries_while_requests_are_pending() -> None:
     async def scenario() -> tuple[bool, bool, dict[str, int]]:
         calls: dict[str, int] = {}
-        app = control_app({"/flush_cache": [400, 400, 200], "/other/flush_cache": [400]}, calls)
+        paths = {"/flush_cache": [400, 400, 200], "/busy/flush_cache": [400], "/broken/flush_cache": [500]}
+        app = control_app(paths, calls)
         async with serving(app) as url, new_session() as session:
             ok = await flush_cache(url, session, delay_s=0.01)
-            never = await flush_cache(url + "/other", session, attempts=3, delay_s=0.01)
-            return ok, never, calls
+            busy = await flush_cache(url + "/busy", session, attempts=3, delay_s=0.01)
+            broken = await flush_cache(url + "/broken", session, attempts=3, delay_s=0.01)
+            return ok, busy or broken, calls
 
-    ok, never, calls = run(scenario)
+    ok, refused, calls = run(scenario)
     assert ok and calls["/flush_cache"] == 3
-    assert not never and calls["/other/flush_cache"] == 3
+    assert not refused
+    assert calls["/busy/flush_cache"] == 3
+    assert calls["/broken/flush_cache"] == 1  # only 400 means "requests pending, try again"
 
 
 def test_server_accept_length_falls_back_to_get_server_info() -> None:

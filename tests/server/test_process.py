@@ -1,0 +1,71 @@
+"""The server's whole tree is stopped, by pid, including children that outlive their parent."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from orchestrator.server.command import LaunchPlan
+from orchestrator.server.process import LogFollower, ServerProcess
+
+# A parent that starts a child which ignores SIGINT, then waits: like SGLang's launcher and scheduler.
+TREE = (
+    "import subprocess, sys, time, signal\n"
+    "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+    "signal.signal(signal.SIGINT, signal.SIG_IGN); print(\"child\", \"ready\", flush=True); time.sleep(60)'])\n"
+    "print('parent up', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def _wait_for(path: Path, text: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+def test_stop_kills_the_whole_tree(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    proc = ServerProcess(LaunchPlan(argv=(sys.executable, "-c", TREE), host="127.0.0.1", port=0), log)
+    proc.start()
+    _wait_for(log, "child ready")
+    proc.refresh_tree()
+    pids = [p.pid for p in proc.alive_tree()]
+    assert len(pids) == 2
+    report = proc.stop(grace_s=2.0)
+    assert report.signal_used == "SIGKILL"  # the child ignored SIGINT
+    assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie" for pid in pids)
+    assert log.read_text().startswith("$ ")
+
+
+def test_orphaned_child_is_still_ours(tmp_path: Path) -> None:
+    """SGLang's launcher SIGKILLs itself on failure; its children must still be found and stopped."""
+    log = tmp_path / "server.log"
+    code = TREE.replace("time.sleep(60)\n", "time.sleep(0.5)\nimport os, signal; os.kill(os.getpid(), 9)\n", 1)
+    proc = ServerProcess(LaunchPlan(argv=(sys.executable, "-c", code), host="127.0.0.1", port=0), log)
+    proc.start()
+    _wait_for(log, "child ready")
+    proc.refresh_tree()
+    time.sleep(1.0)
+    assert proc.poll() == -9
+    alive = proc.alive_tree()
+    assert len(alive) == 1  # the orphan
+    proc.stop(grace_s=1.0)
+    assert not proc.alive_tree()
+
+
+def test_follower_reads_only_complete_lines(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    f = LogFollower(path)
+    assert f.new_lines() == []
+    path.write_bytes(b"a\nb")
+    assert f.new_lines() == ["a"]
+    with path.open("ab") as out:
+        out.write(b"c\nprogress 1\rprogress 2\n")
+    assert f.new_lines() == ["bc", "progress 1", "progress 2"]
