@@ -1,0 +1,402 @@
+"""The report's data: the trial runs read back from MLflow and shaped for tables and plots.
+
+Everything here is pure except the few functions that read MLflow or the Optuna storage, so the
+shaping (which sweep a trial belongs to, the Pareto front, the best so far, importances over a
+conditional search space) is tested without a browser or a plot in sight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shlex
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import optuna
+from mlflow.entities import Run
+from mlflow.tracking import MlflowClient
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import TrialState
+
+from orchestrator.records import TrialStatus
+
+log = logging.getLogger(__name__)
+
+#: The searched values, in the order the report shows them (SGLang's flag names).
+SEARCH_PARAMS = (
+    "mem_fraction_static",
+    "cuda_graph_max_bs",
+    "max_running_requests",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
+MIN_TRIALS_FOR_IMPORTANCE = 3
+
+
+class ReportError(Exception):
+    """The data for a report is missing (no such experiment, no trial)."""
+
+
+class Outcome(StrEnum):
+    """How the feasibility map draws a trial."""
+
+    FEASIBLE = "feasible"
+    OOM = "oom"  # ran out of memory: at start-up, under load, or retracting at its own limit
+    PREDICTED_OOM = "predicted_oom"  # skipped by the memory model, never launched
+    FAILED = "failed"  # crash, timeout, lost node: says nothing about memory
+
+
+def outcome_of(status: str) -> Outcome:
+    try:
+        s = TrialStatus(status)
+    except ValueError:
+        return Outcome.FAILED
+    if s is TrialStatus.OK:
+        return Outcome.FEASIBLE
+    if s is TrialStatus.PREDICTED_OOM:
+        return Outcome.PREDICTED_OOM
+    return Outcome.OOM if s.infeasible else Outcome.FAILED
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial run as MLflow holds it; params parsed to numbers where they are numbers."""
+
+    number: int
+    run_id: str
+    status: str
+    config: str
+    params: Mapping[str, float | str] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    baseline: bool = False
+    node_id: str = ""
+    failure_stage: str = ""
+    failure_kind: str = ""
+    failure_message: str = ""
+    diagnosis: str = ""
+    pruned_at_stage: int | None = None
+    start_time_ms: int = 0
+
+    @property
+    def outcome(self) -> Outcome:
+        return outcome_of(self.status)
+
+    @property
+    def tok_s(self) -> float | None:
+        return self.metrics.get("output_tok_per_s")
+
+    @property
+    def objective(self) -> float | None:
+        return self.metrics.get("objective")
+
+    @property
+    def accept_length(self) -> float | None:
+        return self.metrics.get("accept_length")
+
+    def value(self, name: str) -> float | None:
+        """A numeric param, else a metric, else None."""
+        param = self.params.get(name)
+        if isinstance(param, int | float):
+            return float(param)
+        return self.metrics.get(name)
+
+
+def parse_param(text: str) -> float | str:
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        return value if math.isfinite(value) else text
+    return text
+
+
+def current_sweeps(parents: Sequence[tuple[str, int, bool]]) -> set[str]:
+    """The parent runs of the study as it is now, from (run_id, start_time_ms, resumed) triples.
+
+    A sweep without --resume deletes and recreates the Optuna study, so trial numbers start again at 0
+    while the MLflow experiment keeps the older runs: the current study is the newest parent run and
+    the parents it resumed, back to the first one that was not a resume.
+    """
+    chosen: set[str] = set()
+    for run_id, _start, resumed in sorted(parents, key=lambda p: p[1], reverse=True):
+        chosen.add(run_id)
+        if not resumed:
+            break
+    return chosen
+
+
+def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
+    """The trial runs of the current study, one per trial number (the newest wins), by number."""
+    parents = [
+        (r.info.run_id, r.info.start_time or 0, r.data.tags.get("resume") == "true")
+        for r in runs
+        if r.data.tags.get("kind") == "sweep"
+    ]
+    current = current_sweeps(parents)
+    by_number: dict[int, TrialRow] = {}
+    for run in runs:
+        tags = run.data.tags
+        if tags.get("kind") == "sweep":
+            continue
+        if parents and tags.get("mlflow.parentRunId") not in current:
+            continue
+        try:
+            number = int(tags["optuna_trial_number"])
+        except (KeyError, ValueError):
+            log.warning("run %s has no optuna_trial_number tag; left out", run.info.run_id)
+            continue
+        pruned = tags.get("pruned_at_stage")
+        row = TrialRow(
+            number=number,
+            run_id=run.info.run_id,
+            status=tags.get("status", TrialStatus.FAILED.value),
+            config=tags.get("config", ""),
+            params={k: parse_param(v) for k, v in run.data.params.items()},
+            metrics={k: float(v) for k, v in run.data.metrics.items()},
+            baseline=tags.get("baseline") == "true",
+            node_id=tags.get("node_id", ""),
+            failure_stage=tags.get("failure_stage", ""),
+            failure_kind=tags.get("failure_kind", ""),
+            failure_message=tags.get("failure_message", ""),
+            diagnosis=tags.get("diagnosis", ""),
+            pruned_at_stage=int(pruned) if pruned and pruned.isdigit() else None,
+            start_time_ms=run.info.start_time or 0,
+        )
+        old = by_number.get(number)
+        if old is None or row.start_time_ms >= old.start_time_ms:
+            by_number[number] = row
+    return [by_number[n] for n in sorted(by_number)]
+
+
+def load_trials(tracking_uri: str, experiment: str) -> list[TrialRow]:
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise ReportError(f"no MLflow experiment named {experiment!r} at {tracking_uri}")
+    runs: list[Run] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs([exp.experiment_id], max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
+    return rows_from_runs(runs)
+
+
+# -- shaping ---------------------------------------------------------------------------------------------
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats, as (latency: lower is better, tok/s: higher is
+    better), ordered by latency. Equal points are all kept: neither dominates the other."""
+
+    def dominated(i: int) -> bool:
+        lat, tok = points[i]
+        return any(
+            (o_lat <= lat and o_tok >= tok) and (o_lat < lat or o_tok > tok) for o_lat, o_tok in points
+        )
+
+    front = [i for i in range(len(points)) if not dominated(i)]
+    return sorted(front, key=lambda i: (points[i][0], -points[i][1]))
+
+
+def best_so_far(values: Sequence[float | None]) -> list[float | None]:
+    """Running maximum; None until the first value."""
+    out: list[float | None] = []
+    best: float | None = None
+    for v in values:
+        if v is not None and (best is None or v > best):
+            best = v
+        out.append(best)
+    return out
+
+
+def best_row(rows: Sequence[TrialRow]) -> TrialRow | None:
+    """The highest objective among the ok trials, as the sweep's own summary chooses it."""
+    ok = [r for r in rows if r.status == TrialStatus.OK.value and r.objective is not None]
+    return max(ok, key=lambda r: (r.objective or 0.0, -r.number)) if ok else None
+
+
+# -- the best configuration --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BestConfig:
+    row: TrialRow
+    command: str
+    command_source: str  # where the command came from, said under it in the report
+    memory: tuple[tuple[str, float], ...]
+    speedup_vs_baseline: float | None = None
+
+
+MEMORY_SUFFIXES = ("_gb", "_gib", "_mib", "_bytes")
+
+
+def memory_from_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The memory account when no result.json is at hand: the metrics that are sizes or KV tokens."""
+    return {
+        k: v
+        for k, v in metrics.items()
+        if (k.endswith(MEMORY_SUFFIXES) or k == "kv_cache_tokens") and not k.startswith("resolved_")
+    }
+
+
+def _matches(config: Mapping[str, Any], row: TrialRow) -> bool:
+    for key, want in config.items():
+        got = row.value(key)
+        if got is None or not math.isclose(float(want), got, rel_tol=1e-6):
+            return False
+    return True
+
+
+def find_best(rows: Sequence[TrialRow], best_json: Path, tracking_uri: str) -> BestConfig | None:
+    """The best trial and its launch command: best.json when it speaks of a trial of this study (it
+    holds the real SGLang command whichever backend measured it), else the run's own artifacts."""
+    data: dict[str, Any] = {}
+    if best_json.exists():
+        try:
+            data = json.loads(best_json.read_text())
+        except (OSError, ValueError) as err:
+            log.warning("could not read %s: %s", best_json, err)
+    by_number = {r.number: r for r in rows}
+    trial = data.get("trial")
+    row = by_number.get(trial) if isinstance(trial, int) else None
+    if row is not None and row.status == TrialStatus.OK.value and _matches(data.get("config", {}), row):
+        argv = [str(a) for a in data.get("command", [])]
+        memory = {k: float(v) for k, v in (data.get("memory") or {}).items()}
+        if argv:
+            return BestConfig(
+                row,
+                _shell(argv),
+                str(best_json.name),
+                tuple(memory.items()) or tuple(memory_from_metrics(row.metrics).items()),
+                data.get("speedup_vs_baseline"),
+            )
+    row = best_row(rows)
+    if row is None:
+        return None
+    command, source = "", ""
+    memory: dict[str, float] = {}
+    client = MlflowClient(tracking_uri=tracking_uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            command = Path(client.download_artifacts(row.run_id, "launch_command.sh", tmp)).read_text()
+            source = "the trial's launch_command.sh"
+            result = json.loads(Path(client.download_artifacts(row.run_id, "result.json", tmp)).read_text())
+            memory = {k: float(v) for k, v in (result.get("memory") or {}).items()}
+        except Exception as err:  # artifacts may live on a store this machine cannot reach
+            log.warning("artifacts of run %s unavailable: %s", row.run_id, err)
+    if not command:
+        command, source = _command_from_params(row.params), "the trial's params"
+    return BestConfig(
+        row,
+        command.strip(),
+        source,
+        tuple((memory or memory_from_metrics(row.metrics)).items()),
+        row.metrics.get("speedup_vs_baseline"),
+    )
+
+
+def _shell(argv: Sequence[str]) -> str:
+    return " \\\n  ".join(shlex.quote(a) for a in argv)
+
+
+def _command_from_params(params: Mapping[str, float | str]) -> str:
+    argv = ["python", "-m", "sglang.launch_server"]
+    for key, value in params.items():
+        if key == "speculative_algorithm" and value == "none":
+            continue
+        flag = "--" + key.replace("_", "-")
+        argv.extend([flag] if value == "true" else [flag, str(value)])
+    return _shell(argv)
+
+
+# -- parameter importances ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Importances:
+    values: tuple[tuple[str, float], ...]  # most important first; empty when none could be computed
+    note: str
+
+
+def _union(dists: Sequence[BaseDistribution], values: Sequence[Any]) -> BaseDistribution:
+    """One distribution that holds every trial's: the ranges of speculative values depend on other
+    values (draft tokens on steps and top-k), which Optuna's own importance code refuses."""
+    if all(isinstance(d, FloatDistribution) for d in dists):
+        lows = [d.low for d in dists if isinstance(d, FloatDistribution)] + [float(v) for v in values]
+        highs = [d.high for d in dists if isinstance(d, FloatDistribution)] + [float(v) for v in values]
+        return FloatDistribution(min(lows), max(highs))
+    if all(isinstance(d, IntDistribution) for d in dists):
+        lows = [d.low for d in dists if isinstance(d, IntDistribution)] + [int(v) for v in values]
+        highs = [d.high for d in dists if isinstance(d, IntDistribution)] + [int(v) for v in values]
+        return IntDistribution(min(lows), max(highs))
+    choices: list[Any] = []
+    for d in dists:
+        for c in d.choices if isinstance(d, CategoricalDistribution) else ():
+            if c not in choices:
+                choices.append(c)
+    choices.extend(v for v in dict.fromkeys(values) if v not in choices)
+    return CategoricalDistribution(choices)
+
+
+def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
+    """fANOVA importances of the searched values for tok/s over the completed speculative trials."""
+    done = [
+        t for t in trials if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value)
+    ]
+    spec = [t for t in done if "speculative_num_steps" in t.params]
+    if len(spec) < MIN_TRIALS_FOR_IMPORTANCE:
+        return Importances(
+            (),
+            f"Parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCE} completed speculative "
+            f"trials; this study has {len(spec)}.",
+        )
+    params: list[dict[str, Any]] = []
+    for t in spec:
+        p = dict(t.params)
+        if p.get("speculative_eagle_topk") == 1 and "speculative_num_draft_tokens" not in p:
+            p["speculative_num_draft_tokens"] = int(p["speculative_num_steps"]) + 1  # derived by SGLang
+        params.append(p)
+    names = [n for n in SEARCH_PARAMS if all(n in p for p in params)]
+    if len({tuple(p[n] for n in names) for p in params}) < 2:
+        return Importances((), "Parameter importances need completed trials with different values.")
+    dists = {
+        n: _union([t.distributions[n] for t in spec if n in t.distributions], [p[n] for p in params])
+        for n in names
+    }
+    shadow = optuna.create_study(direction="maximize")
+    for t, p in zip(spec, params, strict=True):
+        shadow.add_trial(
+            optuna.trial.create_trial(params={n: p[n] for n in names}, distributions=dists, value=t.value)
+        )
+    try:
+        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
+        result = optuna.importance.get_param_importances(shadow, evaluator=evaluator)
+    except (RuntimeError, ValueError) as err:
+        return Importances((), f"Parameter importances could not be computed: {err}")
+    left = "" if len(spec) == len(done) else " The no-speculation baseline is left out."
+    note = f"fANOVA over {len(spec)} completed speculative trials, for the objective (tok/s).{left}"
+    return Importances(tuple(result.items()), note)
+
+
+def study_importances(study_name: str, storage: str) -> Importances:
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        return Importances((), f"No Optuna study named {study_name!r} in the storage.")
+    return importances_of(study.get_trials(deepcopy=False))

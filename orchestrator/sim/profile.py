@@ -1,0 +1,205 @@
+"""What a simulated node is: its GPUs, its model's memory figures, its speeds and its draft's acceptance.
+
+A profile is data (YAML in ``profiles/``, or JSON written by the driver), so the users' case is one
+profile among several and a new machine is a new file, not new code. Memory figures are per GPU in GiB,
+the unit SGLang prints as "GB"; times are real-world seconds (start-up times are then scaled down by
+``startup_time_scale``, serving times never are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+
+VersionBehaviour = Literal["<=0.5.9", ">=0.5.14"]
+KvLayout = Literal["mha", "mla"]
+
+
+class SimProfile(BaseModel):
+    """One simulated node: hardware, memory account, speed model and acceptance model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    # --- identity -----------------------------------------------------------------------------
+    name: str
+    """Short name, as used by ``load_profile``."""
+    description: str = ""
+    """One line for humans: what machine and model this stands for."""
+    sglang_version: str = "0.5.17"
+    """The version the node reports (``/get_server_info``) and whose log lines it prints."""
+    version_behaviour: VersionBehaviour = ">=0.5.14"
+    """Memory accounting rules. ``<=0.5.9``: the target's KV pool is sized (and its graphs captured)
+    before the draft loads, so the draft's weights, KV and graphs come out of the ``1 - f`` slack, and a
+    KV pool that does not fit says ``RuntimeError: Not enough memory``. ``>=0.5.14``: both models load
+    first and the draft weights are counted; a KV pool that does not fit says ``ValueError``."""
+
+    # --- hardware -----------------------------------------------------------------------------
+    gpu_count: int = Field(ge=1)
+    """GPUs in the node (a whole-node trial runs with ``--tp-size`` equal to this)."""
+    gpu_name: str = "NVIDIA H200"
+    """Device name, for humans."""
+    gpu_total_mib: float = Field(gt=0)
+    """Total memory of one GPU as NVML reports it (MiB)."""
+    driver_reserve_mib: float = Field(default=615.0, ge=0)
+    """NVML ``used`` with no process at all (the driver's own reserve); torch sees total minus this."""
+    cuda_context_gib: float = Field(default=0.62, ge=0)
+    """What a process holds once CUDA is initialised, before any tensor."""
+    dist_init_gib: float = Field(default=0.09, ge=0)
+    """What ``Init torch distributed`` adds (NCCL buffers)."""
+
+    # --- model --------------------------------------------------------------------------------
+    target_arch: str = "LlamaForCausalLM"
+    """``type=`` of the target's ``Load weight end`` line."""
+    draft_arch: str = "LlamaForCausalLMEagle3"
+    """``type=`` of the draft's ``Load weight end`` line. An EAGLE-3 draft run under ``EAGLE`` accepts
+    nothing (SGLang skips its fusion layer silently)."""
+    target_weights_gib: float = Field(ge=0)
+    """Target weights summed over all GPUs; each GPU holds this divided by the TP size."""
+    draft_weights_gib: float = Field(default=0.0, ge=0)
+    """Draft weights on each GPU (the whole draft, on every GPU)."""
+    target_kv_layout: KvLayout = "mha"
+    """``mla`` prints a single ``KV size`` and keeps the full latent cache on every GPU."""
+    target_kv_bytes_per_token: float = Field(gt=0)
+    """Bytes of target KV cache per token, all layers, K and V together, before TP sharding."""
+    target_kv_sharded: bool = True
+    """Whether TP splits the target KV (MHA heads) or replicates it (MLA)."""
+    draft_kv_bytes_per_token: float = Field(default=0.0, ge=0)
+    """Bytes of draft KV cache per token (all draft layers, K and V), before TP sharding."""
+    draft_kv_sharded: bool = True
+    """Whether TP splits the draft KV."""
+    pool_overhead_gib: float = Field(default=0.10, ge=0)
+    """Request-to-token tables and other pool buffers allocated with the target KV."""
+    context_len: int = Field(default=4096, ge=16)
+    """The model's context length (``--context-length`` overrides it)."""
+    vocab_size: int = Field(default=32000, ge=2)
+    """Target vocabulary: output ids are drawn below it, and the logits tensor sizes the allocation
+    that fails first in an out-of-memory capture."""
+    quantization: str | None = None
+    """Quantisation method shown in the server args (e.g. ``compressed-tensors`` for an INT4 MoE)."""
+    auto_mem_fraction_factor: float = Field(default=1.0, gt=0, le=1)
+    """Multiplier applied after SGLang's auto ``mem_fraction_static`` formula: SGLang lowers the
+    fraction for a model with a vision tower (Kimi-K2.5 is one)."""
+    chunked_prefill_size: int | None = None
+    """Default chunked-prefill size; ``None`` lets the GPU size decide, as SGLang does."""
+
+    # --- start-up memory: buffers and CUDA graphs -----------------------------------------------
+    eager_setup_gib: float = Field(default=0.62, ge=0)
+    """Attention backend and cuBLAS workspaces allocated before the first capture."""
+    eager_setup_gib_per_bs: float = Field(default=0.0002, ge=0)
+    """Part of that set-up that grows with the largest captured batch size."""
+    graph_state_gib_per_bs: float = Field(default=0.0000625, ge=0)
+    """``init_cuda_graph_state`` buffers of each decode-graph runner, per unit of its largest batch."""
+    target_graph_gib_per_token: float = Field(default=0.0003, ge=0)
+    """Target graph pool per token of the largest captured shape (batch × tokens per request); the
+    pool is shared, so the largest capture (done first) costs it."""
+    draft_graph_gib_per_token: float = Field(default=0.0003, ge=0)
+    """The same for the draft's graphs (decode: batch × top-k × steps; extend: batch × draft tokens)."""
+    graph_gib_per_graph: float = Field(default=0.0035, ge=0)
+    """Fixed cost of each captured batch size, every runner."""
+    target_prefill_graph_gib: float = Field(default=0.31, ge=0)
+    """Target prefill (breakable) graphs, when captured."""
+    draft_prefill_graph_gib: float = Field(default=0.26, ge=0)
+    """Draft prefill graphs, when captured."""
+    prefill_graph_min_free_gib: float = Field(default=4.0, ge=0)
+    """SGLang skips the prefill graphs when less than this is free after the KV pools."""
+
+    # --- start-up times (real world; scaled by startup_time_scale) -----------------------------
+    startup_time_scale: float = Field(default=0.015, ge=0)
+    """Simulated seconds per real-world second of start-up, so a start takes about a second."""
+    import_s: float = Field(default=45.0, ge=0)
+    """Imports and process spawning before ``Load weight begin``."""
+    weight_load_s: float = Field(default=1.0, ge=0)
+    """Loading the target weights."""
+    draft_weight_load_s: float = Field(default=0.1, ge=0)
+    """Loading the draft weights."""
+    kv_alloc_s: float = Field(default=0.5, ge=0)
+    """Allocating the KV pools."""
+    graph_capture_s_per_bs: float = Field(default=0.1, ge=0)
+    """Capturing one batch size of one decode-graph runner."""
+    prefill_graph_capture_s: float = Field(default=2.0, ge=0)
+    """Capturing one model's prefill graphs."""
+    server_start_s: float = Field(default=5.0, ge=0)
+    """From the last capture to the HTTP server listening."""
+
+    # --- serving speed (real time: never scaled) -------------------------------------------------
+    target_step_base_s: float = Field(gt=0)
+    """One target forward at batch 1 with CUDA graphs, excluding the all-reduce."""
+    target_step_per_token_s: float = Field(ge=0)
+    """Extra time per token in the forward (batch × tokens per request)."""
+    allreduce_s: float = Field(default=0.0, ge=0)
+    """All-reduce time per forward when TP > 1 (PCIe-only nodes pay a lot here)."""
+    draft_step_base_s: float = Field(default=0.0005, ge=0)
+    """One draft forward at batch 1."""
+    draft_step_per_token_s: float = Field(default=0.0, ge=0)
+    """Extra draft time per token in its forward."""
+    eager_factor: float = Field(default=1.3, ge=1)
+    """How much slower a forward runs without a CUDA graph (batch above the captured sizes)."""
+    eager_overhead_s: float = Field(default=0.001, ge=0)
+    """Fixed launch overhead added to an eager forward."""
+    graph_pool_overhead_s: float = Field(default=0.0, ge=0)
+    """Per decode step, per captured target batch size: more captured sizes leave less memory and more
+    fragmentation to the allocator (fitted to 82 → 89.5 tok/s for graph bs 512 → 128 on Kimi)."""
+    prefill_base_s: float = Field(default=0.005, ge=0)
+    """Fixed time of a prefill batch."""
+    prefill_per_token_s: float = Field(default=0.00002, ge=0)
+    """Prefill time per prompt token."""
+    step_noise: float = Field(default=0.0, ge=0, le=0.5)
+    """Relative standard deviation of a step's duration (seeded; 0 = none)."""
+
+    # --- draft acceptance -------------------------------------------------------------------------
+    accept_p0: float = Field(default=0.0, ge=0, le=1)
+    """Probability that the target accepts the draft's first token (0 = a broken draft)."""
+    accept_decay: float = Field(default=0.85, ge=0, le=1)
+    """Each later draft position's acceptance is the previous one's times this."""
+    topk_gain: float = Field(default=0.2, ge=0, le=2)
+    """Top-k > 1 shrinks each position's rejection by ``topk ** -topk_gain``."""
+
+
+def builtin_profiles() -> list[str]:
+    """Names of the profiles shipped with the package."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON: one reader for both
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a profile must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def _resolve_mapping(data: Mapping[str, Any], seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A mapping may name a ``base`` profile and override some of its fields."""
+    data = dict(data)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if base in seen:
+        raise ValueError(f"profile base loop: {' -> '.join((*seen, base))}")
+    merged = _resolve_mapping(_load_raw(str(base)), (*seen, str(base)))
+    merged.update(data)
+    return merged
+
+
+def _load_raw(name_or_path: str) -> dict[str, Any]:
+    builtin = PROFILE_DIR / f"{name_or_path}.yaml"
+    if builtin.is_file():
+        return _read_mapping(builtin)
+    path = Path(name_or_path)
+    if path.is_file():
+        return _read_mapping(path)
+    raise FileNotFoundError(
+        f"no simulated profile {name_or_path!r}: give a file path or one of {', '.join(builtin_profiles())}"
+    )
+
+
+def load_profile(name_or_path: str | Path | Mapping[str, Any]) -> SimProfile:
+    """A built-in name (``h200-tiny``), a YAML/JSON file, or a mapping (optionally with ``base``)."""
+    if isinstance(name_or_path, Mapping):
+        return SimProfile.model_validate(_resolve_mapping(name_or_path))
+    return SimProfile.model_validate(_resolve_mapping(_load_raw(str(name_or_path))))
