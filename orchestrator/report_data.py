@@ -181,7 +181,15 @@ def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
     return [by_number[n] for n in sorted(by_number)]
 
 
+def sqlite_missing(url: str) -> bool:
+    """True for an SQLite URL whose file does not exist: opening it would create an empty store."""
+    prefix = "sqlite:///"
+    return url.startswith(prefix) and not Path(url[len(prefix) :]).exists()
+
+
 def load_trials(tracking_uri: str, experiment: str) -> list[TrialRow]:
+    if sqlite_missing(tracking_uri):
+        raise ReportError(f"no MLflow store at {tracking_uri}")
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
@@ -266,29 +274,46 @@ def _matches(config: Mapping[str, Any], row: TrialRow) -> bool:
 def find_best(rows: Sequence[TrialRow], best_json: Path, tracking_uri: str) -> BestConfig | None:
     """The best trial and its launch command: best.json when it speaks of a trial of this study (it
     holds the real SGLang command whichever backend measured it), else the run's own artifacts."""
-    data: dict[str, Any] = {}
-    if best_json.exists():
-        try:
-            data = json.loads(best_json.read_text())
-        except (OSError, ValueError) as err:
-            log.warning("could not read %s: %s", best_json, err)
-    by_number = {r.number: r for r in rows}
-    trial = data.get("trial")
-    row = by_number.get(trial) if isinstance(trial, int) else None
-    if row is not None and row.status == TrialStatus.OK.value and _matches(data.get("config", {}), row):
-        argv = [str(a) for a in data.get("command", [])]
-        memory = {k: float(v) for k, v in (data.get("memory") or {}).items()}
-        if argv:
-            return BestConfig(
-                row,
-                _shell(argv),
-                str(best_json.name),
-                tuple(memory.items()) or tuple(memory_from_metrics(row.metrics).items()),
-                data.get("speedup_vs_baseline"),
-            )
+    from_json = _best_from_json(rows, best_json)
+    if from_json is not None:
+        return from_json
     row = best_row(rows)
-    if row is None:
+    return _best_from_run(row, tracking_uri) if row is not None else None
+
+
+def _numbers(values: Any) -> dict[str, float]:
+    items = values.items() if isinstance(values, dict) else ()
+    return {str(k): float(v) for k, v in items if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _best_from_json(rows: Sequence[TrialRow], best_json: Path) -> BestConfig | None:
+    if not best_json.exists():
         return None
+    try:
+        data = json.loads(best_json.read_text())
+    except (OSError, ValueError) as err:
+        log.warning("could not read %s: %s", best_json, err)
+        return None
+    trial = data.get("trial")
+    row = {r.number: r for r in rows}.get(trial) if isinstance(trial, int) else None
+    # A best.json left by an earlier study of the same name speaks of another trial of that number.
+    if row is None or row.status != TrialStatus.OK.value or not _matches(data.get("config") or {}, row):
+        return None
+    argv = [str(a) for a in data.get("command") or []]
+    if not argv:
+        return None
+    memory = _numbers(data.get("memory")) or memory_from_metrics(row.metrics)
+    speedup = data.get("speedup_vs_baseline")
+    return BestConfig(
+        row,
+        _shell(argv),
+        best_json.name,
+        tuple(memory.items()),
+        float(speedup) if isinstance(speedup, int | float) else None,
+    )
+
+
+def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
     command, source = "", ""
     memory: dict[str, float] = {}
     client = MlflowClient(tracking_uri=tracking_uri)
@@ -297,7 +322,7 @@ def find_best(rows: Sequence[TrialRow], best_json: Path, tracking_uri: str) -> B
             command = Path(client.download_artifacts(row.run_id, "launch_command.sh", tmp)).read_text()
             source = "the trial's launch_command.sh"
             result = json.loads(Path(client.download_artifacts(row.run_id, "result.json", tmp)).read_text())
-            memory = {k: float(v) for k, v in (result.get("memory") or {}).items()}
+            memory = _numbers(result.get("memory"))
         except Exception as err:  # artifacts may live on a store this machine cannot reach
             log.warning("artifacts of run %s unavailable: %s", row.run_id, err)
     if not command:
@@ -323,80 +348,3 @@ def _command_from_params(params: Mapping[str, float | str]) -> str:
         flag = "--" + key.replace("_", "-")
         argv.extend([flag] if value == "true" else [flag, str(value)])
     return _shell(argv)
-
-
-# -- parameter importances ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Importances:
-    values: tuple[tuple[str, float], ...]  # most important first; empty when none could be computed
-    note: str
-
-
-def _union(dists: Sequence[BaseDistribution], values: Sequence[Any]) -> BaseDistribution:
-    """One distribution that holds every trial's: the ranges of speculative values depend on other
-    values (draft tokens on steps and top-k), which Optuna's own importance code refuses."""
-    if all(isinstance(d, FloatDistribution) for d in dists):
-        lows = [d.low for d in dists if isinstance(d, FloatDistribution)] + [float(v) for v in values]
-        highs = [d.high for d in dists if isinstance(d, FloatDistribution)] + [float(v) for v in values]
-        return FloatDistribution(min(lows), max(highs))
-    if all(isinstance(d, IntDistribution) for d in dists):
-        lows = [d.low for d in dists if isinstance(d, IntDistribution)] + [int(v) for v in values]
-        highs = [d.high for d in dists if isinstance(d, IntDistribution)] + [int(v) for v in values]
-        return IntDistribution(min(lows), max(highs))
-    choices: list[Any] = []
-    for d in dists:
-        for c in d.choices if isinstance(d, CategoricalDistribution) else ():
-            if c not in choices:
-                choices.append(c)
-    choices.extend(v for v in dict.fromkeys(values) if v not in choices)
-    return CategoricalDistribution(choices)
-
-
-def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
-    """fANOVA importances of the searched values for tok/s over the completed speculative trials."""
-    done = [
-        t for t in trials if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value)
-    ]
-    spec = [t for t in done if "speculative_num_steps" in t.params]
-    if len(spec) < MIN_TRIALS_FOR_IMPORTANCE:
-        return Importances(
-            (),
-            f"Parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCE} completed speculative "
-            f"trials; this study has {len(spec)}.",
-        )
-    params: list[dict[str, Any]] = []
-    for t in spec:
-        p = dict(t.params)
-        if p.get("speculative_eagle_topk") == 1 and "speculative_num_draft_tokens" not in p:
-            p["speculative_num_draft_tokens"] = int(p["speculative_num_steps"]) + 1  # derived by SGLang
-        params.append(p)
-    names = [n for n in SEARCH_PARAMS if all(n in p for p in params)]
-    if len({tuple(p[n] for n in names) for p in params}) < 2:
-        return Importances((), "Parameter importances need completed trials with different values.")
-    dists = {
-        n: _union([t.distributions[n] for t in spec if n in t.distributions], [p[n] for p in params])
-        for n in names
-    }
-    shadow = optuna.create_study(direction="maximize")
-    for t, p in zip(spec, params, strict=True):
-        shadow.add_trial(
-            optuna.trial.create_trial(params={n: p[n] for n in names}, distributions=dists, value=t.value)
-        )
-    try:
-        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
-        result = optuna.importance.get_param_importances(shadow, evaluator=evaluator)
-    except (RuntimeError, ValueError) as err:
-        return Importances((), f"Parameter importances could not be computed: {err}")
-    left = "" if len(spec) == len(done) else " The no-speculation baseline is left out."
-    note = f"fANOVA over {len(spec)} completed speculative trials, for the objective (tok/s).{left}"
-    return Importances(tuple(result.items()), note)
-
-
-def study_importances(study_name: str, storage: str) -> Importances:
-    try:
-        study = optuna.load_study(study_name=study_name, storage=storage)
-    except KeyError:
-        return Importances((), f"No Optuna study named {study_name!r} in the storage.")
-    return importances_of(study.get_trials(deepcopy=False))

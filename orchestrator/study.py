@@ -20,6 +20,8 @@ import ray
 from optuna.trial import TrialState
 
 from orchestrator import cluster
+from orchestrator.diagnosis import diagnose
+from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -149,6 +151,9 @@ class Sweep:
         self.baseline_tok_s: float | None = None
         self._inflight: dict[Any, _InFlight] = {}
         self._by_number: dict[int, Any] = {}
+        self.model = MemoryModel()
+        self.skipped = 0
+        self.broken_warned = False
 
     # -- study bookkeeping ------------------------------------------------------------------------
 
@@ -176,10 +181,14 @@ class Sweep:
             self.study.enqueue_trial(config_params(config), skip_if_exists=True)
 
     def _finished_count(self) -> int:
+        """Trials that count against the budget: launched and finished (a predicted-OOM skip costs no
+        GPU time, so it does not use up a launch)."""
         return sum(
             1
             for t in self.study.get_trials(deepcopy=False)
-            if t.state.is_finished() and "closed" not in t.user_attrs
+            if t.state.is_finished()
+            and "closed" not in t.user_attrs
+            and t.user_attrs.get("status") != TrialStatus.PREDICTED_OOM.value
         )
 
     def _restore_progress(self) -> None:
@@ -225,10 +234,17 @@ class Sweep:
     def _fill(self, broker: Any) -> None:
         slots = max(cluster.trial_slots(), 1)
         while len(self._inflight) < slots and self._finished_count() + len(self._inflight) < self.n_trials:
+            if self.skipped >= 5 * self.n_trials:
+                log.warning("stopping: the memory model rules out almost every proposal; widen the space")
+                return
             trial = self.study.ask()
             config = suggest_config(trial, self.spec.search)
             baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
             requeued = REQUEUED_ATTR in trial.user_attrs
+            prediction = self.model.predict(config)
+            if prediction.skip and not requeued:
+                self._skip(trial, config, prediction, baseline)
+                continue
             request = TrialRequest(
                 spec=self.spec,
                 config=config,
@@ -240,6 +256,25 @@ class Sweep:
             self._inflight[ref] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = ref
             log.info("trial %d started: %s", trial.number, config.label())
+
+    def _skip(
+        self, trial: optuna.Trial, config: ServerConfig, prediction: Prediction, baseline: bool
+    ) -> None:
+        """Spend no GPU time on what cannot fit: the study learns it as infeasible all the same."""
+        self.skipped += 1
+        result = TrialResult(
+            config=config,
+            status=TrialStatus.PREDICTED_OOM,
+            node_id="",
+            command=(),
+            failure=Failure(
+                prediction.stage or FailureStage.KV_ALLOCATION,
+                FailureKind.OOM,
+                f"predicted: {prediction.reason}",
+            ),
+        )
+        info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
+        self._tell_and_record(info, result)
 
     def _handle_stage_reports(self, broker: Any) -> None:
         for number, step, metrics in ray.get(broker.take_reports.remote()):
@@ -306,13 +341,21 @@ class Sweep:
         if result.status.infeasible:
             p.pruned_oom += 1
         elif result.status is TrialStatus.OK:
-            if objective is not None and info.pruned_at is None and (
-                p.best_tok_s is None or objective > p.best_tok_s
+            if (
+                objective is not None
+                and info.pruned_at is None
+                and (p.best_tok_s is None or objective > p.best_tok_s)
             ):
                 p.best_tok_s, p.best_number = objective, trial.number
         else:
             p.failed += 1
-        p.done += 1
+        if result.status is not TrialStatus.PREDICTED_OOM:
+            p.done += 1
+        corrections = self.model.observe(trial.number, result)
+        diagnosis = diagnose(result, self.model)
+        if diagnosis.startswith("broken_speculation") and not self.broken_warned:
+            self.broken_warned = True
+            log.error("!!! %s", diagnosis)
         if info.baseline and result.output_tok_per_s:
             self.baseline_tok_s = result.output_tok_per_s
         speedup = None
@@ -323,8 +366,10 @@ class Sweep:
             result=result,
             objective=objective,
             speedup_vs_baseline=speedup,
+            diagnosis=diagnosis,
             baseline=info.baseline,
-            extra_tags=(("pruned_at_stage", str(info.pruned_at)),) if info.pruned_at is not None else (),
+            extra_tags=tuple([("pruned_at_stage", str(info.pruned_at))] if info.pruned_at is not None else [])
+            + tuple(("memory_model_correction", c.what) for c in corrections[:1]),
         )
         self.tracker.log_trial(record)
         self.outcome.records.append(record)

@@ -229,6 +229,9 @@ class TrialRun:
                     wl.seed + 7,
                 )
                 await run_stage(url, warm, concurrency=wl.warmup_prompts, timeout_s=120.0, session=session)
+            pressure = await self._kv_probe(url, session)
+            if pressure is not None:
+                return TrialStatus.KV_PRESSURE, pressure, (), None
             requests = synthetic_requests(
                 wl.num_prompts, wl.input_len, wl.output_len, wl.vocab_size, wl.seed, wl.range_ratio
             )
@@ -250,6 +253,38 @@ class TrialRun:
                     self.notes.append(f"pruned after stage {step} (concurrency {concurrency})")
                     break
         return TrialStatus.OK, None, tuple(self._stages_done), accept
+
+    async def _kv_probe(self, url: str, session: aiohttp.ClientSession) -> Failure | None:
+        """Can the configuration serve its own max_running_requests? A too-small KV pool does not crash
+        SGLang: it retracts requests again and again and re-prefills them, and throughput falls off a
+        cliff. Probe at full concurrency with the workload's lengths when the pool looks short."""
+        wl = self.spec.workload
+        self._drain_log()
+        report = self.parser.report()
+        kv_tokens = report.memory.max_total_num_tokens or report.memory.kv_cache_tokens
+        mrr = self.req.config.max_running_requests
+        if report.args is not None and report.args.effective_max_running_requests:
+            mrr = report.args.effective_max_running_requests
+        demand = mrr * (wl.input_len + wl.output_len)
+        if not kv_tokens or kv_tokens >= demand:
+            return None
+        probe = synthetic_requests(mrr, wl.input_len, wl.output_len, wl.vocab_size, wl.seed + 11)
+        outcomes, _ = await run_stage(
+            url, probe, mrr, timeout_s=self.spec.timeouts.benchmark_s, session=session
+        )
+        self._drain_log()
+        retracted = max(sum(o.num_retractions for o in outcomes), self.parser.report().retractions)
+        self.notes.append(f"KV probe: {kv_tokens} KV tokens for {demand} asked, {retracted} retraction(s)")
+        if retracted == 0:
+            return None
+        return Failure(
+            FailureStage.UNDER_LOAD,
+            FailureKind.KV_PRESSURE,
+            f"kv_pressure: {retracted} request(s) retracted at {mrr} concurrent requests; the KV pool holds "
+            f"{kv_tokens} tokens, {demand} were asked for ({mrr} x {wl.input_len}+{wl.output_len}). "
+            "Lower max_running_requests or give the KV pool more memory.",
+            detail=f"retractions={retracted} kv_tokens={kv_tokens} demand={demand}",
+        )
 
     def _drain_log(self) -> None:
         follower = LogFollower(self.log_path)

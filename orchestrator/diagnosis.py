@@ -1,0 +1,125 @@
+"""Plain-words explanations: why a trial failed, with its figures and the lever to pull.
+
+The engineer in the users' notes read "Main model uses 72.33 GB, leaving 21.71 GB. The draft model
+then needs additional memory" off the log and reasoned from there. This does that for every trial.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from orchestrator.memory_model import GRAPH_SAFETY_GB, MemoryModel, graph_width
+from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus
+
+log = logging.getLogger(__name__)
+
+BROKEN_ACCEPT = 1.1  # EAGLE-3 that works accepts well above this; a broken draft sits at ~1.0
+EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+
+
+def _gb(value: float | None) -> str:
+    return f"{value:.2f} GB" if value is not None else "? GB"
+
+
+def diagnose(result: TrialResult, model: MemoryModel) -> str:
+    """One paragraph for the MLflow tag, the report and the table."""
+    status, failure, m, c = result.status, result.failure, result.memory, result.config
+    if status is TrialStatus.PREDICTED_OOM:
+        return failure.message if failure else "skipped: predicted not to fit"
+    if status is TrialStatus.OK:
+        return broken_speculation(result) or ""
+    if failure is None:
+        return status.value
+    head = ""
+    if m.get("weights_gb") is not None and m.get("avail_at_start_gb"):
+        head = (
+            f"the target's weights take {_gb(m['weights_gb'])} of {_gb(m['avail_at_start_gb'])} per GPU"
+            + (f", the draft's {_gb(m.get('draft_weights_gb'))}" if m.get("draft_weights_gb") else "")
+            + (f", leaving {_gb(m.get('avail_after_weights_gb'))}" if m.get("avail_after_weights_gb") else "")
+        )
+    f = c.mem_fraction_static
+    if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION:
+        minimum = model.kv_tokens.solve(1.0) if model.ready else None
+        lever = f"Raise mem_fraction_static above {minimum:.3f}." if minimum else "Raise mem_fraction_static."
+        return (
+            f"OOM while allocating the KV cache: {head or 'the weights leave no room'}; at "
+            f"mem_fraction_static {f:.3f} nothing is left for the KV pool. {lever}"
+        )
+    if status is TrialStatus.OOM and failure.stage in (
+        FailureStage.TARGET_GRAPH_CAPTURE,
+        FailureStage.DRAFT_GRAPH_CAPTURE,
+    ):
+        whose = "the draft's" if failure.stage is FailureStage.DRAFT_GRAPH_CAPTURE else "the target's"
+        room = m.get("avail_after_kv_gb")
+        need = model.graph_need_at(graph_width(c))
+        text = f"OOM while capturing {whose} CUDA graphs: {head + '; ' if head else ''}"
+        text += f"at mem_fraction_static {f:.3f} the KV pool leaves {_gb(room)} for graphs"
+        text += f", about {_gb(need + GRAPH_SAFETY_GB)} are needed." if need is not None else "."
+        levers = []
+        if need is not None:
+            better_f = model.fraction_for_room(need)
+            if better_f is not None and 0 < better_f < 1:
+                direction = "Lower" if better_f < f else "Raise"
+                levers.append(f"{direction} mem_fraction_static to {better_f:.2f}")
+        if room is not None:
+            width = model.width_for_room(room)
+            per_req = c.speculative_num_draft_tokens or 1
+            if width is not None and width > 0:
+                levers.append(f"lower cuda_graph_max_bs to {max(1, int(width // per_req))}")
+        if not levers:
+            levers.append("lower cuda_graph_max_bs, or leave more memory outside the static pool")
+        return text + " " + " or ".join(levers).capitalize() + "."
+    if status is TrialStatus.OOM_UNDER_LOAD:
+        return (
+            f"out of memory under load ({failure.message}); the server started but could not serve "
+            f"max_running_requests {c.max_running_requests}. Lower max_running_requests or raise the KV pool."
+        )
+    if status is TrialStatus.KV_PRESSURE:
+        return failure.message
+    if failure.kind is FailureKind.CRASH and failure.stage in (
+        FailureStage.TARGET_GRAPH_CAPTURE,
+        FailureStage.DRAFT_GRAPH_CAPTURE,
+    ):
+        return f"CUDA graph capture failed for a reason other than memory: {failure.message}"
+    if status is TrialStatus.TIMEOUT:
+        return f"timeout at {failure.stage.value}: {failure.message}"
+    if status is TrialStatus.LOST:
+        return f"lost: the node or its worker died ({failure.message}); not a property of the configuration"
+    return f"{failure.kind.value} at {failure.stage.value}: {failure.message}"
+
+
+def broken_speculation(result: TrialResult) -> str:
+    """Acceptance near 1.0 with speculation on: the draft never helps (the users' silent failure)."""
+    if not result.config.speculative:
+        return ""
+    best = result.best_stage
+    accept = best.accept_length if best and best.accept_length is not None else result.server_accept_length
+    if accept is None or accept > BROKEN_ACCEPT:
+        return ""
+    return (
+        f"broken_speculation: acceptance length {accept:.2f} with speculation on, so the draft never helps. "
+        "Likely causes: an EAGLE-3 draft run as --speculative-algorithm EAGLE (its aux hidden states are "
+        "never captured and the fusion layer is skipped, silently); the target does not capture aux hidden "
+        "states for EAGLE-3; the draft was trained for another target (hidden size or layer ids differ); "
+        "or random (dummy) draft weights."
+    )
+
+
+def check_draft_config(draft_path: str, algorithm: str) -> str:
+    """Before any launch: SGLang 0.5.17 serves an EAGLE-3 draft under EAGLE without a word."""
+    config_path = Path(draft_path) / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError):
+        return ""
+    archs = config.get("architectures") or []
+    eagle3 = any(a in EAGLE3_ARCHS for a in archs) or "eagle_aux_hidden_state_layer_ids" in json.dumps(config)
+    if eagle3 and algorithm != "EAGLE3":
+        return (
+            f"model.speculative_algorithm is {algorithm}, but {config_path} describes an EAGLE-3 draft "
+            f"({', '.join(archs) or 'eagle_aux_hidden_state_layer_ids'}): SGLang would serve it with an "
+            "acceptance length of about 1.0 and no warning. Set speculative_algorithm: EAGLE3."
+        )
+    return ""

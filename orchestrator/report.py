@@ -1,0 +1,282 @@
+"""`python -m orchestrator.report STUDY`: one self-contained HTML page about a study.
+
+It reads the trial runs back from MLflow (and the Optuna study for importances), so it can be made
+again at any time, for a finished study or one still running, on a machine with no network: plotly.js
+is embedded once in the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import logging
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from orchestrator.report_data import (
+    SEARCH_PARAMS,
+    BestConfig,
+    Importances,
+    ReportError,
+    TrialRow,
+    best_so_far,
+    find_best,
+    load_trials,
+    pareto_front,
+    study_importances,
+)
+from orchestrator.report_plots import (
+    acceptance_figure,
+    feasibility_figure,
+    history_figure,
+    importance_figure,
+    latency_figure,
+)
+
+__all__ = [
+    "ReportError",
+    "TrialRow",
+    "best_so_far",
+    "load_trials",
+    "pareto_front",
+    "render_html",
+    "write_report",
+]
+log = logging.getLogger(__name__)
+
+# What the memory figures of a trial mean; a figure not named here is still shown, without a note.
+MEMORY_NOTES = {
+    "weights_gb": "target weights, per GPU",
+    "draft_weights_gb": "draft weights, per GPU",
+    "kv_cache_tokens": "KV cache capacity (tokens)",
+    "kv_cache_gb": "KV cache (K + V), target",
+    "draft_kv_cache_gb": "KV cache (K + V), draft",
+    "graph_gb": "CUDA graphs, target",
+    "draft_graph_gb": "CUDA graphs, draft",
+    "avail_end_gb": "free GPU memory once ready",
+}
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1360px; color: #222; }
+h1 { margin-bottom: 4px; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 36px; }
+table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ddd; padding: 3px 8px; }
+th { background: #f4f4f4; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f6f8fa; padding: 12px; overflow-x: auto; font-size: 13px; }
+.note { color: #666; font-style: italic; } .muted { color: #666; }
+tr.feasible td:nth-child(2) { color: #1a7f37; } tr.oom td:nth-child(2) { color: #d62728; }
+tr.predicted_oom td:nth-child(2) { color: #e36209; } tr.failed td:nth-child(2) { color: #666; }
+div.msg { max-width: 520px; font-size: 12px; }
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _num(value: float | None, spec: str = ".1f") -> str:
+    return format(value, spec) if value is not None else "-"
+
+
+def _table(head: Sequence[str], body: Sequence[Sequence[str]], row_classes: Sequence[str] = ()) -> str:
+    """Cells arrive escaped; numbers (plain or '-') are right-aligned."""
+    cls = list(row_classes) or [""] * len(body)
+    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
+    for c, cells in zip(cls, body, strict=True):
+        tds = "".join(f'<td class="num">{x}</td>' if _is_number(x) else f"<td>{x}</td>" for x in cells)
+        out.append(f'<tr class="{c}">{tds}</tr>')
+    return "\n".join([*out, "</table>"])
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.replace(",", ""))
+    except ValueError:
+        return text == "-"
+    return True
+
+
+def _memory_value(key: str, value: float) -> tuple[str, str]:
+    if key.endswith("_tokens"):
+        return f"{value:,.0f}", "tokens"
+    for suffix, unit in (("_gb", "GB"), ("_gib", "GiB"), ("_mib", "MiB"), ("_bytes", "bytes")):
+        if key.endswith(suffix):
+            return f"{value:,.2f}", unit
+    return f"{value:g}", ""
+
+
+def best_section(best: BestConfig | None) -> str:
+    if best is None:
+        return '<p class="note">No configuration completed a benchmark within the objective\'s limits.</p>'
+    r = best.row
+    facts = [
+        ("trial", str(r.number)),
+        ("configuration", r.config),
+        ("output tok/s", _num(r.tok_s)),
+        ("objective (tok/s within the latency limits)", _num(r.objective)),
+        ("acceptance length", _num(r.accept_length, ".2f")),
+        ("speed-up over the no-speculation baseline", _num(best.speedup_vs_baseline, ".2f")),
+        ("p99 ITL (ms)", _num(r.metrics.get("itl_p99_ms"))),
+        ("p99 TTFT (ms)", _num(r.metrics.get("ttft_p99_ms"))),
+        ("best concurrency", _num(r.metrics.get("best_concurrency"), ".0f")),
+        ("start-up (s)", _num(r.metrics.get("startup_s"))),
+    ]
+    params = [(p, _num(r.value(p), "g")) for p in SEARCH_PARAMS if r.value(p) is not None]
+    return "\n".join(
+        [
+            _table(["", "value"], [[_e(k), _e(v)] for k, v in facts]),
+            "<h3>Searched values</h3>",
+            _table(["flag", "value"], [[f"--{_e(k.replace('_', '-'))}", _e(v)] for k, v in params]),
+            f'<h3>Launch command <span class="muted">(from {_e(best.command_source)})</span></h3>',
+            f'<pre id="best-command">{_e(best.command)}</pre>',
+        ]
+    )
+
+
+def memory_section(best: BestConfig | None) -> str:
+    if best is None or not best.memory:
+        return '<p class="note">No memory account: no best trial, or its log gave no memory figures.</p>'
+    body = []
+    for key, value in best.memory:
+        shown, unit = _memory_value(key, value)
+        body.append([_e(key), shown, _e(unit), _e(MEMORY_NOTES.get(key, ""))])
+    intro = f"<p>As the server of trial {best.row.number} reported it at start-up.</p>"
+    return intro + _table(["figure", "value", "unit", "what it is"], body)
+
+
+def trials_section(rows: Sequence[TrialRow]) -> str:
+    head = ["#", "status", "tok/s", "objective", "accept", "p99 TTFT", "p99 ITL", "start-up s"]
+    head += ["KV tokens", "configuration", "failure", "diagnosis / failure message"]
+    body = []
+    for r in rows:
+        message = r.diagnosis or r.failure_message
+        failure = f"{r.failure_stage}/{r.failure_kind}" if r.failure_stage else ""
+        status = r.status + (" (baseline)" if r.baseline else "")
+        if r.pruned_at_stage is not None:
+            status += f" (pruned at stage {r.pruned_at_stage})"
+        body.append(
+            [
+                str(r.number),
+                _e(status),
+                _num(r.tok_s),
+                _num(r.objective),
+                _num(r.accept_length, ".2f"),
+                _num(r.metrics.get("ttft_p99_ms")),
+                _num(r.metrics.get("itl_p99_ms")),
+                _num(r.metrics.get("startup_s")),
+                _num(r.metrics.get("kv_cache_tokens"), ",.0f"),
+                _e(r.config),
+                _e(failure),
+                f'<div class="msg" title="{_e(message)}">{_e(message[:300])}</div>' if message else "",
+            ]
+        )
+    return _table(head, body, [r.outcome.value for r in rows])
+
+
+def _plot(fig: object, div_id: str) -> str:
+    height = getattr(getattr(fig, "layout", None), "height", None) or 450
+    return str(
+        pio.to_html(
+            fig,
+            full_html=False,
+            include_plotlyjs=False,  # embedded once in <head>
+            div_id=div_id,
+            default_height=f"{height}px",
+            config={"displaylogo": False, "responsive": True},
+        )
+    )
+
+
+def render_html(
+    study_name: str, rows: Sequence[TrialRow], best: BestConfig | None, importances: Importances
+) -> str:
+    counts = Counter(r.status for r in rows)
+    summary = ", ".join(f"{n} {_e(s)}" for s, n in counts.most_common())
+    importance = ""
+    if importances.values:
+        importance = _plot(importance_figure(importances.values), "plot-importance")
+    sections = [
+        ("best", "Best configuration", best_section(best)),
+        ("memory", "Memory account of the best trial", memory_section(best)),
+        (
+            "feasibility",
+            "Feasibility map",
+            "<p>Where the searched values ran out of memory. Feasible trials are coloured by output "
+            "tok/s; an OOM at start-up, under load or from KV pressure is a red cross, a configuration "
+            "the memory model skipped an orange diamond, any other failure a grey square.</p>"
+            + _plot(feasibility_figure(rows), "plot-feasibility"),
+        ),
+        ("latency", "Throughput against tail latency", _plot(latency_figure(rows), "plot-pareto")),
+        ("acceptance", "Acceptance length", _plot(acceptance_figure(rows), "plot-acceptance")),
+        ("history", "Optimisation history", _plot(history_figure(rows), "plot-history")),
+        (
+            "importance",
+            "Parameter importances",
+            f'<p class="note">{_e(importances.note)}</p>{importance}',
+        ),
+        ("trials", f"All trials ({len(rows)})", trials_section(rows)),
+    ]
+    body = "\n".join(
+        f'<section id="{sid}"><h2>{_e(title)}</h2>\n{inner}</section>' for sid, title, inner in sections
+    )
+    generated = time.strftime("%Y-%m-%d %H:%M:%S")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>specsweep report: {_e(study_name)}</title>
+<style>{CSS}</style>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head><body>
+<h1>specsweep report: {_e(study_name)}</h1>
+<p class="muted">{len(rows)} trials: {summary or "none"}. Generated {generated}.</p>
+{body}
+</body></html>
+"""
+
+
+def write_report(study_name: str, tracking_uri: str, storage: str, out_path: Path) -> Path:
+    """Write the report of `study_name` to `out_path`; best.json next to it is used when present.
+
+    Raises ReportError when MLflow has no experiment of that name.
+    """
+    rows = load_trials(tracking_uri, study_name)
+    best = find_best(rows, out_path.parent / "best.json", tracking_uri)
+    importances = study_importances(study_name, storage)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(render_html(study_name, rows, best, importances), encoding="utf-8")
+    log.info("report of %d trials written to %s", len(rows), out_path)
+    return out_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m orchestrator.report", description="Write a study's HTML report (opens offline)."
+    )
+    p.add_argument("study", help="study name (the Optuna study and the MLflow experiment)")
+    p.add_argument("--out", default="runs", help="runs folder; writes OUT/STUDY/report.html (default: runs)")
+    p.add_argument(
+        "--tracking-uri", default=None, help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db)"
+    )
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///OUT/optuna.db)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("alembic", "mlflow", "optuna"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    out = Path(args.out).resolve()
+    tracking_uri = args.tracking_uri or f"sqlite:///{out / 'mlflow.db'}"
+    storage = args.storage or f"sqlite:///{out / 'optuna.db'}"
+    try:
+        path = write_report(args.study, tracking_uri, storage, out / args.study / "report.html")
+    except ReportError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

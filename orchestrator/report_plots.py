@@ -1,0 +1,328 @@
+"""The report's figures (plotly), one function per plot, each from the trial rows alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from orchestrator.records import TrialStatus
+from orchestrator.report_data import Outcome, TrialRow, best_so_far, pareto_front
+
+LABELS = {
+    "mem_fraction_static": "mem_fraction_static",
+    "cuda_graph_max_bs": "cuda_graph_max_bs",
+    "max_running_requests": "max_running_requests",
+    "speculative_num_steps": "speculative steps",
+    "speculative_eagle_topk": "top-k",
+    "speculative_num_draft_tokens": "draft tokens",
+    "itl_p99_ms": "p99 ITL (ms)",
+    "ttft_p99_ms": "p99 TTFT (ms)",
+}
+# The pairs whose product decides memory (graph memory grows with batch size x draft tokens; the KV
+# pool with the static fraction), and the speculative tree's shape last.
+FEASIBILITY_PAIRS = (
+    ("mem_fraction_static", "cuda_graph_max_bs"),
+    ("mem_fraction_static", "max_running_requests"),
+    ("cuda_graph_max_bs", "max_running_requests"),
+    ("mem_fraction_static", "speculative_num_draft_tokens"),
+    ("cuda_graph_max_bs", "speculative_num_draft_tokens"),
+    ("speculative_num_steps", "speculative_eagle_topk"),
+)
+STYLE: dict[Outcome, dict[str, str]] = {
+    Outcome.FEASIBLE: {"symbol": "circle", "color": "", "name": "feasible (colour: tok/s)"},
+    Outcome.OOM: {"symbol": "x", "color": "#d62728", "name": "OOM (start-up, under load, KV pressure)"},
+    Outcome.PREDICTED_OOM: {"symbol": "diamond-open", "color": "#ff7f0e", "name": "predicted OOM (skipped)"},
+    Outcome.FAILED: {"symbol": "square-open", "color": "#7f7f7f", "name": "failed / timeout / lost"},
+}
+TEMPLATE = "plotly_white"
+
+
+def _fmt(value: float | None, spec: str = ".1f") -> str:
+    return format(value, spec) if value is not None else "-"
+
+
+def hover(row: TrialRow) -> str:
+    lines = [f"trial {row.number}: {row.status}{' (baseline)' if row.baseline else ''}", row.config]
+    if row.tok_s is not None:
+        lines.append(f"{row.tok_s:.1f} tok/s, accept {_fmt(row.accept_length, '.2f')}")
+    if row.failure_stage:
+        lines.append(f"{row.failure_stage}/{row.failure_kind}")
+    return "<br>".join(lines)
+
+
+def _empty(fig: go.Figure, text: str) -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig
+
+
+def _ok(rows: Sequence[TrialRow]) -> list[TrialRow]:
+    return [r for r in rows if r.status == TrialStatus.OK.value and r.tok_s is not None]
+
+
+def feasibility_figure(rows: Sequence[TrialRow]) -> go.Figure:
+    titles = [f"{LABELS[x]} / {LABELS[y]}" for x, y in FEASIBILITY_PAIRS]
+    fig = make_subplots(rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16)
+    shown: set[Outcome] = set()
+    for i, (x, y) in enumerate(FEASIBILITY_PAIRS):
+        row_i, col_i = divmod(i, 3)
+        for outcome in Outcome:
+            pts = [
+                r for r in rows if r.outcome is outcome and r.value(x) is not None and r.value(y) is not None
+            ]
+            if not pts:
+                continue
+            style = STYLE[outcome]
+            marker: dict[str, object] = {"symbol": style["symbol"], "size": 10, "line": {"width": 1}}
+            if outcome is Outcome.FEASIBLE:
+                marker.update(color=[r.tok_s or 0.0 for r in pts], coloraxis="coloraxis")
+            else:
+                marker.update(color=style["color"], line={"width": 2, "color": style["color"]})
+            fig.add_trace(
+                go.Scatter(
+                    x=[r.value(x) for r in pts],
+                    y=[r.value(y) for r in pts],
+                    mode="markers",
+                    marker=marker,
+                    name=style["name"],
+                    legendgroup=outcome.value,
+                    showlegend=outcome not in shown,
+                    text=[hover(r) for r in pts],
+                    hovertemplate="%{text}<extra></extra>",
+                ),
+                row=row_i + 1,
+                col=col_i + 1,
+            )
+            shown.add(outcome)
+        fig.update_xaxes(title_text=LABELS[x], row=row_i + 1, col=col_i + 1)
+        fig.update_yaxes(title_text=LABELS[y], row=row_i + 1, col=col_i + 1)
+    fig.update_layout(
+        template=TEMPLATE,
+        height=760,
+        coloraxis={"colorscale": "Viridis", "colorbar": {"title": {"text": "tok/s"}}},
+        legend={"orientation": "h", "y": -0.12},
+        margin={"t": 40},
+    )
+    return fig if rows else _empty(fig, "no trial recorded")
+
+
+def latency_figure(rows: Sequence[TrialRow]) -> go.Figure:
+    metrics = ("itl_p99_ms", "ttft_p99_ms")
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        subplot_titles=[f"output tok/s against {LABELS[m]}" for m in metrics],
+        horizontal_spacing=0.06,
+    )
+    for col, metric in enumerate(metrics, start=1):
+        pts = [r for r in _ok(rows) if r.metrics.get(metric) is not None]
+        xy = [(r.metrics[metric], r.tok_s or 0.0) for r in pts]
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in xy],
+                y=[p[1] for p in xy],
+                mode="markers",
+                marker={
+                    "size": 9,
+                    "color": "#1f77b4",
+                    "symbol": ["star" if r.baseline else "circle" for r in pts],
+                },
+                name="ok trials (star: baseline)",
+                legendgroup="trials",
+                showlegend=col == 1,
+                text=[hover(r) for r in pts],
+                hovertemplate="%{text}<br>%{x:.1f} ms<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        front = pareto_front(xy)
+        fig.add_trace(
+            go.Scatter(
+                x=[xy[i][0] for i in front],
+                y=[xy[i][1] for i in front],
+                mode="lines+markers",
+                line={"shape": "hv", "color": "#d62728", "width": 2},
+                marker={"size": 11, "symbol": "circle-open", "color": "#d62728", "line": {"width": 2}},
+                name="Pareto front",
+                legendgroup="front",
+                showlegend=col == 1,
+                text=[hover(pts[i]) for i in front],
+                hovertemplate="%{text}<extra>Pareto</extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(title_text=LABELS[metric], row=1, col=col)
+    fig.update_yaxes(title_text="output tok/s", row=1, col=1)
+    fig.update_layout(template=TEMPLATE, height=460, margin={"t": 40}, legend={"orientation": "h", "y": -0.2})
+    return fig if _ok(rows) else _empty(fig, "no trial completed a benchmark")
+
+
+def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
+    pts = [
+        r
+        for r in rows
+        if r.accept_length is not None
+        and r.value("speculative_num_steps") is not None
+        and r.value("speculative_eagle_topk") is not None
+    ]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        subplot_titles=["acceptance length against speculative steps", "acceptance length against top-k"],
+        horizontal_spacing=0.12,
+    )
+    topks = sorted({r.value("speculative_eagle_topk") or 0.0 for r in pts})
+    steps = sorted({r.value("speculative_num_steps") or 0.0 for r in pts})
+    # Each panel has its own legend: the left groups by top-k, the right by steps.
+    for k in topks:
+        sel = [r for r in pts if r.value("speculative_eagle_topk") == k]
+        fig.add_trace(
+            go.Scatter(
+                x=[r.value("speculative_num_steps") for r in sel],
+                y=[r.accept_length for r in sel],
+                mode="markers",
+                marker={"size": 10},
+                name=f"top-k {k:g}",
+                legend="legend",
+                text=[hover(r) for r in sel],
+                hovertemplate="%{text}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    if steps:
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=[s + 1 for s in steps],
+                mode="lines",
+                line={"dash": "dot", "color": "#7f7f7f"},
+                name="ceiling: steps + 1",
+                legend="legend",
+                hoverinfo="skip",
+            ),
+            row=1,
+            col=1,
+        )
+    for s in steps:
+        sel = [r for r in pts if r.value("speculative_num_steps") == s]
+        fig.add_trace(
+            go.Scatter(
+                x=[r.value("speculative_eagle_topk") for r in sel],
+                y=[r.accept_length for r in sel],
+                mode="markers",
+                marker={"size": 10, "symbol": "diamond"},
+                name=f"steps {s:g}",
+                legend="legend2",
+                text=[hover(r) for r in sel],
+                hovertemplate="%{text}<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="speculative steps", dtick=1, row=1, col=1)
+    fig.update_xaxes(title_text="top-k", dtick=1, row=1, col=2)
+    fig.update_yaxes(title_text="acceptance length (tokens per verify)", row=1, col=1)
+    fig.update_layout(
+        template=TEMPLATE,
+        height=440,
+        margin={"t": 40, "r": 140},
+        legend={"x": 0.4, "y": 1.0, "xanchor": "right", "title": {"text": "by top-k"}},
+        legend2={"x": 1.02, "y": 1.0, "title": {"text": "by steps"}},
+    )
+    return fig if pts else _empty(fig, "no speculative trial reported an acceptance length")
+
+
+def history_figure(rows: Sequence[TrialRow]) -> go.Figure:
+    fig = go.Figure()
+    ok = _ok(rows)
+    groups = (
+        ("completed", [r for r in ok if r.pruned_at_stage is None and not r.baseline], "circle", "#1f77b4"),
+        (
+            "stopped early by the pruner",
+            [r for r in ok if r.pruned_at_stage is not None],
+            "circle-open",
+            "#1f77b4",
+        ),
+        ("baseline (no speculation)", [r for r in ok if r.baseline], "star", "#2ca02c"),
+    )
+    for name, sel, symbol, color in groups:
+        if sel:
+            fig.add_trace(
+                go.Scatter(
+                    x=[r.number for r in sel],
+                    y=[r.tok_s for r in sel],
+                    mode="markers",
+                    marker={"symbol": symbol, "size": 10, "color": color, "line": {"width": 1.5}},
+                    name=name,
+                    text=[hover(r) for r in sel],
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+    for outcome in (Outcome.OOM, Outcome.PREDICTED_OOM, Outcome.FAILED):
+        sel = [r for r in rows if r.outcome is outcome]
+        if sel:
+            style = STYLE[outcome]
+            fig.add_trace(
+                go.Scatter(
+                    x=[r.number for r in sel],
+                    y=[0.0] * len(sel),
+                    mode="markers",
+                    marker={
+                        "symbol": style["symbol"],
+                        "size": 9,
+                        "color": style["color"],
+                        "line": {"width": 2},
+                    },
+                    name=style["name"] + " (at 0)",
+                    text=[hover(r) for r in sel],
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+    ordered = sorted(rows, key=lambda r: r.number)
+    running = best_so_far([r.objective if r.status == TrialStatus.OK.value else None for r in ordered])
+    line = [(r.number, b) for r, b in zip(ordered, running, strict=True) if b is not None]
+    if line:
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in line],
+                y=[p[1] for p in line],
+                mode="lines",
+                line={"shape": "hv", "color": "#d62728", "width": 2},
+                name="best so far (objective)",
+                hovertemplate="best so far %{y:.1f} tok/s<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=420,
+        xaxis={"title": {"text": "trial number"}},
+        yaxis={"title": {"text": "output tok/s"}, "rangemode": "tozero"},
+        margin={"t": 20},
+    )
+    return fig if rows else _empty(fig, "no trial recorded")
+
+
+def importance_figure(values: Sequence[tuple[str, float]]) -> go.Figure:
+    ordered = list(reversed(values))  # plotly draws the first bar at the bottom
+    fig = go.Figure(
+        go.Bar(
+            x=[v for _, v in ordered],
+            y=[LABELS.get(n, n) for n, _ in ordered],
+            orientation="h",
+            marker={"color": "#1f77b4"},
+            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=120 + 40 * len(values),
+        xaxis={"title": {"text": "importance for tok/s (fANOVA, sums to 1)"}, "range": [0, 1]},
+        margin={"t": 20, "l": 180},
+    )
+    return fig
