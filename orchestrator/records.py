@@ -169,6 +169,8 @@ class TrialResult:
     gpu_before: tuple[GpuSample, ...] = ()
     gpu_after: tuple[GpuSample, ...] = ()
     wall_s: float = 0.0
+    started_unix: float = 0.0  # wall-clock span on the node, to show placement (one trial per node)
+    finished_unix: float = 0.0
     notes: tuple[str, ...] = ()
 
     @property

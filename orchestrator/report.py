@@ -19,17 +19,16 @@ from pathlib import Path
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from orchestrator.importances import Importances, study_importances
 from orchestrator.report_data import (
     SEARCH_PARAMS,
     BestConfig,
-    Importances,
     ReportError,
     TrialRow,
     best_so_far,
     find_best,
     load_trials,
     pareto_front,
-    study_importances,
 )
 from orchestrator.report_plots import (
     acceptance_figure,

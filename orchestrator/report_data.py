@@ -18,16 +18,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import optuna
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
-from optuna.trial import TrialState
 
 from orchestrator.records import TrialStatus
 
@@ -42,7 +34,6 @@ SEARCH_PARAMS = (
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
 )
-MIN_TRIALS_FOR_IMPORTANCE = 3
 
 
 class ReportError(Exception):

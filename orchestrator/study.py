@@ -39,6 +39,7 @@ from orchestrator.trial import TrialRequest
 log = logging.getLogger(__name__)
 OOM_CONSTRAINT = "oom"
 REQUEUED_ATTR = "requeued_from"
+KNOWN_GOOD_ATTR = "known_good"  # enqueued by the user: launched even when the model predicts an OOM
 
 
 @dataclass
@@ -138,6 +139,7 @@ class Sweep:
         sim_profile: dict[str, Any] | None,
         on_progress: Callable[[Progress], None] = lambda p: None,
         on_record: Callable[[TrialRecord], None] = lambda r: None,
+        time_budget_s: float | None = None,
     ) -> None:
         self.spec = spec
         self.study = study
@@ -148,6 +150,8 @@ class Sweep:
         self.on_progress = on_progress
         self.on_record = on_record
         self.outcome = SweepOutcome()
+        # No new launch after this moment; running trials finish (a later --resume goes on).
+        self.deadline = time.monotonic() + time_budget_s if time_budget_s else None
         self.baseline_tok_s: float | None = None
         self._inflight: dict[Any, _InFlight] = {}
         self._by_number: dict[int, Any] = {}
@@ -178,7 +182,9 @@ class Sweep:
                 skip_if_exists=True,
             )
         for config in known:
-            self.study.enqueue_trial(config_params(config), skip_if_exists=True)
+            self.study.enqueue_trial(
+                config_params(config), user_attrs={KNOWN_GOOD_ATTR: True}, skip_if_exists=True
+            )
 
     def _finished_count(self) -> int:
         """Trials that count against the budget: launched and finished (a predicted-OOM skip costs no
@@ -234,6 +240,8 @@ class Sweep:
     def _fill(self, broker: Any) -> None:
         slots = max(cluster.trial_slots(), 1)
         while len(self._inflight) < slots and self._finished_count() + len(self._inflight) < self.n_trials:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                return
             if self.skipped >= 5 * self.n_trials:
                 log.warning("stopping: the memory model rules out almost every proposal; widen the space")
                 return
@@ -242,7 +250,7 @@ class Sweep:
             baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
             requeued = REQUEUED_ATTR in trial.user_attrs
             prediction = self.model.predict(config)
-            if prediction.skip and not requeued:
+            if prediction.skip and not requeued and not trial.user_attrs.get(KNOWN_GOOD_ATTR):
                 self._skip(trial, config, prediction, baseline)
                 continue
             request = TrialRequest(

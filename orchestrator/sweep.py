@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///OUT/optuna.db)")
     p.add_argument("--out", default="runs", help="folder for logs, the study, reports (default: %(default)s)")
     p.add_argument("--resume", action="store_true", help="continue the study: no trial repeated or lost")
+    p.add_argument(
+        "--time-budget", type=float, default=None, metavar="SECONDS",
+        help="start no new trial after this many seconds; running trials finish (continue with --resume)",
+    )
     p.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (faster start)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every trial event")
     return p
@@ -150,6 +154,8 @@ def run(
         msg = f"  trial {r.number:3d} {res.status.value:<14} {tok}  {res.config.label()}"
         if res.failure is not None and res.status is not TrialStatus.OK:
             msg += f"  [{res.failure.stage.value}: {res.failure.message[:80]}]"
+        if r.diagnosis.startswith("broken_speculation"):
+            msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis
         print(("\r" if tty else "") + msg.ljust(100), flush=True)
 
     sweep = Sweep(
@@ -161,6 +167,7 @@ def run(
         sim_profile=sim_profile,
         on_progress=show,
         on_record=record,
+        time_budget_s=args.time_budget,
     )
     sweep.prepare(args.resume)
     failed = True

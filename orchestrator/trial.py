@@ -77,6 +77,7 @@ class TrialRun:
         self.log_path = self.workdir / "server.log"
         self.parser = LogParser()
         self.t0 = time.monotonic()
+        self.t0_unix = time.time()
         self.notes: list[str] = []
         self._stages_done: list[StageMetrics] = []
 
@@ -350,6 +351,8 @@ class TrialRun:
             gpu_before=gpu_before,
             gpu_after=gpu_after,
             wall_s=time.monotonic() - self.t0,
+            started_unix=self.t0_unix,
+            finished_unix=time.time(),
             notes=tuple(self.notes),
         )
 

@@ -136,7 +136,7 @@ class LogReport:
     runtime_oom: bool
     error_line_at: float | None  # the `now` given with the line where the failure began
     port_in_use: bool
-    last_stage: FailureStage
+    last_stage: FailureStage  # where the server was at the end; for a failed one, its failure's stage
     decode_gen_throughputs: tuple[float, ...] = ()  # `gen throughput (token/s)` of each Decode batch line
     retraction_lines: int = 0
     nonfatal_errors: tuple[str, ...] = ()  # exception lines after ready that did not stop the server
@@ -197,6 +197,7 @@ _EXC_LINE = re.compile(
 )
 _FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)')
 _TRIED = re.compile(r"Tried to allocate [\d.]+ [KMGT]i?B")
+_TRY_TOKENS = re.compile(r"^Try to allocate \d+ tokens")  # the line after `Prefill/Decode out of memory`
 
 _KV_OOM = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static"
@@ -428,7 +429,7 @@ class LogParser:
             runtime_oom=self._runtime_oom,
             error_line_at=self._error_line_at,
             port_in_use=self._port_in_use,
-            last_stage=self._stage,
+            last_stage=self._failure.stage if self._failure is not None else self._stage,
             decode_gen_throughputs=tuple(self._gen_tput),
             retraction_lines=self._retract_lines,
             nonfatal_errors=tuple(self._nonfatal),
@@ -467,6 +468,9 @@ class LogParser:
             elif _EXC_LINE.match(text):
                 self._tb.exceptions.append(text)
                 return self._exception(text, self._tb, now)
+            return LogEvent.NONE
+        if _TRY_TOKENS.match(text) and self._failure is not None and not self._failure.detail:
+            self._failure = Failure(self._failure.stage, self._failure.kind, self._failure.message, text)
             return LogEvent.NONE
         if _PORT.search(text):
             return self._fail(self._stage, FailureKind.PORT_IN_USE, text, now, port=True)

@@ -1,0 +1,105 @@
+"""Which searched values matter for tok/s: fANOVA importances over the study's completed trials.
+
+Optuna's own `get_param_importances` keeps only the values every trial shares with one identical
+distribution, and here they differ by design: the baseline has no speculative values, top-k 1
+derives the draft tokens, and the draft tokens' range depends on steps and top-k. So the importances
+are computed over a shadow study of the speculative trials, each value under one widened distribution.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import TrialState
+
+from orchestrator.report_data import SEARCH_PARAMS, sqlite_missing
+
+MIN_TRIALS_FOR_IMPORTANCE = 3
+
+
+@dataclass(frozen=True)
+class Importances:
+    values: tuple[tuple[str, float], ...]  # most important first; empty when none could be computed
+    note: str
+
+
+def _union(dists: Sequence[BaseDistribution], values: Sequence[Any]) -> BaseDistribution:
+    """One distribution that holds every trial's: the ranges of speculative values depend on other
+    values (draft tokens on steps and top-k), which Optuna's own importance code refuses."""
+    floats = [d for d in dists if isinstance(d, FloatDistribution)]
+    if len(floats) == len(dists):
+        lows = [d.low for d in floats] + [float(v) for v in values]
+        highs = [d.high for d in floats] + [float(v) for v in values]
+        return FloatDistribution(min(lows), max(highs))
+    ints = [d for d in dists if isinstance(d, IntDistribution)]
+    if len(ints) == len(dists):
+        int_lows = [d.low for d in ints] + [int(v) for v in values]
+        int_highs = [d.high for d in ints] + [int(v) for v in values]
+        return IntDistribution(min(int_lows), max(int_highs))
+    choices: list[Any] = []
+    for d in dists:
+        for c in d.choices if isinstance(d, CategoricalDistribution) else ():
+            if c not in choices:
+                choices.append(c)
+    choices.extend(v for v in dict.fromkeys(values) if v not in choices)
+    return CategoricalDistribution(choices)
+
+
+def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
+    """fANOVA importances of the searched values for tok/s over the completed speculative trials."""
+    done = [
+        t for t in trials if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value)
+    ]
+    spec = [t for t in done if "speculative_num_steps" in t.params]
+    if len(spec) < MIN_TRIALS_FOR_IMPORTANCE:
+        return Importances(
+            (),
+            f"Parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCE} completed speculative "
+            f"trials; this study has {len(spec)}.",
+        )
+    params: list[dict[str, Any]] = []
+    for t in spec:
+        p = dict(t.params)
+        if p.get("speculative_eagle_topk") == 1 and "speculative_num_draft_tokens" not in p:
+            p["speculative_num_draft_tokens"] = int(p["speculative_num_steps"]) + 1  # derived by SGLang
+        params.append(p)
+    names = [n for n in SEARCH_PARAMS if all(n in p for p in params)]
+    if len({tuple(p[n] for n in names) for p in params}) < 2:
+        return Importances((), "Parameter importances need completed trials with different values.")
+    dists = {
+        n: _union([t.distributions[n] for t in spec if n in t.distributions], [p[n] for p in params])
+        for n in names
+    }
+    shadow = optuna.create_study(direction="maximize")
+    for t, p in zip(spec, params, strict=True):
+        shadow.add_trial(
+            optuna.trial.create_trial(params={n: p[n] for n in names}, distributions=dists, value=t.value)
+        )
+    try:
+        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
+        result = optuna.importance.get_param_importances(shadow, evaluator=evaluator)
+    except (RuntimeError, ValueError) as err:
+        return Importances((), f"Parameter importances could not be computed: {err}")
+    left = "" if len(spec) == len(done) else " The no-speculation baseline is left out."
+    note = f"fANOVA over {len(spec)} completed speculative trials, for the objective (tok/s).{left}"
+    return Importances(tuple(result.items()), note)
+
+
+def study_importances(study_name: str, storage: str) -> Importances:
+    if sqlite_missing(storage):
+        return Importances((), f"No Optuna storage at {storage}.")
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        return Importances((), f"No Optuna study named {study_name!r} in the storage.")
+    return importances_of(study.get_trials(deepcopy=False))

@@ -1,0 +1,110 @@
+"""The README's first command, end to end on the simulated node, checked in MLflow and Optuna."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = {"mem_fraction_static": 0.88, "cuda_graph_max_bs": 128, "max_running_requests": 48,
+        "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+KV_OOM = {**GOOD, "mem_fraction_static": 0.70}  # 0.70 x 94 GB cannot hold Kimi's 72 GB of weights
+
+
+def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
+    spec = demo_spec(known_good=[GOOD, KV_OOM], budget__trials=4)
+    out = tmp_path / "runs"
+    proc = sweep(spec, out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mlflow ui --backend-store-uri sqlite:///" in proc.stdout
+    assert "best: trial" in proc.stdout
+
+    study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'optuna.db'}")
+    trials = study.get_trials()
+    launched = [t for t in trials if t.user_attrs.get("status") != "predicted_oom"]
+    assert len(launched) == 4
+    by_status = {t.user_attrs["status"]: t for t in trials}
+    # The baseline ran first, then the known-good configurations.
+    assert trials[0].user_attrs.get("baseline") is True
+    oom = by_status["oom"]
+    assert oom.state == optuna.trial.TrialState.PRUNED
+    assert oom.constraints == [1.0]
+    assert oom.params["mem_fraction_static"] == pytest.approx(0.70)
+    ok = [t for t in trials if t.user_attrs["status"] == "ok"]
+    assert ok and all(t.state == optuna.trial.TrialState.COMPLETE and t.constraints == [0.0] for t in ok)
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("demo")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("kind") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(parents) == 1 and len(children) == len(trials)
+    statuses = {r.data.tags["status"] for r in children}
+    assert {"ok", "oom"} <= statuses
+    for run in children:
+        params = run.data.params
+        assert float(params["mem_fraction_static"]) > 0
+        assert params["tp_size"] == "8"
+        if run.data.tags["status"] == "predicted_oom":
+            continue
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"server.log", "launch_command.sh", "result.json"} <= artifacts
+        if run.data.tags["status"] == "ok":
+            m = run.data.metrics
+            for key in ("output_tok_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+                        "weights_gb", "kv_cache_tokens", "startup_s"):
+                assert m[key] > 0, key
+            if run.data.tags["baseline"] == "false":
+                assert m["accept_length"] > 1.2
+                assert "speedup_vs_baseline" in m
+    oom_run = next(r for r in children if r.data.tags["status"] == "oom")
+    assert oom_run.data.tags["failure_stage"] == "kv_allocation"
+    assert "KV cache" in oom_run.data.tags["diagnosis"]
+
+    best = json.loads((out / "demo" / "best.json").read_text())
+    assert best["command"][:3] == ["python", "-m", "sglang.launch_server"]
+    assert "--speculative-num-draft-tokens" in best["command"]
+    assert (out / "demo" / "best_command.sh").read_text().startswith("#!/bin/sh")
+
+
+@pytest.mark.slow
+def test_resume_continues_without_repeating(tmp_path: Path, demo_spec: Any) -> None:
+    spec = demo_spec(known_good=[GOOD], budget__trials=2, budget__baseline=False)
+    out = tmp_path / "runs"
+    assert sweep(spec, out).returncode == 0
+    proc = sweep(spec, out, "--resume", "--trials", "4")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'optuna.db'}")
+    launched = [t for t in study.get_trials() if t.user_attrs.get("status") != "predicted_oom"]
+    assert len(launched) == 4
+    assert len({t.number for t in launched}) == 4
+    client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("demo")
+    assert exp is not None
+    children = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") != "sweep"]
+    numbers = sorted(int(r.data.tags["optuna_trial_number"]) for r in children)
+    assert numbers == sorted(t.number for t in study.get_trials())
+
+
+def test_bad_spec_fails_before_anything_starts(tmp_path: Path, demo_spec: Any) -> None:
+    spec = demo_spec(search__mem_fraction_static={"low": 0.5, "high": 1.5})
+    proc = sweep(spec, tmp_path / "runs")
+    assert proc.returncode == 2
+    assert "search.mem_fraction_static" in proc.stderr
+    assert not (tmp_path / "runs").exists()
