@@ -51,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs", help="folder for logs, the study, reports (default: %(default)s)")
     p.add_argument("--resume", action="store_true", help="continue the study: no trial repeated or lost")
     p.add_argument(
-        "--time-budget", type=float, default=None, metavar="SECONDS",
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="start no new trial after this many seconds; running trials finish (continue with --resume)",
     )
     p.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (faster start)")

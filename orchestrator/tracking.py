@@ -87,8 +87,8 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
     if r.oom_to_clean_s is not None:
         metrics["oom_to_clean_s"] = r.oom_to_clean_s
     metrics["trial_wall_s"] = r.wall_s
-    for key, value in r.memory.items():
-        metrics[key] = float(value)
+    for key, amount in r.memory.items():
+        metrics[key] = float(amount)
     for key, value in r.resolved_args.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             metrics[f"resolved_{key}"] = float(value)

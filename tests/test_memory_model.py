@@ -69,7 +69,9 @@ def test_non_oom_capture_failure_is_not_called_oom() -> None:
         status=TrialStatus.FAILED,
         node_id="n",
         command=(),
-        failure=Failure(FailureStage.TARGET_GRAPH_CAPTURE, FailureKind.CRASH, "Capture cuda graph failed: bad"),
+        failure=Failure(
+            FailureStage.TARGET_GRAPH_CAPTURE, FailureKind.CRASH, "Capture cuda graph failed: bad"
+        ),
     )
     assert "other than memory" in diagnose(r, MemoryModel())
 
@@ -89,7 +91,8 @@ def test_broken_speculation_flagged_only_with_speculation_on() -> None:
 
 def test_eagle3_draft_under_eagle_is_refused(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(
-        '{"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0]}}'
+        '{"architectures": ["LlamaForCausalLMEagle3"], '
+        '"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0]}}'
     )
     assert "EAGLE-3 draft" in check_draft_config(str(tmp_path), "EAGLE")
     assert check_draft_config(str(tmp_path), "EAGLE3") == ""

@@ -30,17 +30,35 @@ def test_demo_spec_loads() -> None:
     ("mutate", "field", "hint"),
     [
         (lambda d: d.update(bogus=1), "bogus", "unknown key"),
-        (lambda d: d["search"].update(mem_fraction_static={"low": 0.5, "high": 1.2}), "mem_fraction_static",
-         "strictly between 0 and 1"),
-        (lambda d: d["workload"].update(num_prompts=-3), "workload.num_prompts", "greater than or equal to 1"),
-        (lambda d: d["search"].update(cuda_graph_max_bs={"low": 64, "high": 16}), "cuda_graph_max_bs", "swap"),
+        (
+            lambda d: d["search"].update(mem_fraction_static={"low": 0.5, "high": 1.2}),
+            "mem_fraction_static",
+            "strictly between 0 and 1",
+        ),
+        (
+            lambda d: d["workload"].update(num_prompts=-3),
+            "workload.num_prompts",
+            "greater than or equal to 1",
+        ),
+        (
+            lambda d: d["search"].update(cuda_graph_max_bs={"low": 64, "high": 16}),
+            "cuda_graph_max_bs",
+            "swap",
+        ),
         (lambda d: d["search"].update(max_running_requests={"choices": []}), "max_running_requests", ""),
-        (lambda d: d["server"].update(flags=["--mem-fraction-static", "0.9"]), "server.flags",
-         "set by the sweep"),
+        (
+            lambda d: d["server"].update(flags=["--mem-fraction-static", "0.9"]),
+            "server.flags",
+            "set by the sweep",
+        ),
         (lambda d: d["search"].pop("speculative_num_steps"), "search.speculative_num_steps", "required"),
         (lambda d: d["workload"].update(concurrency=[]), "workload.concurrency", ""),
         (lambda d: d.update(backend="vllm"), "backend", ""),
-        (lambda d: d["known_good"][0].update(mem_fraction_static=1.5), "known_good.0.mem_fraction_static", ""),
+        (
+            lambda d: d["known_good"][0].update(mem_fraction_static=1.5),
+            "known_good.0.mem_fraction_static",
+            "",
+        ),
     ],
 )
 def test_bad_spec_names_the_field(mutate: Any, field: str, hint: str) -> None:

@@ -32,7 +32,9 @@ def three_nodes() -> Iterator[Cluster]:
 
 
 @pytest.mark.slow
-def test_three_trials_in_flight_never_two_on_a_node(three_nodes: Cluster, tmp_path: Path, demo_spec: Any) -> None:
+def test_three_trials_in_flight_never_two_on_a_node(
+    three_nodes: Cluster, tmp_path: Path, demo_spec: Any
+) -> None:
     spec = load_spec(demo_spec(budget__trials=6, budget__baseline=False, known_good=[]))
     info = placement.connect(spec, three_nodes.address)
     assert info.slots == 3

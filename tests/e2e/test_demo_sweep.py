@@ -13,15 +13,24 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[2]
-GOOD = {"mem_fraction_static": 0.88, "cuda_graph_max_bs": 128, "max_running_requests": 48,
-        "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+GOOD = {
+    "mem_fraction_static": 0.88,
+    "cuda_graph_max_bs": 128,
+    "max_running_requests": 48,
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
 KV_OOM = {**GOOD, "mem_fraction_static": 0.70}  # 0.70 x 94 GB cannot hold Kimi's 72 GB of weights
 
 
 def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -67,8 +76,16 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
         assert {"server.log", "launch_command.sh", "result.json"} <= artifacts
         if run.data.tags["status"] == "ok":
             m = run.data.metrics
-            for key in ("output_tok_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
-                        "weights_gb", "kv_cache_tokens", "startup_s"):
+            for key in (
+                "output_tok_per_s",
+                "ttft_p50_ms",
+                "ttft_p99_ms",
+                "itl_p50_ms",
+                "itl_p99_ms",
+                "weights_gb",
+                "kv_cache_tokens",
+                "startup_s",
+            ):
                 assert m[key] > 0, key
             if run.data.tags["baseline"] == "false":
                 assert m["accept_length"] > 1.2

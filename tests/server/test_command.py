@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.spec import Backend, load_spec, make_config
 from orchestrator.server.command import launch_plan, mask_secrets, parse_version, sglang_flags
+from orchestrator.spec import Backend, load_spec, make_config
 
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"
 
@@ -23,7 +23,12 @@ def test_flags_per_version_and_speculation_together() -> None:
     assert "--cuda-graph-max-bs-decode" in new and "--cuda-graph-max-bs" not in new
     i = new.index("--speculative-num-steps")
     assert new[i : i + 6] == [
-        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
     ]
     assert new[new.index("--tp-size") + 1] == "8"
     assert new[new.index("--port") + 1] == "31000"
@@ -39,10 +44,12 @@ def test_baseline_has_no_speculative_flags() -> None:
 def test_backends_share_flags() -> None:
     spec = load_spec(DEMO)
     cfg = make_config(0.88, 128, 48, 2, 2, 4)
-    sim = launch_plan(spec, cfg, version="0.5.17", port=30001, tp_size=8, sim_profile_path="p.json",
-                      sim_state_dir="/s")
-    real = launch_plan(spec.model_copy(update={"backend": Backend.SGLANG}), cfg, version="0.5.17", port=30001,
-                       tp_size=8)
+    sim = launch_plan(
+        spec, cfg, version="0.5.17", port=30001, tp_size=8, sim_profile_path="p.json", sim_state_dir="/s"
+    )
+    real = launch_plan(
+        spec.model_copy(update={"backend": Backend.SGLANG}), cfg, version="0.5.17", port=30001, tp_size=8
+    )
     assert real.argv[1:3] == ("-m", "sglang.launch_server")
     assert sim.argv[1:3] == ("-m", "orchestrator.sim.server")
     assert real.argv[3:] == sim.argv[3 : 3 + len(real.argv) - 3]
@@ -50,5 +57,8 @@ def test_backends_share_flags() -> None:
 
 def test_secrets_masked() -> None:
     assert mask_secrets(["x", "--api-key", "s3cret", "--hf-token=abc"]) == (
-        "x", "--api-key", "****", "--hf-token=****",
+        "x",
+        "--api-key",
+        "****",
+        "--hf-token=****",
     )

@@ -15,7 +15,7 @@ from orchestrator.server.process import LogFollower, ServerProcess
 TREE = (
     "import subprocess, sys, time, signal\n"
     "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-    "signal.signal(signal.SIGINT, signal.SIG_IGN); print(\"child\", \"ready\", flush=True); time.sleep(60)'])\n"
+    'signal.signal(signal.SIGINT, signal.SIG_IGN); print("child", "ready", flush=True); time.sleep(60)\'])\n'
     "print('parent up', flush=True)\n"
     "time.sleep(60)\n"
 )
@@ -47,7 +47,9 @@ def test_stop_kills_the_whole_tree(tmp_path: Path) -> None:
 def test_orphaned_child_is_still_ours(tmp_path: Path) -> None:
     """SGLang's launcher SIGKILLs itself on failure; its children must still be found and stopped."""
     log = tmp_path / "server.log"
-    code = TREE.replace("time.sleep(60)\n", "time.sleep(0.5)\nimport os, signal; os.kill(os.getpid(), 9)\n", 1)
+    code = TREE.replace(
+        "time.sleep(60)\n", "time.sleep(0.5)\nimport os, signal; os.kill(os.getpid(), 9)\n", 1
+    )
     proc = ServerProcess(LaunchPlan(argv=(sys.executable, "-c", code), host="127.0.0.1", port=0), log)
     proc.start()
     _wait_for(log, "child ready")
