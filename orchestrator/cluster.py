@@ -125,3 +125,28 @@ def submit(request: TrialRequest, broker: Any) -> ray.ObjectRef:
         "max_retries": 0,
     }
     return _trial_task.options(**options).remote(request, broker)
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _check_paths(paths: list[str]) -> list[str]:
+    from pathlib import Path
+
+    return [p for p in paths if not Path(p).exists()]
+
+
+def preflight_paths(spec: SweepSpec) -> dict[str, list[str]]:
+    """Model paths missing on each trial node, found with a zero-resource task per node: nothing is
+    claimed, so a wrong path is reported before any GPU is."""
+    if spec.backend is not Backend.SGLANG or not spec.model.check_paths:
+        return {}
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    paths = [spec.model.path, spec.model.draft_path]
+    refs = {
+        node["NodeID"]: _check_paths.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote(paths)
+        for node in alive_nodes()
+    }
+    missing = {node_id: ray.get(ref, timeout=120) for node_id, ref in refs.items()}
+    return {node_id: gone for node_id, gone in missing.items() if gone}

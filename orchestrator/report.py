@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import html
 import logging
+import os
 import sys
 import time
 from collections import Counter
@@ -262,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///OUT/optuna.db)")
     args = p.parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("alembic", "mlflow", "optuna"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -310,7 +310,8 @@ def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
     client = MlflowClient(tracking_uri=tracking_uri)
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            command = Path(client.download_artifacts(row.run_id, "launch_command.sh", tmp)).read_text()
+            script = Path(client.download_artifacts(row.run_id, "launch_command.sh", tmp)).read_text()
+            command = _shell(parse_script(script))
             source = "the trial's launch_command.sh"
             result = json.loads(Path(client.download_artifacts(row.run_id, "result.json", tmp)).read_text())
             memory = _numbers(result.get("memory"))
@@ -320,7 +321,7 @@ def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
         command, source = _command_from_params(row.params), "the trial's params"
     return BestConfig(
         row,
-        command.strip(),
+        command,
         source,
         tuple((memory or memory_from_metrics(row.metrics)).items()),
         row.metrics.get("speedup_vs_baseline"),
@@ -328,7 +329,20 @@ def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
 
 
 def _shell(argv: Sequence[str]) -> str:
-    return " \\\n  ".join(shlex.quote(a) for a in argv)
+    """One line per flag with its value, so the command reads like SGLang's docs."""
+    lines: list[list[str]] = [[]]
+    for arg in argv:
+        if arg.startswith("--"):
+            lines.append([])
+        lines[-1].append(shlex.quote(arg))
+    return " \\\n  ".join(" ".join(line) for line in lines if line)
+
+
+def parse_script(text: str) -> list[str]:
+    """The argv of a launch_command.sh (`#!/bin/sh` then `exec ...` over continued lines)."""
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    argv = shlex.split(body.replace("\\\n", " "))  # shlex keeps a line continuation as a newline
+    return argv[1:] if argv[:1] == ["exec"] else argv
 
 
 def _command_from_params(params: Mapping[str, float | str]) -> str:

@@ -114,10 +114,24 @@ def run(
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator import cluster
+    from orchestrator.diagnosis import check_draft_config
     from orchestrator.study import Progress, Sweep, open_study
     from orchestrator.tracking import Tracker
 
+    warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
+    if warning:
+        print(f"error: model.speculative_algorithm: {warning}", file=sys.stderr)
+        return 2
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
+    missing = cluster.preflight_paths(spec)
+    if missing:
+        where = "; ".join(f"node {node[:12]}: {', '.join(paths)}" for node, paths in missing.items())
+        print(
+            f"error: model.path / model.draft_path: not found on the trial nodes ({where}); "
+            "copy the model there or fix the spec",
+            file=sys.stderr,
+        )
+        return 2
     study = open_study(spec, study_name, storage, args.resume)
     tracker = Tracker(tracking_uri, study_name, study_dir / "spool")
     tracker.start(
