@@ -52,14 +52,19 @@ log = logging.getLogger(__name__)
 
 # What the memory figures of a trial mean; a figure not named here is still shown, without a note.
 MEMORY_NOTES = {
-    "weights_gb": "target weights, per GPU",
-    "draft_weights_gb": "draft weights, per GPU",
-    "kv_cache_tokens": "KV cache capacity (tokens)",
-    "kv_cache_gb": "KV cache (K + V), target",
-    "draft_kv_cache_gb": "KV cache (K + V), draft",
+    "avail_at_start_gb": "free GPU memory before the weights",
+    "weights_gb": "target weights",
+    "draft_weights_gb": "draft weights",
+    "avail_after_weights_gb": "free after the weights",
+    "kv_cache_tokens": "KV pool capacity, target",
+    "kv_cache_gb": "KV pool (K + V), target",
+    "draft_kv_cache_tokens": "KV pool capacity, draft",
+    "draft_kv_cache_gb": "KV pool (K + V), draft",
+    "avail_after_kv_gb": "free after the KV pools",
     "graph_gb": "CUDA graphs, target",
     "draft_graph_gb": "CUDA graphs, draft",
-    "avail_end_gb": "free GPU memory once ready",
+    "avail_end_gb": "free once ready: the headroom for activations",
+    "max_total_num_tokens": "tokens SGLang settled on (max_total_num_tokens)",
 }
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1360px; color: #222; }
@@ -145,7 +150,7 @@ def memory_section(best: BestConfig | None) -> str:
     for key, value in best.memory:
         shown, unit = _memory_value(key, value)
         body.append([_e(key), shown, _e(unit), _e(MEMORY_NOTES.get(key, ""))])
-    intro = f"<p>As the server of trial {best.row.number} reported it at start-up.</p>"
+    intro = f"<p>As the server of trial {best.row.number} reported it at start-up, per GPU.</p>"
     return intro + _table(["figure", "value", "unit", "what it is"], body)
 
 

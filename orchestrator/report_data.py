@@ -13,7 +13,7 @@ import math
 import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from orchestrator.records import TrialStatus
+from orchestrator.server.logparse import MemoryAccount
 
 log = logging.getLogger(__name__)
 
@@ -243,15 +244,18 @@ class BestConfig:
 
 
 MEMORY_SUFFIXES = ("_gb", "_gib", "_mib", "_bytes")
+MEMORY_FIGURES = tuple(f.name for f in fields(MemoryAccount))  # what the log parser reports
 
 
 def memory_from_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
-    """The memory account when no result.json is at hand: the metrics that are sizes or KV tokens."""
-    return {
+    """The memory account when no result.json is at hand: the log's figures, in the log's order."""
+    known = {k: metrics[k] for k in MEMORY_FIGURES if k in metrics}
+    other = {
         k: v
-        for k, v in metrics.items()
-        if (k.endswith(MEMORY_SUFFIXES) or k == "kv_cache_tokens") and not k.startswith("resolved_")
+        for k, v in sorted(metrics.items())
+        if k.endswith(MEMORY_SUFFIXES) and k not in known and not k.startswith("resolved_")
     }
+    return {**known, **other}
 
 
 def _matches(config: Mapping[str, Any], row: TrialRow) -> bool:

@@ -230,10 +230,10 @@ def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
     fig.update_yaxes(title_text="acceptance length (tokens per verify)", row=1, col=1)
     fig.update_layout(
         template=TEMPLATE,
-        height=440,
-        margin={"t": 40, "r": 140},
-        legend={"x": 0.4, "y": 1.0, "xanchor": "right", "title": {"text": "by top-k"}},
-        legend2={"x": 1.02, "y": 1.0, "title": {"text": "by steps"}},
+        height=480,
+        margin={"t": 40},
+        legend={"orientation": "h", "x": 0.0, "y": -0.22, "title": {"text": "by top-k"}},
+        legend2={"orientation": "h", "x": 0.56, "y": -0.22, "title": {"text": "by steps"}},
     )
     return fig if pts else _empty(fig, "no speculative trial reported an acceptance length")
 

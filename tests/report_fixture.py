@@ -24,6 +24,7 @@ from orchestrator.tracking import Tracker, TrialRecord
 
 STUDY = "demo-study"
 MEMORY = {
+    "avail_at_start_gb": 139.09,
     "weights_gb": 16.06,
     "kv_cache_tokens": 512000.0,
     "kv_cache_gb": 61.5,

@@ -11,7 +11,17 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from orchestrator import report
 from orchestrator.importances import importances_of
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
-from orchestrator.report_data import Outcome, TrialRow, current_sweeps, find_best, outcome_of, parse_param
+from orchestrator.report_data import (
+    Outcome,
+    TrialRow,
+    current_sweeps,
+    find_best,
+    memory_from_metrics,
+    outcome_of,
+    parse_param,
+    parse_script,
+)
+from orchestrator.tracking import shell_command
 from orchestrator.report_plots import feasibility_figure, history_figure, latency_figure
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
@@ -66,6 +76,34 @@ def test_outcome_and_params_parsing() -> None:
     assert parse_param("EAGLE3") == "EAGLE3" and parse_param("nan") == "nan"
 
 
+def test_memory_from_metrics_keeps_the_logs_figures_in_the_logs_order() -> None:
+    metrics = {
+        "output_tok_per_s": 1.0,
+        "avail_end_gb": 8.0,
+        "weights_gb": 16.0,
+        "kv_cache_tokens": 5e5,
+        "resolved_mem_fraction_static": 0.8,
+        "trial_wall_s": 60.0,
+        "gpu_total_mib": 143771.0,
+    }
+    memory = memory_from_metrics(metrics)
+    assert list(memory) == ["weights_gb", "kv_cache_tokens", "avail_end_gb", "gpu_total_mib"]
+
+
+def test_parse_script_reads_back_the_trackers_launch_command() -> None:
+    argv = (
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/m/a b",
+        "--enable-metrics",
+        "--port",
+        "1",
+    )
+    assert parse_script(shell_command(argv)) == list(argv)
+
+
 # -- MLflow and Optuna ---------------------------------------------------------------------------------
 
 
@@ -104,7 +142,9 @@ def test_find_best_prefers_best_json_but_not_a_stale_one(
     assert best is not None and best.command_source == "best.json" and "--tp-size 8" in best.command
     assert best.memory == (("x_gb", 1.5),)
     stale = tmp_path / "stale.json"  # an older study's trial of the same number, another configuration
-    stale.write_text(json.dumps({"trial": BEST, "config": {**config, "cuda_graph_max_bs": 8}, "command": argv}))
+    stale.write_text(
+        json.dumps({"trial": BEST, "config": {**config, "cuda_graph_max_bs": 8}, "command": argv})
+    )
     best = find_best(rows, stale, store.tracking_uri)
     assert best is not None and best.command_source != "stale.json" and "--tp-size" not in best.command
 
@@ -120,7 +160,10 @@ def test_importances_cover_the_conditional_speculative_values(store: Store) -> N
 
 
 def test_importances_with_too_few_trials_say_so() -> None:
-    dists = {"mem_fraction_static": FloatDistribution(0.7, 0.9), "speculative_num_steps": IntDistribution(1, 5)}
+    dists = {
+        "mem_fraction_static": FloatDistribution(0.7, 0.9),
+        "speculative_num_steps": IntDistribution(1, 5),
+    }
     one = optuna.trial.create_trial(
         params={"mem_fraction_static": 0.8, "speculative_num_steps": 3}, distributions=dists, value=1.0
     )
@@ -178,7 +221,7 @@ def test_write_report_is_one_self_contained_page(store: Store) -> None:
     assert not re.search(r"<script[^>]+src=", text), "the page must open offline"
     assert not re.search(r"<link[^>]+href=\"http", text)
     assert text.count("Plotly.newPlot(") == len(PLOT_IDS)
-    assert text.count("<script type=\"text/javascript\">") == 1  # plotly.js once, in <head>
+    assert text.count('<script type="text/javascript">') == 1  # plotly.js once, in <head>
     for sid in SECTIONS:
         assert f'<section id="{sid}">' in text
     for pid in PLOT_IDS:

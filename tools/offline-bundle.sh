@@ -90,7 +90,7 @@ DEPS_REQS=(
   plotly==7.1.0
 )
 # The generated protobuf modules above (opentelemetry-proto, googleapis-common-protos) refuse a
-# protobuf runtime older than 6.33; this one is used only where the node's own is older.
+# protobuf runtime older than 6.33.5; this one is used only where the node's own is older.
 PROTOBUF_REQ=protobuf==7.36.2
 
 log() { echo "== $*" >&2; }
@@ -183,8 +183,9 @@ build_deps() {
   install_site deps "$s" "${DEPS_REQS[@]}"
   install_site protobuf "$s/_protobuf" "$PROTOBUF_REQ"
   log "deps: prune"
-  # Java workers (33 MB of jars), RLlib, and the dashboard UI's source maps: never loaded here.
-  rm -rf "$s"/ray/jars "$s"/ray/rllib
+  # Java workers (33 MB of jars), RLlib, the dashboard UI's source maps and Plotly's JupyterLab
+  # extension: never loaded here.
+  rm -rf "$s"/ray/jars "$s"/ray/rllib "$s"/share/jupyter
   find "$s"/ray/dashboard -name '*.map' -type f -delete
   # Debug sections only (no code, symbols kept): SQLAlchemy's Cython modules carry 80% DWARF.
   find "$s" \( -name '*.so' -o -path '*/ray/core/src/ray/*' \) -type f -exec sh -c \
@@ -224,7 +225,7 @@ if [ "$(cat /tmp/ssweep-site/.bundle 2>/dev/null)" != "$_sum" ]; then
     tail -n +2 "$_d/ssweep-site.sha256" | while read -r _h _n; do cat "/tmp/ssweep-pieces/$_n"; done |
     xz -dc | tar -x -C /tmp/ssweep-site.new || { echo "ssweep bundle: unpack failed" >&2; return 1; }
   # The node's protobuf is used unless it is too old for the generated modules carried here.
-  python3 -c 'import google.protobuf as p, sys; sys.exit(tuple(map(int, p.__version__.split(".")[:2])) < (6, 33))' \
+  python3 -c 'import google.protobuf as p, sys; sys.exit(tuple(map(int, p.__version__.split(".")[:3])) < (6, 33, 5))' \
     2>/dev/null || touch /tmp/ssweep-site.new/.use-bundled-protobuf
   echo "$_sum" >/tmp/ssweep-site.new/.bundle && mv /tmp/ssweep-site.new /tmp/ssweep-site &&
     rm -rf /tmp/ssweep-pieces || return 1

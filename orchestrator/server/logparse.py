@@ -12,7 +12,6 @@ because the rank that dies first is not always rank 0.
 
 from __future__ import annotations
 
-import ast
 import logging
 import re
 from collections.abc import Iterable
@@ -20,8 +19,28 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from orchestrator.records import Failure, FailureKind, FailureStage
+from orchestrator.server import pyrepr
+from orchestrator.server import sglang_lines as shapes
+from orchestrator.server.pyrepr import parse_mapping, parse_server_args
+
+__all__ = [
+    "GraphCapture",
+    "KvAllocation",
+    "LogEvent",
+    "LogParser",
+    "LogReport",
+    "MemoryAccount",
+    "ResolvedArgs",
+    "WeightLoad",
+    "parse_log",
+    "parse_mapping",
+    "parse_server_args",
+]
 
 log = logging.getLogger(__name__)
+
+_GRAPH_STAGES = (FailureStage.TARGET_GRAPH_CAPTURE, FailureStage.DRAFT_GRAPH_CAPTURE)
+_BEFORE_GRAPHS = (FailureStage.LAUNCH, FailureStage.WEIGHT_LOADING, FailureStage.KV_ALLOCATION)
 
 
 class LogEvent(StrEnum):
@@ -143,200 +162,6 @@ class LogReport:
     ready_at: float | None = None
 
 
-# --- line shapes --------------------------------------------------------------------------------
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# `[2026-11-29 11:35:41] `, `[2026-11-29 11:35:41 TP0] `, `[... DP0 TP0 EP0] `; a bare `[TP3] ` too.
-_PREFIX = re.compile(
-    r"^\[(?:\d{4}-\d\d-\d\d[ T][\d:.,]+(?P<tags>[^\]]*)|(?P<bare>[A-Z]+\d+(?: [A-Z]+\d+)*))\] ?"
-)
-_TAG = re.compile(r"([A-Z]+)(\d+)")
-
-_GB = r"([\d.]+) GB"
-_WEIGHT_BEGIN = re.compile(rf"^Load weight begin\. avail mem={_GB}")
-_WEIGHT_END = re.compile(
-    r"^Load weight end\. (?:elapsed=(?P<elapsed>[\d.]+) s, )?type=(?P<cls>[\w.]+), (?P<mid>.*?)"
-    r"avail mem=(?P<after>[\d.]+) GB, mem usage=(?P<usage>[\d.]+) GB"
-)
-_KV = re.compile(
-    r"^(?:(?P<label>.+?) )?KV Cache (?P<how>is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[^,]+), )?"
-    r"#tokens: (?P<tokens>\d+), "
-    r"(?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)"
-)
-_POOL_END = re.compile(rf"^Memory pool end\. avail mem={_GB}")
-_CAPTURE = re.compile(
-    r"^Capture (?P<name>[\w -]*?)\s*(?:cuda|CUDA|cpu|npu) graph(?: for [^.]*?)? "
-    r"(?P<phase>begin|end)\b(?P<rest>.*)"
-)
-_AVAIL = re.compile(rf"avail mem={_GB}")
-_USAGE = re.compile(rf"mem usage={_GB}")
-_ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )([\d.]+) s")
-_BS = re.compile(r"\bbs=\[([^\]]*)\]")
-_NUM_TOKENS = re.compile(r"\bnum_tokens=\[([^\]]*)\]")
-_BACKEND = re.compile(r"\bbackend=(\w+)")
-_MAX_TOTAL = re.compile(r"^max_total_num_tokens=(\d+)")
-_KEYVAL_INT = re.compile(r"(\w+)=(\d+)")
-_AVAILABLE_GPU_MEM = re.compile(rf"available_gpu_mem={_GB}")
-_RESET = re.compile(r"Max running requests is reset to (\d+)")
-_DECODE = re.compile(r"^Decode batch\b")
-_ACCEPT = re.compile(r"accept len: ([\d.]+)")
-_GEN_TPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
-_RETRACT = re.compile(r"KV cache pool is full\. Retract requests\.")
-_RETRACTED = re.compile(r"#retracted_reqs: (\d+)")
-_READY = "The server is fired up and ready to roll!"
-_SHUTDOWN = re.compile(
-    r"SIGTERM received|SIGINT received|INFO:\s+Shutting down|Gracefully exiting"
-    r"|Waiting for application shutdown"
-)
-
-_TRACEBACK = "Traceback (most recent call last)"
-# The last line of a traceback: a (dotted) exception name, then its message or nothing.
-_EXC_LINE = re.compile(
-    r"^(?P<name>(?:[A-Za-z_]\w*\.)+[A-Z]\w*|[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|Timeout)|Exception)"
-    r"(?::(?P<text>.*))?$"
-)
-_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)')
-_TRIED = re.compile(r"Tried to allocate [\d.]+ [KMGT]i?B")
-_TRY_TOKENS = re.compile(r"^Try to allocate \d+ tokens")  # the line after `Prefill/Decode out of memory`
-
-_KV_OOM = re.compile(
-    r"Not enough memory\. Please try to increase --mem-fraction-static"
-    r"|Loaded weights leave no GPU memory for the KV cache"
-    r"|Memory pool size is too small"
-)
-_RUNTIME_OOM = re.compile(
-    r"(?:Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory"
-)
-_CUDA_OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY"
-    r"|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED"
-)
-_GRAPH_FAILED = "Capture cuda graph failed"
-_CUBLAS_OOM = "CUBLAS_STATUS_ALLOC_FAILED"
-_PORT = re.compile(r"\[Errno 98\]|address already in use", re.IGNORECASE)
-_FATAL_LINE = re.compile(
-    r"Rank \d+ scheduler is dead|Received sigquit from a child process"
-    r"|Subprocess \S+ .*crashed with exit code|Initialization failed\. warmup error"
-)
-_ARGPARSE_ERROR = re.compile(r"^[\w./-]+: error: ")
-
-# Traceback frames that place a failure: graph set-up and capture (attention back-end and cuBLAS
-# set-up come right before the first capture), KV pool sizing, and the draft worker.
-_GRAPH_FRAME = re.compile(
-    r"cuda_graph|graph_runner|init_device_graphs|capture|init_attention_backend|build_attention_backends"
-    r"|init_cublas"
-)
-_KV_FRAME = re.compile(
-    r"init_memory_pool|alloc_memory_pool|kv_cache_configurator|profile_max_num_token|resize_kv_pool"
-)
-_DRAFT_PATH = re.compile(r"draft|eagle_worker|standalone_worker|mtp_worker")
-
-_GRAPH_STAGES = (FailureStage.TARGET_GRAPH_CAPTURE, FailureStage.DRAFT_GRAPH_CAPTURE)
-_BEFORE_GRAPHS = (FailureStage.LAUNCH, FailureStage.WEIGHT_LOADING, FailureStage.KV_ALLOCATION)
-
-
-# --- the `server_args=` repr ------------------------------------------------------------------
-
-_OPEN, _CLOSE = "([{", ")]}"
-
-
-def _scan(text: str, start: int) -> tuple[list[str], int]:
-    """Split ``text[start:]`` on commas outside brackets and quotes, up to the bracket that closes.
-
-    Returns the pieces and the index just past the closing bracket (or the end of a truncated line).
-    """
-    pieces: list[str] = []
-    depth, quote, i, piece_start = 0, "", start, start
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            if depth == 0:
-                pieces.append(text[piece_start:i])
-                return pieces, i + 1
-            depth -= 1
-        elif c == "," and depth == 0:
-            pieces.append(text[piece_start:i])
-            piece_start = i + 1
-        i += 1
-    pieces.append(text[piece_start:])
-    return pieces, len(text)
-
-
-_CALL_OPEN = re.compile(r"^\s*(?:[\w.]*\(|\{)")
-_DICT_KEY = re.compile(r"""^\s*(['"])(?P<key>.*?)\1\s*:\s*(?P<value>.*)$""", re.DOTALL)
-_KWARG = re.compile(r"^\s*(?P<key>\w+)=(?P<value>.*)$", re.DOTALL)
-
-
-def parse_mapping(text: str) -> dict[str, str]:
-    """Top-level items of a dataclass repr ``Name(k=v, ...)`` or a dict repr ``{'k': v, ...}``.
-
-    Values stay as printed (nested reprs, lists and quoted strings included); an unknown shape gives {}.
-    """
-    opened = _CALL_OPEN.match(text)
-    if not opened:
-        return {}
-    pieces, _ = _scan(text, opened.end())
-    out: dict[str, str] = {}
-    for piece in pieces:
-        m = _KWARG.match(piece) or _DICT_KEY.match(piece)
-        if m:
-            out[m.group("key")] = m.group("value").strip()
-    return out
-
-
-def _literal(value: str | None) -> object:
-    if value is None:
-        return None
-    try:
-        return ast.literal_eval(value)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return value
-
-
-def _as_int(value: str | None) -> int | None:
-    v = _literal(value)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _as_float(value: str | None) -> float | None:
-    v = _literal(value)
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def _as_str(value: str | None) -> str | None:
-    v = _literal(value)
-    return v if isinstance(v, str) else None
-
-
-def _as_bool(value: str | None) -> bool | None:
-    v = _literal(value)
-    return v if isinstance(v, bool) else None
-
-
-def _ints(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text or ""))
-
-
-def parse_server_args(line: str) -> dict[str, str]:
-    """The key/values of a `server_args=ServerArgs(...)` (<= 0.5.19) or `server_args={...}` (0.5.23) line."""
-    at = line.find("server_args=")
-    return parse_mapping(line[at + len("server_args=") :]) if at >= 0 else {}
-
-
-def _decode_graph_config(raw: dict[str, str]) -> dict[str, str]:
-    """The decode phase of `cuda_graph_config` (0.5.14+), where max_bs and bs live."""
-    return parse_mapping(parse_mapping(raw.get("cuda_graph_config", "")).get("decode", ""))
-
-
 # --- the parser -------------------------------------------------------------------------------
 
 
@@ -382,7 +207,6 @@ class LogParser:
         self._weights: list[WeightLoad] = []
         self._kv: list[KvAllocation] = []
         self._kv_groups: list[list[KvAllocation]] = [[]]  # closed by each `Memory pool end`
-        self._pool_ends: list[float] = []
         self._avail_after_kv: float | None = None
         self._avail_after_weights: float | None = None
         self._graphs: list[GraphCapture] = []
@@ -401,7 +225,7 @@ class LogParser:
     def feed(self, line: str, now: float | None = None) -> LogEvent:
         """Take one line (a trailing newline is fine); ``now`` is the monotonic time it was read."""
         event = LogEvent.NONE
-        for part in _ANSI.sub("", line).rstrip("\r\n").split("\r"):
+        for part in shapes.ANSI.sub("", line).rstrip("\r\n").split("\r"):
             got = self._feed_one(part.rstrip(), now)
             if got is LogEvent.FAILED or (got is LogEvent.READY and event is LogEvent.NONE):
                 event = got
@@ -439,75 +263,75 @@ class LogParser:
     # -- lines ----------------------------------------------------------------------------------
 
     def _feed_one(self, text: str, now: float | None) -> LogEvent:
-        m = _PREFIX.match(text)
+        m = shapes.PREFIX.match(text)
         if m is None:
             return self._unprefixed(text, now)
         event = self._close_traceback(now)
-        tags = dict(_TAG.findall(m.group("tags") or m.group("bare") or ""))
+        tags = dict(shapes.TAG.findall(m.group("tags") or m.group("bare") or ""))
         msg = text[m.end() :]
         primary = all(v == "0" for v in tags.values())
-        if _TRACEBACK in msg:
+        if shapes.TRACEBACK in msg:
             self._tb = _Traceback(
                 fatal=not self._ready or "Scheduler hit an exception" in msg, started_at=now, opener=msg
             )
         if primary:
-            self._account(msg, tags)
+            self._account(msg)
         elif tags.get("TP", "0") == "0":
             self._runtime_stats(msg)  # another DP rank's TP0 serves its own requests
         return self._worse(event, self._prefixed_event(msg, now))
 
     def _unprefixed(self, text: str, now: float | None) -> LogEvent:
-        if _TRACEBACK in text:
+        if shapes.TRACEBACK in text:
             if self._tb is None:  # an uncaught exception, printed by the interpreter itself
                 self._tb = _Traceback(fatal=not self._ready, started_at=now, opener=text)
             return LogEvent.NONE
         if self._tb is not None:
-            frame = _FRAME.match(text)
+            frame = shapes.FRAME.match(text)
             if frame:
                 self._tb.frames.append(f"{frame.group('path')}:{frame.group('func')}")
-            elif _EXC_LINE.match(text):
+            elif shapes.EXC_LINE.match(text):
                 self._tb.exceptions.append(text)
                 return self._exception(text, self._tb, now)
             return LogEvent.NONE
-        if _TRY_TOKENS.match(text) and self._failure is not None and not self._failure.detail:
+        if shapes.TRY_TOKENS.match(text) and self._failure is not None and not self._failure.detail:
             self._failure = Failure(self._failure.stage, self._failure.kind, self._failure.message, text)
             return LogEvent.NONE
-        if _PORT.search(text):
+        if shapes.PORT.search(text):
             return self._fail(self._stage, FailureKind.PORT_IN_USE, text, now, port=True)
-        if _ARGPARSE_ERROR.match(text):
+        if shapes.ARGPARSE_ERROR.match(text):
             return self._fail(self._stage, FailureKind.CRASH, text, now)
         return LogEvent.NONE
 
     def _prefixed_event(self, msg: str, now: float | None) -> LogEvent:
-        if _READY in msg:
+        if shapes.READY in msg:
             first = not self._ready
             self._ready, self._stage = True, FailureStage.UNDER_LOAD
             if first:
                 self._ready_at = now
             return LogEvent.READY if first else LogEvent.NONE
-        if _SHUTDOWN.search(msg):
+        if shapes.SHUTDOWN.search(msg):
             self._shutting_down = True
             return LogEvent.NONE
-        if _RETRACT.search(msg) or "#retracted_reqs" in msg:
+        if shapes.RETRACT.search(msg) or "#retracted_reqs" in msg:
             return LogEvent.NONE  # a retraction is load, not a failure (counted in _runtime_stats)
-        if _KV_OOM.search(msg):
+        if shapes.KV_OOM.search(msg):
             return self._fail(FailureStage.KV_ALLOCATION, FailureKind.OOM, msg, now)
-        if _RUNTIME_OOM.search(msg):
+        if shapes.RUNTIME_OOM.search(msg):
             return self._fail(FailureStage.UNDER_LOAD, FailureKind.OOM, msg, now, runtime=True)
-        if _PORT.search(msg):
+        if shapes.PORT.search(msg):
             return self._fail(self._stage, FailureKind.PORT_IN_USE, msg, now, port=True)
-        if _FATAL_LINE.search(msg) and not self._shutting_down:
+        if shapes.FATAL_LINE.search(msg) and not self._shutting_down:
             # The launcher's echo of a child's death: the cause, if logged, came first.
             message = self._nonfatal[-1] if self._ready and self._nonfatal else msg
             return self._fail(self._stage, FailureKind.CRASH, message, now)
         return LogEvent.NONE
 
-    def _account(self, msg: str, tags: dict[str, str]) -> None:
+    def _account(self, msg: str) -> None:
         """Rank 0's start-up lines: the memory account, the resolved arguments and the stage."""
-        if m := _WEIGHT_BEGIN.match(msg):
+        if m := shapes.WEIGHT_BEGIN.match(msg):
             self._weight_begin = self._avail(float(m.group(1)))
             self._stage = FailureStage.WEIGHT_LOADING
-        elif m := _WEIGHT_END.match(msg):
+        elif m := shapes.WEIGHT_END.match(msg):
             mid = m.group("mid").strip(", ")
             dtype = mid.removeprefix("dtype=") or None
             cls = m.group("cls")
@@ -521,7 +345,7 @@ class LogParser:
                 self._avail_after_weights = after
             self._weight_begin = None
             self._stage = FailureStage.KV_ALLOCATION
-        elif m := _KV.match(msg):
+        elif m := shapes.KV.match(msg):
             size = float(m.group("kv")) if m.group("kv") else float(m.group("k")) + float(m.group("v"))
             alloc = KvAllocation(
                 int(m.group("tokens")),
@@ -534,43 +358,42 @@ class LogParser:
             self._kv.append(alloc)
             self._kv_groups[-1].append(alloc)
             self._stage = FailureStage.KV_ALLOCATION
-        elif m := _POOL_END.match(msg):
+        elif m := shapes.POOL_END.match(msg):
             avail = self._avail(float(m.group(1)))
-            self._pool_ends.append(avail)
             if not self._graphs and not self._pending:
                 self._avail_after_kv = avail
             if self._kv_groups[-1]:
                 self._kv_groups.append([])
             self._stage = FailureStage.KV_ALLOCATION
-        elif m := _CAPTURE.match(msg):
+        elif m := shapes.CAPTURE.match(msg):
             self._capture(m)
-        elif m := _MAX_TOTAL.match(msg):
-            values = dict(_KEYVAL_INT.findall(msg))
+        elif m := shapes.MAX_TOTAL.match(msg):
+            values = dict(shapes.KEYVAL_INT.findall(msg))
             self._max_total = int(m.group(1))
             self._effective_mrr = (
                 int(values["max_running_requests"]) if "max_running_requests" in values else None
             )
             self._context_len = int(values["context_len"]) if "context_len" in values else None
-            if g := _AVAILABLE_GPU_MEM.search(msg):
+            if g := shapes.AVAILABLE_GPU_MEM.search(msg):
                 self._avail_end = self._avail(float(g.group(1)))
             if self._stage is not FailureStage.UNDER_LOAD:
                 self._stage = FailureStage.WARMUP
-        elif m := _RESET.search(msg):
+        elif m := shapes.RESET.search(msg):
             self._reset_to = int(m.group(1))
         elif "server_args=" in msg and self._raw_args is None:
-            self._raw_args = parse_server_args(msg)
+            self._raw_args = pyrepr.parse_server_args(msg)
         else:
             self._runtime_stats(msg)
 
     def _runtime_stats(self, msg: str) -> None:
-        if _DECODE.match(msg):
-            if a := _ACCEPT.search(msg):
+        if shapes.DECODE.match(msg):
+            if a := shapes.ACCEPT.search(msg):
                 self._accept.append(float(a.group(1)))
-            if t := _GEN_TPUT.search(msg):
+            if t := shapes.GEN_TPUT.search(msg):
                 self._gen_tput.append(float(t.group(1)))
-        elif _RETRACT.search(msg):
+        elif shapes.RETRACT.search(msg):
             self._retract_lines += 1
-            n = _RETRACTED.search(msg)
+            n = shapes.RETRACTED.search(msg)
             self._retracted += int(n.group(1)) if n else 1
 
     def _capture(self, m: re.Match[str]) -> None:
@@ -578,28 +401,28 @@ class LogParser:
         if "draft" not in name.lower() and not name.lower().startswith("target"):
             name = f"target {name}".strip()
         rest = m.group("rest")
-        avail = _AVAIL.search(rest)
+        avail = shapes.AVAIL.search(rest)
         avail_gb = self._avail(float(avail.group(1))) if avail else None
         is_draft = "draft" in name.lower()
-        bs = _BS.search(rest)
-        num_tokens = _NUM_TOKENS.search(rest)
+        bs = shapes.BS.search(rest)
+        num_tokens = shapes.NUM_TOKENS.search(rest)
         if m.group("phase") == "begin":
-            backend = _BACKEND.search(rest)
+            backend = shapes.BACKEND.search(rest)
             self._pending[name] = _Pending(
                 name,
                 avail_gb,
-                _ints(bs.group(1)) if bs else (),
-                _ints(num_tokens.group(1)) if num_tokens else (),
+                pyrepr.ints(bs.group(1)) if bs else (),
+                pyrepr.ints(num_tokens.group(1)) if num_tokens else (),
                 backend.group(1) if backend else None,
             )
             self._stage = FailureStage.DRAFT_GRAPH_CAPTURE if is_draft else FailureStage.TARGET_GRAPH_CAPTURE
             return
         began = self._pending.pop(name, None) or _Pending(name, None, (), (), None)
-        usage = _USAGE.search(rest)
+        usage = shapes.USAGE.search(rest)
         usage_gb = float(usage.group(1)) if usage else None
         if usage_gb is None and began.avail_before_gb is not None and avail_gb is not None:
             usage_gb = round(began.avail_before_gb - avail_gb, 2)
-        elapsed = _ELAPSED.search(rest)
+        elapsed = shapes.ELAPSED.search(rest)
         self._graphs.append(
             GraphCapture(
                 name,
@@ -608,7 +431,7 @@ class LogParser:
                 usage_gb,
                 avail_gb,
                 float(elapsed.group(1)) if elapsed else None,
-                _ints(bs.group(1)) if bs else began.batch_sizes,
+                pyrepr.ints(bs.group(1)) if bs else began.batch_sizes,
                 began.num_tokens,
                 began.backend,
                 finished=True,
@@ -648,14 +471,14 @@ class LogParser:
         return self._fail(stage, kind, line, tb.started_at if tb.started_at is not None else now)
 
     def _classify(self, line: str, tb: _Traceback) -> tuple[FailureStage, FailureKind]:
-        if _KV_OOM.search(line):
+        if shapes.KV_OOM.search(line):
             return FailureStage.KV_ALLOCATION, FailureKind.OOM
-        if _RUNTIME_OOM.search(line):
+        if shapes.RUNTIME_OOM.search(line):
             return FailureStage.UNDER_LOAD, FailureKind.OOM
-        if _PORT.search(line):
+        if shapes.PORT.search(line):
             return self._stage, FailureKind.PORT_IN_USE
-        oom = bool(_CUDA_OOM.search(line))
-        stage = self._stage_of(tb.frames, graph_hint=_GRAPH_FAILED in line or _CUBLAS_OOM in line)
+        oom = bool(shapes.CUDA_OOM.search(line))
+        stage = self._stage_of(tb.frames, graph_hint=shapes.GRAPH_FAILED in line or shapes.CUBLAS_OOM in line)
         return stage, FailureKind.OOM if oom else FailureKind.CRASH
 
     def _stage_of(self, frames: list[str], graph_hint: bool) -> FailureStage:
@@ -667,9 +490,9 @@ class LogParser:
         stage = self._stage
         if stage not in _GRAPH_STAGES and stage not in _BEFORE_GRAPHS:
             return stage  # warm-up or under load: graphs are done
-        in_graph = graph_hint or any(_GRAPH_FRAME.search(f) for f in frames)
-        in_kv = not in_graph and any(_KV_FRAME.search(f) for f in frames)
-        draft = any(_DRAFT_PATH.search(f.rsplit(":", 1)[0]) for f in frames)
+        in_graph = graph_hint or any(shapes.GRAPH_FRAME.search(f) for f in frames)
+        in_kv = not in_graph and any(shapes.KV_FRAME.search(f) for f in frames)
+        draft = any(shapes.DRAFT_PATH.search(f.rsplit(":", 1)[0]) for f in frames)
         if in_graph:
             if stage is FailureStage.DRAFT_GRAPH_CAPTURE or draft:
                 return FailureStage.DRAFT_GRAPH_CAPTURE
@@ -694,7 +517,7 @@ class LogParser:
             return LogEvent.NONE
         self._failure = Failure(stage, kind, message.strip(), _detail(message))
         self._error_line_at = at
-        log.info("server log: %s %s at %s: %s", kind, "failure", stage, message.strip()[:200])
+        log.info("server log: %s at %s: %s", kind, stage, message.strip()[:200])
         return LogEvent.FAILED
 
     @staticmethod
@@ -732,34 +555,34 @@ class LogParser:
         )
 
     def _resolved_args(self, raw: dict[str, str]) -> ResolvedArgs:
-        decode = _decode_graph_config(raw)
-        max_bs = _as_int(raw.get("cuda_graph_max_bs"))
+        decode = pyrepr.decode_graph_config(raw)
+        max_bs = pyrepr.as_int(raw.get("cuda_graph_max_bs"))
         if max_bs is None:
-            max_bs = _as_int(raw.get("cuda_graph_max_bs_decode"))
+            max_bs = pyrepr.as_int(raw.get("cuda_graph_max_bs_decode"))
         if max_bs is None:
-            max_bs = _as_int(decode.get("max_bs"))
+            max_bs = pyrepr.as_int(decode.get("max_bs"))
         listed = (raw.get("cuda_graph_bs"), raw.get("cuda_graph_bs_decode"), decode.get("bs"))
         bs_text = next((v for v in listed if v and v != "None"), None)
         return ResolvedArgs(
-            mem_fraction_static=_as_float(raw.get("mem_fraction_static")),
+            mem_fraction_static=pyrepr.as_float(raw.get("mem_fraction_static")),
             cuda_graph_max_bs=max_bs,
-            max_running_requests=_as_int(raw.get("max_running_requests")),
-            speculative_algorithm=_as_str(raw.get("speculative_algorithm")),
-            speculative_num_steps=_as_int(raw.get("speculative_num_steps")),
-            speculative_eagle_topk=_as_int(raw.get("speculative_eagle_topk")),
-            speculative_num_draft_tokens=_as_int(raw.get("speculative_num_draft_tokens")),
-            tp_size=_as_int(raw.get("tp_size")),
+            max_running_requests=pyrepr.as_int(raw.get("max_running_requests")),
+            speculative_algorithm=pyrepr.as_str(raw.get("speculative_algorithm")),
+            speculative_num_steps=pyrepr.as_int(raw.get("speculative_num_steps")),
+            speculative_eagle_topk=pyrepr.as_int(raw.get("speculative_eagle_topk")),
+            speculative_num_draft_tokens=pyrepr.as_int(raw.get("speculative_num_draft_tokens")),
+            tp_size=pyrepr.as_int(raw.get("tp_size")),
             max_running_requests_reset_to=self._reset_to,
             effective_max_running_requests=self._effective_mrr,
             raw=dict(raw),
-            cuda_graph_bs=_ints(bs_text),
-            disable_cuda_graph=_as_bool(raw.get("disable_cuda_graph")),
+            cuda_graph_bs=pyrepr.ints(bs_text),
+            disable_cuda_graph=pyrepr.as_bool(raw.get("disable_cuda_graph")),
             context_len=self._context_len,
         )
 
 
 def _detail(message: str) -> str:
-    tried = _TRIED.search(message)
+    tried = shapes.TRIED.search(message)
     return tried.group(0) if tried else ""
 
 

@@ -1,0 +1,256 @@
+"""The simulated node's HTTP API, shaped like SGLang 0.5.17's answers (see the real ``/generate`` and
+``/get_server_info`` bodies): ``/health``, ``/generate`` (plain and SSE streaming with cumulative
+``output_ids``), ``/get_server_info``, ``/get_model_info``, ``/flush_cache`` and ``/metrics``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from orchestrator.sim.args import server_args_items
+from orchestrator.sim.scheduler import SimRequest
+
+if TYPE_CHECKING:
+    from orchestrator.sim.server import SimNode
+
+HEALTH_TIMEOUT_S = 20.0
+DEPRECATED = "Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message}}, status=status)
+
+
+def access_line(request: web.Request, status: int) -> str:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    client = f"{peer[0]}:{peer[1]}" if peer else "127.0.0.1:0"
+    return f'INFO:     {client} - "{request.method} {request.path} HTTP/1.1" {status} {HTTPStatus(status).phrase}'
+
+
+def meta_info(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
+    """``meta_info`` in 0.5.17's key order; the speculative counts only on the final chunk."""
+    finish: dict[str, Any] | None = None
+    if req.aborted:
+        finish = {"type": "abort", "message": "Abort in waiting queue" if not req.output_ids else "Abort"}
+    elif req.finished:
+        finish = {"type": "length", "length": req.max_new_tokens}
+    meta: dict[str, Any] = {
+        "id": req.rid,
+        "finish_reason": finish,
+        "prompt_tokens": req.input_len,
+        "weight_version": "default",
+        "num_retractions": req.num_retractions,
+        "reasoning_tokens": 0,
+        "completion_tokens": len(req.output_ids),
+        "cached_tokens": 0,
+        "cached_tokens_details": None,
+        "dp_rank": None,
+    }
+    if final:
+        meta["e2e_latency"] = time.monotonic() - req.created
+        spec = node.speed.spec
+        if spec is not None:
+            proposed = req.verify_ct * max(0, spec.draft_tokens - 1)
+            meta.update(
+                spec_accept_rate=req.accepted_drafts / proposed if proposed else 0.0,
+                spec_accept_length=len(req.output_ids) / max(1, req.verify_ct),
+                spec_num_correct_drafts=req.accepted_drafts,
+                spec_num_proposed_drafts=proposed,
+                spec_verify_ct=req.verify_ct,
+                spec_accepted_drafts=req.accepted_drafts,
+                spec_proposed_drafts=proposed,
+                spec_correct_drafts_histogram=list(req.histogram),
+                spec_accept_histogram=list(req.histogram),
+            )
+    meta["response_sent_to_client_ts"] = time.time()
+    return meta
+
+
+def body(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not node.args.skip_tokenizer_init:
+        out["text"] = "".join(f" t{i}" for i in req.output_ids)
+    out["output_ids"] = list(req.output_ids)
+    out["meta_info"] = meta_info(node, req, final=final)
+    return out
+
+
+def _json_args(node: SimNode) -> dict[str, Any]:
+    items = dict(server_args_items(node.args, node.profile))
+    cfg = items["cuda_graph_config"]
+    for phase in cfg.values():
+        phase.update(tc_compiler="eager", full_prefill_max_req=None, full_prefill_prefix_chunk_tokens=None)
+    return items
+
+
+def server_info(node: SimNode) -> dict[str, Any]:
+    plan = node.plan
+    args = _json_args(node)
+    internal: dict[str, Any] = dict(args)
+    internal.update(
+        last_gen_throughput=node.scheduler.stats.last_gen_throughput if node.scheduler else 0.0,
+        memory_usage={
+            "weight": round(node.profile.target_weights_gib / node.args.tp_size, 3),
+            "kvcache": round(node.kv_target_gib, 3),
+            "startup_available": round(plan.final_avail, 3),
+            "token_capacity": plan.kv_tokens,
+            "token_capacity_swa": None,
+            "graph": {k: round(v, 3) for k, v in node.graph_usage().items()},
+        },
+        startup_time=node.startup_times(),
+        effective_max_running_requests_per_dp=plan.max_running_requests,
+    )
+    if node.speed.spec is not None and node.scheduler is not None:
+        internal["avg_spec_accept_length"] = node.scheduler.stats.avg_accept_length
+    context_len = node.args.context_length or node.profile.context_len
+    return {
+        **args,
+        "status": "ready" if node.ready else "starting",
+        "max_total_num_tokens": plan.kv_tokens,
+        "max_req_input_len": context_len - 6,
+        "startup_time": node.startup_times(),
+        "internal_states": [internal],
+        "version": node.profile.sglang_version,
+        "kv_events": None,
+    }
+
+
+def model_info(node: SimNode) -> dict[str, Any]:
+    return {
+        "model_path": node.args.model_path,
+        "tokenizer_path": node.args.tokenizer_path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
+        "model_type": node.profile.target_arch,
+        "architectures": [node.profile.target_arch],
+    }
+
+
+def metrics_text(node: SimNode) -> str:
+    sched = node.scheduler
+    label = f'{{model_name="{node.args.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"}}'
+    gauges: list[tuple[str, str, float]] = [
+        ("num_running_reqs", "The number of running requests.", len(sched.running) if sched else 0),
+        ("num_queue_reqs", "The number of requests in the waiting queue.", len(sched.waiting) if sched else 0),
+        ("token_usage", "The token usage.", sched.used / sched.pool if sched else 0.0),
+        ("gen_throughput", "The generation throughput (token/s).", sched.stats.last_gen_throughput if sched else 0.0),
+        ("spec_accept_length", "The average acceptance length of speculative decoding.",
+         sched.stats.last_accept_len if sched and node.speed.spec else 0.0),
+        ("spec_accept_rate", "The average acceptance rate of speculative decoding.",
+         sched.stats.last_accept_rate if sched and node.speed.spec else 0.0),
+        ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", node.plan.kv_tokens),
+    ]  # fmt: skip
+    counters: list[tuple[str, str, float]] = [
+        ("prompt_tokens_total", "Number of prefill tokens processed.", sched.stats.prompt_tokens if sched else 0),
+        ("generation_tokens_total", "Number of generation tokens processed.",
+         sched.stats.generation_tokens if sched else 0),
+        ("num_requests_total", "Number of requests processed.", sched.stats.requests if sched else 0),
+    ]  # fmt: skip
+    lines = []
+    for kind, rows in (("gauge", gauges), ("counter", counters)):
+        for name, help_text, value in rows:
+            lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}"]
+            lines.append(f"sglang:{name}{label} {float(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def make_app(node: SimNode) -> web.Application:
+    log = node.log
+
+    def logged(resp: web.StreamResponse, request: web.Request) -> web.StreamResponse:
+        log.line(access_line(request, resp.status))
+        return resp
+
+    async def health(request: web.Request) -> web.StreamResponse:
+        if not node.ready or node.draining or node.scheduler is None:
+            return logged(web.Response(status=503), request)
+        req = node.scheduler.submit(1, 1)
+        try:
+            await asyncio.wait_for(req.done.wait(), HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            node.scheduler.abort(req)
+            return logged(web.Response(status=503), request)
+        return logged(web.Response(status=200), request)
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        if node.scheduler is None or node.draining:
+            return logged(_error(503, "The server is shutting down." if node.draining else "Not ready."), request)
+        try:
+            data = await request.json()
+            prompt_len, max_new = node.parse_generate(data)
+        except (ValueError, TypeError) as err:
+            return logged(_error(400, str(err)), request)
+        req = node.scheduler.submit(prompt_len, max_new)
+        if not data.get("stream"):
+            await req.done.wait()
+            return logged(web.json_response(body(node, req, final=True)), request)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        log.line(access_line(request, 200))
+        sent = 0
+        try:
+            while True:
+                await req.changed.wait()
+                req.changed.clear()
+                done = req.finished
+                if len(req.output_ids) > sent or done:
+                    sent = len(req.output_ids)
+                    chunk = json.dumps(body(node, req, final=done))
+                    await resp.write(f"data: {chunk}\n\n".encode())
+                if done:
+                    break
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            node.scheduler.abort(req)
+            raise
+        return resp
+
+    def deprecated(old: str, new: str) -> None:
+        log.line(DEPRECATED.format(old=old, new=new))
+
+    async def get_server_info(request: web.Request) -> web.StreamResponse:
+        if request.path == "/get_server_info":
+            deprecated("/get_server_info", "/server_info")
+        return logged(web.json_response(server_info(node)), request)
+
+    async def get_model_info(request: web.Request) -> web.StreamResponse:
+        if request.path == "/get_model_info":
+            deprecated("/get_model_info", "/model_info")
+        return logged(web.json_response(model_info(node)), request)
+
+    async def flush_cache(request: web.Request) -> web.StreamResponse:
+        ok = node.scheduler is not None and node.scheduler.flush()
+        if ok:
+            log.line("Cache flushed successfully!", rank=True)
+        text = (
+            "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+            "requests, the operation will not be performed.)\n"
+        )
+        return logged(web.Response(text=text, status=200 if ok else 400), request)
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        if not node.args.enable_metrics:
+            return logged(web.Response(status=404, text="Not Found"), request)
+        return logged(web.Response(text=metrics_text(node), content_type="text/plain"), request)
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    app.router.add_get("/health_generate", health)
+    app.router.add_post("/generate", generate)
+    for path in ("/get_server_info", "/server_info"):
+        app.router.add_get(path, get_server_info)
+    for path in ("/get_model_info", "/model_info"):
+        app.router.add_get(path, get_model_info)
+    app.router.add_route("*", "/flush_cache", flush_cache)
+    app.router.add_get("/metrics", metrics)
+    return app
+

@@ -1,0 +1,316 @@
+"""The simulated scheduler: SGLang's continuous batching, in real time, on a simulated KV pool.
+
+At most ``max_running_requests`` decode together; the rest wait. A prefill batch admits waiting
+requests while the pool can hold their prompts plus an estimate of what they will still generate (the
+``new_token_ratio`` SGLang uses); a decode step needs room for every running request's next tokens
+(the whole draft tree when speculating) and, when the pool cannot give it, retracts requests back to
+the queue, to be prefilled again later: the throughput cliff of a too-small pool. Each step sleeps for
+the speed model's duration, so clients measure real wall-clock rates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+
+from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
+from orchestrator.sim.speed import SpeedModel, sample_accepted
+
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO = 0.1
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """One ``/generate`` request and everything its ``meta_info`` reports."""
+
+    rid: str
+    input_len: int
+    max_new_tokens: int
+    rng: random.Random
+    vocab: int
+    created: float = field(default_factory=time.monotonic)
+    output_ids: list[int] = field(default_factory=list)
+    kv: int = 0
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    histogram: list[int] = field(default_factory=list)
+    num_retractions: int = 0
+    finished: bool = False
+    aborted: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def prefill_len(self) -> int:
+        """Tokens to prefill: the prompt, plus what it had generated if it was retracted."""
+        return self.input_len + len(self.output_ids)
+
+    @property
+    def remaining(self) -> int:
+        return self.max_new_tokens - len(self.output_ids)
+
+    def emit(self, n: int) -> None:
+        self.output_ids.extend(self.rng.randrange(self.vocab) for _ in range(n))
+        self.kv += n
+
+    def record_verify(self, accepted: int) -> None:
+        self.verify_ct += 1
+        self.accepted_drafts += accepted
+        if len(self.histogram) <= accepted:
+            self.histogram.extend([0] * (accepted + 1 - len(self.histogram)))
+        self.histogram[accepted] += 1
+
+
+@dataclass
+class Stats:
+    """Lifetime (since the last flush) and last-interval figures for server info and metrics."""
+
+    life_tokens: int = 0  # tokens produced by verify steps (accepted drafts + the bonus token)
+    life_verify: int = 0
+    last_gen_throughput: float = 0.0
+    last_accept_len: float = 0.0
+    last_accept_rate: float = 0.0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def avg_accept_length(self) -> float:
+        return self.life_tokens / self.life_verify if self.life_verify else 0.0
+
+
+class Scheduler:
+    """Runs as one asyncio task inside the server's event loop."""
+
+    def __init__(
+        self,
+        *,
+        speed: SpeedModel,
+        probs: list[float],
+        pool_tokens: int,
+        max_running: int,
+        chunked_prefill: int,
+        decode_log_interval: int,
+        vocab: int,
+        seed: int,
+        log: SglangLog,
+    ) -> None:
+        self.speed = speed
+        self.probs = probs
+        self.pool = pool_tokens
+        self.max_running = max_running
+        self.chunked = chunked_prefill
+        self.log_interval = decode_log_interval
+        self.vocab = vocab
+        self.seed = seed
+        self.log = log
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.stats = Stats()
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+        self._rng = random.Random(seed)
+        self._count = 0
+        self._wake = asyncio.Event()
+        self._deadline = 0.0
+        self._last_prefill = time.monotonic()
+        self._interval = (0, 0, 0, time.monotonic())  # steps, tokens, verifies, start
+        self._last_graph = True
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def used(self) -> int:
+        return sum(r.kv for r in self.running)
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    def submit(self, input_len: int, max_new_tokens: int) -> SimRequest:
+        """Queue a request; its output ids come from its own seeded generator (same seed, same ids)."""
+        rng = random.Random(self.seed * 1_000_003 + self._count)
+        self._count += 1
+        req = SimRequest(uuid.UUID(int=rng.getrandbits(128)).hex, input_len, max_new_tokens, rng, self.vocab)
+        self.waiting.append(req)
+        self.stats.requests += 1
+        self._wake.set()
+        return req
+
+    def abort(self, req: SimRequest) -> None:
+        if req.finished:
+            return
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+        req.kv = 0
+        req.aborted = req.finished = True
+        req.changed.set()
+        req.done.set()
+
+    def flush(self) -> bool:
+        """``/flush_cache``: refused while anything is pending; resets the lifetime acceptance."""
+        if not self.idle:
+            return False
+        self.stats.life_tokens = self.stats.life_verify = 0
+        return True
+
+    # ------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            if self.waiting and len(self.running) < self.max_running:
+                batch = self._admit()
+                if batch:
+                    await self._prefill(batch)
+                    continue
+            if self.running:
+                await self._decode_step()
+                continue
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def _sleep(self, seconds: float) -> None:
+        # Deadline-based, so many short steps add up to the model's time; never bursts to catch up.
+        loop = asyncio.get_running_loop()
+        self._deadline = max(self._deadline, loop.time()) + seconds
+        await asyncio.sleep(max(0.0, self._deadline - loop.time()))
+
+    def _noisy(self, seconds: float) -> float:
+        noise = self.speed.profile.step_noise
+        if noise <= 0:
+            return seconds
+        return seconds * min(1.5, max(0.5, self._rng.gauss(1.0, noise)))
+
+    def _reserved(self) -> int:
+        return sum(math.ceil(r.remaining * self.new_token_ratio) for r in self.running)
+
+    def _admit(self) -> list[SimRequest]:
+        budget = self.pool - self.used - self._reserved()
+        batch: list[SimRequest] = []
+        tokens = 0
+        while self.waiting and len(self.running) + len(batch) < self.max_running:
+            req = self.waiting[0]
+            need = req.prefill_len + math.ceil(req.remaining * self.new_token_ratio)
+            if batch and tokens + req.prefill_len > self.chunked:
+                break
+            alone = not batch and not self.running and req.prefill_len + 1 <= self.pool - self.used
+            if need > budget and not alone:
+                break
+            batch.append(self.waiting.popleft())
+            tokens += req.prefill_len
+            budget -= need
+        return batch
+
+    async def _prefill(self, batch: list[SimRequest]) -> None:
+        tokens = sum(r.prefill_len for r in batch)
+        await self._sleep(self._noisy(self.speed.prefill_time(tokens)))
+        running_before = len(self.running)
+        for req in batch:
+            if req.aborted:
+                continue
+            if req.num_retractions == 0 or not req.output_ids:
+                self.stats.prompt_tokens += req.input_len
+            req.kv = req.prefill_len
+            if req.remaining > 0:
+                req.emit(1)  # the prefill's own token: the first chunk of a stream
+                self.stats.generation_tokens += 1
+            self.running.append(req)
+            self._finish_if_done(req)
+            req.changed.set()
+        now = time.monotonic()
+        throughput = tokens / max(now - self._last_prefill, 1e-6)
+        self._last_prefill = now
+        graph = self.speed.prefill_graphs and tokens >= 2
+        self.log.line(
+            prefill_line(
+                seqs=len(batch), tokens=tokens, usage=self.used / self.pool, running=running_before,
+                queued=len(self.waiting), graph=graph, throughput=throughput,
+            ),
+            rank=True,
+        )  # fmt: skip
+
+    def _finish_if_done(self, req: SimRequest) -> None:
+        if req.remaining <= 0 and not req.finished:
+            req.finished = True
+            if req in self.running:
+                self.running.remove(req)
+            req.kv = 0
+            req.done.set()
+
+    def _retract_for(self, per_req: int) -> None:
+        """Free the pool for this step by sending the least advanced requests back to the queue."""
+        victims: list[SimRequest] = []
+        while len(self.running) > 1 and self.used + len(self.running) * per_req > self.pool:
+            # SGLang's "length" policy: retract the request with the fewest outputs (longest prompt first).
+            victim = min(self.running, key=lambda r: (len(r.output_ids), -r.input_len))
+            self.running.remove(victim)
+            victims.append(victim)
+        if not victims:
+            return
+        gained = sum(v.kv for v in victims)
+        for v in reversed(victims):
+            v.kv = 0
+            v.num_retractions += 1
+            self.waiting.appendleft(v)
+        self.new_token_ratio = min(1.0, max(self.new_token_ratio, 0.5) + 0.2)
+        self.log.line(retract_line(len(victims), gained), rank=True)
+
+    async def _decode_step(self) -> None:
+        spec = self.speed.spec
+        self._retract_for(spec.draft_tokens if spec is not None else 1)
+        batch = len(self.running)
+        if batch == 0:
+            return
+        graph = self.speed.uses_graph(batch)
+        await self._sleep(self._noisy(self.speed.step_time(batch)))
+        produced = verifies = 0
+        for req in list(self.running):
+            if req.aborted:
+                continue
+            gained = 1
+            if spec is not None:
+                accepted = sample_accepted(req.rng, self.probs)
+                req.record_verify(accepted)
+                gained += accepted
+                verifies += 1
+                self.stats.life_tokens += gained
+                self.stats.life_verify += 1
+            n = min(gained, req.remaining)
+            req.emit(n)
+            produced += n
+            self._finish_if_done(req)
+            req.changed.set()
+        self.stats.generation_tokens += produced
+        self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
+        steps, tokens, vsum, start = self._interval
+        steps, tokens, vsum = steps + 1, tokens + produced, vsum + verifies
+        self._last_graph = graph
+        if steps >= self.log_interval:
+            self._log_decode(batch, tokens, vsum, start, graph)
+            self._interval = (0, 0, 0, time.monotonic())
+        else:
+            self._interval = (steps, tokens, vsum, start)
+
+    def _log_decode(self, batch: int, tokens: int, verifies: int, start: float, graph: bool) -> None:
+        elapsed = max(time.monotonic() - start, 1e-6)
+        self.stats.last_gen_throughput = tokens / elapsed
+        accept_len = accept_rate = None
+        spec = self.speed.spec
+        if spec is not None and verifies:
+            accept_len = tokens / verifies
+            accept_rate = (accept_len - 1) / max(1, spec.draft_tokens - 1)
+            self.stats.last_accept_len, self.stats.last_accept_rate = accept_len, accept_rate
+        self.log.line(
+            decode_line(
+                running=batch, tokens=self.used, usage=self.used / self.pool, accept_len=accept_len,
+                accept_rate=accept_rate, graph=graph, throughput=self.stats.last_gen_throughput,
+                queued=len(self.waiting),
+            ),
+            rank=True,
+        )  # fmt: skip

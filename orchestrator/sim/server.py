@@ -1,0 +1,401 @@
+"""The simulated node: ``python -m orchestrator.sim.server <SGLang flags> --sim-profile P --sim-state-dir D``.
+
+A separate process that an orchestrator starts, watches and stops exactly like
+``python -m sglang.launch_server``: same flags, same start-up lines in the same order, the same
+failures at the same stage (ending, like SGLang's launcher, in a SIGKILL of itself: return code -9),
+the same HTTP API, and GPU memory reported through the fake NVML. Start-up is compressed in time
+(``startup_time_scale``); serving is not, so measured throughput is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import random
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from orchestrator.records import FailureStage
+from orchestrator.sim import logtext
+from orchestrator.sim.api import make_app
+from orchestrator.sim.args import (
+    PREFILL_GRAPH_TOKENS,
+    ArgsError,
+    SimArgs,
+    parse,
+    render_server_args,
+    server_args_items,
+)
+from orchestrator.sim.memory import MemFailure, MemStep, OomKind, StepKind, plan_startup
+from orchestrator.sim.nvml import GpuStateWriter, visible_gpu_indices
+from orchestrator.sim.profile import SimProfile, load_profile
+from orchestrator.sim.scheduler import Scheduler
+from orchestrator.sim.speed import SpeedModel, broken_draft_reason, position_probs
+
+GRAPH_KEYS = {
+    "target prefill": "prefill",
+    "target decode": "decode",
+    "target verify": "target_verify",
+    "draft prefill": "draft_prefill",
+    "draft decode": "draft_decode",
+    "draft extend": "draft_extend",
+}
+FIRED_UP = "The server is fired up and ready to roll!"
+
+
+class SimNode:
+    """One simulated SGLang server process: start-up, serving, and stopping."""
+
+    def __init__(self, args: SimArgs, profile: SimProfile) -> None:
+        self.args = args
+        self.profile = profile
+        self.log = logtext.SglangLog(args.tp_size)
+        self.plan = plan_startup(profile, args)
+        self.speed = SpeedModel.for_args(profile, args, self.plan.capture_sizes)
+        self.broken_draft = broken_draft_reason(profile, args)
+        spec = self.speed.spec
+        self.probs = position_probs(profile, spec, broken=bool(self.broken_draft)) if spec else []
+        self.scale = args.sim_startup_time_scale
+        if self.scale is None:
+            self.scale = profile.startup_time_scale
+        self.indices = visible_gpu_indices(profile.gpu_count)
+        self.gpus = GpuStateWriter(args.sim_state_dir, self.indices[: args.tp_size])
+        self.scheduler: Scheduler | None = None
+        self.ready = False
+        self.draining = False
+        self.bound = False
+        self.pid = os.getpid()
+        self._runner: web.AppRunner | None = None
+        self._stop_kind = ""
+        self._stop = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---------------------------------------------------------------- figures for the API -----
+    @property
+    def kv_target_gib(self) -> float:
+        kv = [s for s in self.plan.steps if s.kind is StepKind.KV and s.role == "target"]
+        return kv[0].kv_k + kv[0].kv_v if kv else 0.0
+
+    def graph_usage(self) -> dict[str, float]:
+        usage = {"prefill": 0.0, "decode": 0.0}
+        if self.speed.spec is not None:
+            usage.update(target_verify=0.0, draft_prefill=0.0, draft_decode=0.0, draft_extend=0.0)
+        for s in self.plan.steps:
+            if s.kind is StepKind.GRAPH:
+                usage[GRAPH_KEYS[s.name]] = s.usage
+        return usage
+
+    def _graph_times(self) -> dict[str, float]:
+        times = dict.fromkeys(self.graph_usage(), 0.0)
+        for s in self.plan.steps:
+            if s.kind is StepKind.GRAPH:
+                times[GRAPH_KEYS[s.name]] = s.real_s
+        return times
+
+    def startup_times(self) -> dict[str, Any]:
+        p = self.profile
+        kv = sum(s.real_s for s in self.plan.steps if s.kind is StepKind.KV)
+        graphs = self._graph_times()
+        weights = sum(s.real_s for s in self.plan.steps if s.kind is StepKind.WEIGHTS)
+        scheduler_e2e = p.import_s / 2 + weights + kv + sum(graphs.values())
+        return {
+            "load_weight": p.weight_load_s,
+            "kv_cache_allocation": kv,
+            "scheduler_e2e": scheduler_e2e,
+            "cuda_graph": graphs,
+            "tokenizer_e2e": scheduler_e2e + p.import_s / 2,
+        }
+
+    def parse_generate(self, data: Any) -> tuple[int, int]:
+        """Prompt length and new-token budget of a ``/generate`` body; ValueError in SGLang's words."""
+        if not isinstance(data, dict):
+            raise ValueError("The request body must be a JSON object.")
+        ids, text = data.get("input_ids"), data.get("text")
+        if ids is not None:
+            if not isinstance(ids, list) or any(not isinstance(i, int) for i in ids):
+                raise ValueError("input_ids must be a flat list of token ids (batches are not supported).")
+            prompt_len = len(ids)
+        elif text is not None:
+            if self.args.skip_tokenizer_init:
+                raise ValueError("The tokenizer is not initialized (--skip-tokenizer-init): send input_ids.")
+            prompt_len = len(str(text).split())  # about one token a word
+        else:
+            raise ValueError("Either text or input_ids should be provided.")
+        if prompt_len == 0:
+            raise ValueError("The input is empty.")
+        params = data.get("sampling_params") or {}
+        max_new = int(params.get("max_new_tokens", 128))
+        if max_new < 0:
+            raise ValueError("max_new_tokens must be at least 0.")
+        context_len = self.args.context_length or self.profile.context_len
+        if prompt_len >= context_len:
+            raise ValueError(
+                f"The input ({prompt_len} tokens) is longer than the model's context length "
+                f"({context_len} tokens)."
+            )
+        return prompt_len, min(max_new, context_len - prompt_len)
+
+    # ---------------------------------------------------------------- the process's life -------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._signal, "int")
+        loop.add_signal_handler(signal.SIGTERM, self._signal, "term")
+        startup = asyncio.create_task(self._startup())
+        stopped = asyncio.create_task(self._stop.wait())
+        await asyncio.wait({startup, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if startup.done() and not startup.cancelled() and startup.exception() is not None:
+            self.gpus.remove()
+            raise startup.exception()  # type: ignore[misc]
+        if not startup.done():
+            startup.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await startup
+        await stopped
+        return await self._shutdown()
+
+    def _signal(self, kind: str) -> None:
+        if not self._stop_kind:
+            self._stop_kind = kind
+            self._stop.set()
+
+    async def _wait(self, real_s: float) -> None:
+        assert self.scale is not None
+        await asyncio.sleep(real_s * self.scale)
+
+    def _hold(self, step_count: int) -> None:
+        self.gpus.update(self.plan.used_gib(step_count) * 1024)
+
+    async def _startup(self) -> None:
+        a, log = self.args, self.log
+        for note in a.raw_notes:
+            log.raw(note)
+        for note in a.log_notes:
+            log.line(note)
+        log.line("server_args=" + render_server_args(server_args_items(a, self.profile)))
+        await self._wait(self.profile.import_s)
+        if len(self.indices) < a.tp_size or max(self.indices[: a.tp_size]) >= self.profile.gpu_count:
+            self._die("RuntimeError: CUDA error: invalid device ordinal\n")
+        self.gpus.update(self.profile.cuda_context_gib * 1024)
+        for i, step in enumerate(self.plan.steps):
+            await self._step(step)
+            self._hold(i + 1)
+        if self.plan.failure is not None:
+            await self._fail(self.plan.failure)
+        await self._serve()
+
+    async def _step(self, step: MemStep) -> None:
+        log, p = self.log, self.profile
+        if step.kind is StepKind.DIST_INIT:
+            log.line("Init torch distributed begin.", rank=True)
+            await self._wait(step.real_s)
+            log.line(f"Init torch distributed ends. elapsed={step.real_s:.2f} s, mem usage={step.usage:.2f} GB", rank=True)
+        elif step.kind is StepKind.WEIGHTS:
+            if step.role == "draft":
+                log.line("SPECULATIVE_MOE_RUNNER_BACKEND is not initialized, using auto backend", rank=True)
+                log.line("SPECULATIVE_MOE_A2A_BACKEND is not initialized, using none backend", rank=True)
+                log.line("Init torch distributed begin.", rank=True)
+                log.line("Init torch distributed ends. elapsed=0.00 s, mem usage=0.00 GB", rank=True)
+            log.line(f"Load weight begin. avail mem={step.avail_before:.2f} GB", rank=True)
+            await self._wait(step.real_s)
+            arch = p.draft_arch if step.role == "draft" else p.target_arch
+            log.line(
+                f"Load weight end. elapsed={step.real_s:.2f} s, type={arch}, avail mem={step.avail_after:.2f} GB, "
+                f"mem usage={step.usage:.2f} GB.",
+                rank=True,
+            )
+        elif step.kind is StepKind.KV:
+            await self._wait(step.real_s)
+            dtype = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}.get(
+                self.args.kv_cache_dtype, "torch.bfloat16"
+            )
+            mla = step.role == "target" and p.target_kv_layout == "mla"
+            sizes = f"KV size: {step.kv_k + step.kv_v:.2f} GB" if mla else f"K size: {step.kv_k:.2f} GB, V size: {step.kv_v:.2f} GB"
+            log.line(f"KV Cache is allocated. dtype: {dtype}, #tokens: {step.kv_tokens}, {sizes}", rank=True)
+            log.line(f"Memory pool end. avail mem={step.avail_after:.2f} GB", rank=True)
+        elif step.kind is StepKind.PREFILL_GATE:
+            log.line(
+                f"Disabling auto-selected prefill CUDA graph: only {step.avail_before:.2f} GiB is free after "
+                f"model/KV/eager-buffer allocation; at least {p.prefill_graph_min_free_gib:.2f} GiB is required "
+                "for capture. Set an explicit prefill CUDA graph backend to override this safety gate.",
+                rank=True,
+            )
+        elif step.kind is StepKind.GRAPH:
+            log.line(self._capture_begin(step.name, step.avail_before), rank=True)
+            await self._wait(step.real_s)
+            log.line(
+                f"Capture {step.name} CUDA graph end. elapsed={step.real_s:.2f} s, mem usage={step.usage:.2f} GB, "
+                f"avail mem={step.avail_after:.2f} GB.",
+                rank=True,
+            )
+
+    def _capture_begin(self, name: str, avail: float) -> str:
+        if name.endswith("prefill"):
+            return (
+                f"Capture {name} CUDA graph begin. backend=breakable, "
+                f"num_tokens={logtext.fmt_list(PREFILL_GRAPH_TOKENS)}, avail mem={avail:.2f} GB"
+            )
+        a = self.args
+        per_req = {"target verify": a.num_draft_tokens, "draft decode": a.topk, "draft extend": a.num_draft_tokens}
+        tokens = per_req.get(name) or 1
+        return (
+            f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={tokens}, "
+            f"bs={logtext.fmt_list(self.plan.capture_sizes)}, avail mem={avail:.2f} GB"
+        )
+
+    async def _fail(self, f: MemFailure) -> None:
+        p = self.profile
+        total = self.plan.torch_total_gib
+        oom = logtext.torch_oom(
+            tried_mib=f.tried_mib, total_gib=total, free_mib=f.avail_gib * 1024, in_use_gib=total - f.avail_gib,
+            context_gib=p.cuda_context_gib + p.dist_init_gib, graphs=f.kind is OomKind.CAPTURE,
+        )  # fmt: skip
+        draft = f.role == "draft"
+        if f.kind in (OomKind.CAPTURE, OomKind.RAW_OOM) and f.name:
+            self.log.line(self._capture_begin(f.name, f.avail_gib), rank=True)
+            await self._wait(p.graph_capture_s_per_bs)
+        if f.kind is OomKind.KV_VALUE_ERROR:
+            text = logtext.kv_value_error(self.args.mem_fraction_static, f.min_viable)
+        elif f.kind is OomKind.KV_RUNTIME_ERROR:
+            text = logtext.kv_runtime_error(self.args.mem_fraction_static)
+        elif f.kind is OomKind.CUBLAS:
+            text = logtext.cublas_failed()
+        elif f.kind is OomKind.CAPTURE:
+            text = logtext.capture_failed(oom, draft=draft)
+        elif f.kind is OomKind.RAW_OOM and f.stage is not FailureStage.KV_ALLOCATION:
+            text = logtext.runner_setup_oom(oom, draft=draft)
+        else:
+            text = logtext.weights_oom(oom)
+        self._die(text)
+
+    def _die(self, traceback: str) -> None:
+        """SGLang's end after a scheduler error: the launcher kills its own tree, itself included."""
+        self.log.line("Scheduler hit an exception: " + traceback, rank=True)
+        self.log.line("Received sigquit from a child process. It usually means the child failed.")
+        self.log.line(f"kill_process_tree called: parent_pid={self.pid}, include_parent=True, pid={self.pid}")
+        self.gpus.remove()
+        os.kill(self.pid, signal.SIGKILL)
+
+    async def _serve(self) -> None:
+        a, p, log = self.args, self.profile, self.log
+        plan = self.plan
+        context_len = a.context_length or p.context_len
+        log.line(
+            f"max_total_num_tokens={plan.kv_tokens}, chunked_prefill_size={a.chunked_prefill_size}, "
+            f"max_prefill_tokens={a.max_prefill_tokens}, max_running_requests={plan.max_running_requests}, "
+            f"context_len={context_len}, available_gpu_mem={plan.final_avail:.2f} GB",
+            rank=True,
+        )
+        log.line(
+            "Tree cache initialized: source=default impl=RadixCache hybrid_swa=False hybrid_ssm=False "
+            "hierarchical=False streaming_wrapped=False",
+            rank=True,
+        )
+        t = self.startup_times()
+        graphs = ", ".join(f"{k}={v:.2f}" for k, v in t["cuda_graph"].items())
+        log.line(
+            f"Engine startup timings (s): load_weight={t['load_weight']:.2f}, kv_cache_allocation="
+            f"{t['kv_cache_allocation']:.2f}, scheduler_e2e={t['scheduler_e2e']:.2f}, cuda_graph={{{graphs}}}, "
+            f"tokenizer_e2e={t['tokenizer_e2e']:.2f}"
+        )
+        self.scheduler = Scheduler(
+            speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
+            max_running=plan.max_running_requests, chunked_prefill=a.chunked_prefill_size,
+            decode_log_interval=a.decode_log_interval, vocab=p.vocab_size, seed=a.random_seed, log=log,
+        )  # fmt: skip
+        self._tasks.add(asyncio.create_task(self.scheduler.run()))
+        await self._wait(p.server_start_s)
+        log.line(f"INFO:     Started server process [{self.pid}]")
+        log.line("INFO:     Waiting for application startup.")
+        log.line("INFO:     Application startup complete.")
+        self._runner = web.AppRunner(make_app(self), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        try:
+            await web.TCPSite(self._runner, a.host, a.port, reuse_address=True).start()
+        except OSError as err:
+            await self._hang(err)
+        self.bound = True
+        log.line(f"INFO:     Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)")
+        if not a.skip_server_warmup:
+            port = random.Random(self.pid).randrange(32768, 60999)
+            log.line(f'INFO:     127.0.0.1:{port} - "GET /model_info HTTP/1.1" 200 OK')
+            req = self.scheduler.submit(3 if a.skip_tokenizer_init else 6, 8)
+            await req.done.wait()
+        self.ready = True
+        log.line(FIRED_UP)
+
+    async def _hang(self, err: OSError) -> None:
+        """Port taken: SGLang logs the bind error after the whole start-up, keeps its GPU memory and
+        never exits by itself (SIGTERM is ignored); only a SIGKILL ends it."""
+        a = self.args
+        self.log.line(
+            f"ERROR:    [Errno {err.errno}] error while attempting to bind on address ('{a.host}', {a.port}): "
+            f"{(err.strerror or str(err)).lower()}"
+        )
+        self.log.line("INFO:     Waiting for application shutdown.")
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, lambda: None)
+        await asyncio.Event().wait()
+
+    async def _shutdown(self) -> int:
+        log = self.log
+        if self._stop_kind == "term":
+            log.line("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+            self.draining = True
+            while self.scheduler is not None and not self.scheduler.idle:
+                await asyncio.sleep(0.02)
+            await self._wait(5.0)
+            log.line("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
+            log.line(f"kill_process_tree called: parent_pid={self.pid}, include_parent=True, pid={self.pid}")
+            self.gpus.remove()
+            os.kill(self.pid, signal.SIGKILL)
+        if self.bound:
+            log.line("INFO:     Shutting down")
+            log.line("INFO:     Waiting for application shutdown.")
+            log.line("INFO:     Application shutdown complete.")
+            log.line(f"INFO:     Finished server process [{self.pid}]")
+        if self.scheduler is not None:
+            for req in [*self.scheduler.running, *self.scheduler.waiting]:
+                self.scheduler.abort(req)
+        log.line(f"kill_process_tree called: parent_pid={self.pid}, include_parent=False, pid={self.pid}")
+        if self.bound:
+            log.line(
+                f"Subprocess detokenizer (pid={self.pid + 2}) crashed with exit code -9. "
+                "Triggering SIGQUIT for cleanup..."
+            )
+        self.gpus.remove()
+        if self._runner is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._runner.cleanup(), 1.0)
+        return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry: parse like SGLang (argparse exits 2 on a bad flag), then run until stopped."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    try:
+        args, profile = parse(list(sys.argv[1:] if argv is None else argv), load_profile)
+    except ArgsError as err:
+        sys.stderr.write(err.traceback)
+        return 1
+    except (FileNotFoundError, ValidationError, ValueError) as err:
+        sys.stderr.write(f"simulated node: bad profile: {err}\n")
+        return 2
+    node = SimNode(args, profile)
+    try:
+        return asyncio.run(node.run())
+    except KeyboardInterrupt:
+        node.gpus.remove()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
