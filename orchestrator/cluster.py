@@ -15,6 +15,7 @@ from typing import Any
 
 import ray
 
+from orchestrator.health import pinned_to
 from orchestrator.records import StageMetrics, TrialResult
 from orchestrator.spec import Backend, SweepSpec
 from orchestrator.trial import TrialRequest, run_trial
@@ -115,15 +116,19 @@ def _trial_task(request: TrialRequest, broker: Any) -> TrialResult:
     return run_trial(request, hook)
 
 
-def submit(request: TrialRequest, broker: Any) -> ray.ObjectRef:
-    """Start a trial on a free node; the task's name shows its configuration in the dashboard."""
+def submit(request: TrialRequest, broker: Any, node_id: str | None = None) -> ray.ObjectRef:
+    """Start a trial on a free node (the one the driver picked, when it picked one); the task's name shows
+    its configuration and node in the dashboard."""
     spec = request.spec
+    where = f" @{node_id[:8]}" if node_id else ""
     options: dict[str, Any] = {
         "num_gpus": spec.node.gpus,
         "resources": {TRIAL_SLOT: 1},
-        "name": f"trial-{request.number} {request.config.label()}",
+        "name": f"trial-{request.number} {request.config.label()}{where}",
         "max_retries": 0,
     }
+    if node_id:
+        options.update(pinned_to(node_id))
     return _trial_task.options(**options).remote(request, broker)
 
 

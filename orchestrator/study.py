@@ -19,7 +19,7 @@ import optuna
 import ray
 from optuna.trial import TrialState
 
-from orchestrator import cluster
+from orchestrator import cluster, health
 from orchestrator.diagnosis import diagnose
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.records import (
@@ -156,6 +156,8 @@ class Sweep:
         self._inflight: dict[Any, _InFlight] = {}
         self._by_number: dict[int, Any] = {}
         self.model = MemoryModel()
+        self.nodes = health.NodeHealth()
+        self._node_of: dict[Any, str] = {}
         self.skipped = 0
         self.broken_warned = False
 
@@ -245,6 +247,18 @@ class Sweep:
             if self.skipped >= 5 * self.n_trials:
                 log.warning("stopping: the memory model rules out almost every proposal; widen the space")
                 return
+            node_id = health.pick_node(
+                cluster.alive_nodes(),
+                busy=set(self._node_of.values()),
+                quarantined=set(self.nodes.quarantined_nodes),
+                gpus=self.spec.node.gpus,
+            )
+            if node_id is None:
+                if not self._inflight and not cluster.alive_nodes():
+                    raise RuntimeError("no alive node with a trial slot is left")
+                if not self._inflight and self.nodes.quarantined_nodes:
+                    raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
+                return
             trial = self.study.ask()
             config = suggest_config(trial, self.spec.search)
             baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
@@ -260,7 +274,9 @@ class Sweep:
                 workdir=str(self.workdir / "trials" / f"{trial.number:04d}"),
                 sim_profile=self.sim_profile,
             )
-            ref = cluster.submit(request, broker)
+            ref = cluster.submit(request, broker, node_id)
+            self._node_of[ref] = node_id
+            health.record_running(node_id, True)
             self._inflight[ref] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = ref
             log.info("trial %d started: %s", trial.number, config.label())
@@ -307,6 +323,8 @@ class Sweep:
     def _finish(self, ref: Any) -> None:
         info = self._inflight.pop(ref)
         self._by_number.pop(info.trial.number, None)
+        node_id = self._node_of.pop(ref, "")
+        health.record_running(node_id, False)
         try:
             result: TrialResult = ray.get(ref)
         except (ray.exceptions.RayError, OSError) as err:
@@ -359,6 +377,17 @@ class Sweep:
             p.failed += 1
         if result.status is not TrialStatus.PREDICTED_OOM:
             p.done += 1
+            health.record_trial_finished(result.status)
+            if result.gpu_after:
+                health.record_gpu_samples(
+                    result.node_id, result.gpu_after, "GPUs not clean" not in " ".join(result.notes)
+                )
+            if self.nodes.observe(result):
+                log.error(
+                    "node %s taken out of the rotation: %s", result.node_id, "; ".join(self.nodes.report())
+                )
+        if p.best_tok_s:
+            health.record_best(p.best_tok_s)
         corrections = self.model.observe(trial.number, result)
         diagnosis = diagnose(result, self.model)
         if diagnosis.startswith("broken_speculation") and not self.broken_warned:

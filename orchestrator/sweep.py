@@ -219,6 +219,18 @@ def run(
         tok_s = best.result.output_tok_per_s or 0.0
         print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s, {best.result.config.label()}")
         print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):\n{cmd}")
+    report_path = study_dir / "report.html"
+    try:
+        from orchestrator.report import ReportError, write_report
+
+        try:
+            write_report(study_name, tracking_uri, storage, report_path)
+            artifacts.append(report_path)
+            print(f"report: {report_path}")
+        except ReportError as err:
+            print(f"warning: no report: {err}", file=sys.stderr)
+    except Exception as err:  # a plot must never cost the sweep its results
+        log.exception("report failed: %s", err)
     summary = {"best_output_tok_per_s": best.result.output_tok_per_s or 0.0} if best else {}
     summary["trials_recorded"] = float(len(records))
     summary["trials_pruned_oom"] = float(outcome.progress.pruned_oom)

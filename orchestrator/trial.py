@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from orchestrator import health
 from orchestrator.bench.client import flush_cache, run_stage, server_accept_length, wait_healthy
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.workload import synthetic_requests
@@ -96,6 +97,7 @@ class TrialRun:
                 ),
             )
         before = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
+        health.record_gpu_samples(self.node.node_id, before.samples, before.clean)
         if not before.clean:
             return self._result(
                 TrialStatus.FAILED,
@@ -128,6 +130,7 @@ class TrialRun:
                 f"SIGKILLed {len(stop.killed)} process(es) left after stop: {list(stop.killed)}"
             )
         after = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
+        health.record_gpu_samples(self.node.node_id, after.samples, after.clean)
         oom_to_clean = None
         if startup.error_at is not None and after.clean:
             oom_to_clean = time.monotonic() - startup.error_at

@@ -21,8 +21,8 @@ from orchestrator.report_data import (
     parse_param,
     parse_script,
 )
-from orchestrator.tracking import shell_command
 from orchestrator.report_plots import feasibility_figure, history_figure, latency_figure
+from orchestrator.tracking import shell_command
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
 PLOT_IDS = ("plot-feasibility", "plot-pareto", "plot-acceptance", "plot-history", "plot-importance")

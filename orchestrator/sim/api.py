@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from orchestrator.sim.server import SimNode
 
 HEALTH_TIMEOUT_S = 20.0
-DEPRECATED = "Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
+DEPRECATED = (
+    "Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
+)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -29,7 +31,8 @@ def _error(status: int, message: str) -> web.Response:
 def access_line(request: web.Request, status: int) -> str:
     peer = request.transport.get_extra_info("peername") if request.transport else None
     client = f"{peer[0]}:{peer[1]}" if peer else "127.0.0.1:0"
-    return f'INFO:     {client} - "{request.method} {request.path} HTTP/1.1" {status} {HTTPStatus(status).phrase}'
+    phrase = HTTPStatus(status).phrase
+    return f'INFO:     {client} - "{request.method} {request.path} HTTP/1.1" {status} {phrase}'
 
 
 def meta_info(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
@@ -136,12 +139,13 @@ def model_info(node: SimNode) -> dict[str, Any]:
 
 def metrics_text(node: SimNode) -> str:
     sched = node.scheduler
+    stats = sched.stats if sched else None
     label = f'{{model_name="{node.args.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"}}'
     gauges: list[tuple[str, str, float]] = [
         ("num_running_reqs", "The number of running requests.", len(sched.running) if sched else 0),
-        ("num_queue_reqs", "The number of requests in the waiting queue.", len(sched.waiting) if sched else 0),
+        ("num_queue_reqs", "The number of waiting requests.", len(sched.waiting) if sched else 0),
         ("token_usage", "The token usage.", sched.used / sched.pool if sched else 0.0),
-        ("gen_throughput", "The generation throughput (token/s).", sched.stats.last_gen_throughput if sched else 0.0),
+        ("gen_throughput", "The generation throughput (token/s).", stats.last_gen_throughput if stats else 0),
         ("spec_accept_length", "The average acceptance length of speculative decoding.",
          sched.stats.last_accept_len if sched and node.speed.spec else 0.0),
         ("spec_accept_rate", "The average acceptance rate of speculative decoding.",
@@ -149,7 +153,7 @@ def metrics_text(node: SimNode) -> str:
         ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", node.plan.kv_tokens),
     ]  # fmt: skip
     counters: list[tuple[str, str, float]] = [
-        ("prompt_tokens_total", "Number of prefill tokens processed.", sched.stats.prompt_tokens if sched else 0),
+        ("prompt_tokens_total", "Number of prefill tokens processed.", stats.prompt_tokens if stats else 0),
         ("generation_tokens_total", "Number of generation tokens processed.",
          sched.stats.generation_tokens if sched else 0),
         ("num_requests_total", "Number of requests processed.", sched.stats.requests if sched else 0),
@@ -182,7 +186,9 @@ def make_app(node: SimNode) -> web.Application:
 
     async def generate(request: web.Request) -> web.StreamResponse:
         if node.scheduler is None or node.draining:
-            return logged(_error(503, "The server is shutting down." if node.draining else "Not ready."), request)
+            return logged(
+                _error(503, "The server is shutting down." if node.draining else "Not ready."), request
+            )
         try:
             data = await request.json()
             prompt_len, max_new = node.parse_generate(data)
@@ -253,4 +259,3 @@ def make_app(node: SimNode) -> web.Application:
     app.router.add_route("*", "/flush_cache", flush_cache)
     app.router.add_get("/metrics", metrics)
     return app
-

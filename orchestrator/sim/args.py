@@ -192,7 +192,7 @@ def capture_batch_sizes(max_bs: int, *, speculative: bool, max_running_requests:
         )
     else:
         sizes = (
-            [1, 2, 4, 8, 12]
+            list((1, 2, 4, 8, 12))
             + list(range(16, 257, 8))
             + list(range(272, 512, 16))
             + list(range(512, max(max_bs, 512) + 1, 32))

@@ -51,6 +51,8 @@ def _frames(frames: Sequence[tuple[str, int, str, str]]) -> str:
 
 
 _SCHED = f"{SITE}/srt/managers/scheduler.py"
+_RUNNER = f"{SITE}/srt/model_executor/model_runner.py"
+_KV_CONF = f"{SITE}/srt/mem_cache/kv_cache_configurator.py"
 _SCHEDULER_TOP = [
     (_SCHED, 4931, "run_scheduler_process", "scheduler = Scheduler("),
     (_SCHED, 498, "__init__", "self.init_model_worker()"),
@@ -88,9 +90,19 @@ _DECODE_RUNNER = f"{SITE}/srt/model_executor/runner/decode_cuda_graph_runner.py"
 _DRAFT_RUNNER = f"{SITE}/srt/speculative/eagle_draft_cuda_graph_runner.py"
 _CAPTURE_INNER = [
     (_DECODE_RUNNER, 861, "capture", "self._capture_one_stream()"),
-    (_DECODE_RUNNER, 915, "_capture_one_stream", "self.capture_one_shape(bs, forward, stream_idx, variant_label)"),
+    (
+        _DECODE_RUNNER,
+        915,
+        "_capture_one_stream",
+        "self.capture_one_shape(bs, forward, stream_idx, variant_label)",
+    ),
     (_DECODE_RUNNER, 1022, "capture_one_shape", "self.backend.capture_one("),
-    (f"{SITE}/srt/model_executor/runner_backend/full_cuda_graph_backend.py", 111, "capture_one", "out = forward_fn()"),
+    (
+        f"{SITE}/srt/model_executor/runner_backend/full_cuda_graph_backend.py",
+        111,
+        "capture_one",
+        "out = forward_fn()",
+    ),
     (_DECODE_RUNNER, 985, "run_once", "out = forward("),
     (f"{TORCH}/utils/_contextlib.py", 124, "decorate_context", "return func(*args, **kwargs)"),
     (f"{SITE}/srt/models/llama.py", 580, "forward", "return self.logits_processor("),
@@ -115,13 +127,20 @@ POSSIBLE_SOLUTIONS = (
     "Possible solutions:\n"
     "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
     "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
-    "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)\n"
+    "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
+    "(Not recommended. Huge performance loss)\n"
     f"Open an issue on GitHub {ISSUE_URL} \n"
 )
 
 
 def torch_oom(
-    *, tried_mib: float, total_gib: float, free_mib: float, in_use_gib: float, context_gib: float, graphs: bool
+    *,
+    tried_mib: float,
+    total_gib: float,
+    free_mib: float,
+    in_use_gib: float,
+    context_gib: float,
+    graphs: bool,
 ) -> str:
     """PyTorch's out-of-memory sentence, with SGLang-side numbers."""
     unallocated_mib = 59.55 if graphs else 16.14
@@ -129,8 +148,9 @@ def torch_oom(
     pools = "with 18.00 MiB allocated in private pools (e.g., CUDA Graphs), and " if graphs else "and "
     return (
         f"CUDA out of memory. Tried to allocate {tried_mib:.2f} MiB. GPU 0 has a total capacity of "
-        f"{total_gib:.2f} GiB of which {free_mib:.2f} MiB is free. Including non-PyTorch memory, this process "
-        f"has {in_use_gib:.2f} GiB memory in use. Of the allocated memory {allocated:.2f} GiB is allocated by "
+        f"{total_gib:.2f} GiB of which {free_mib:.2f} MiB is free. Including non-PyTorch memory, this "
+        f"process has {in_use_gib:.2f} GiB memory in use. Of the allocated memory {allocated:.2f} GiB is "
+        "allocated by "
         f"PyTorch, {pools}{unallocated_mib:.2f} MiB is reserved by PyTorch but unallocated. If reserved but "
         "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
         "fragmentation.  See documentation for Memory Management  "
@@ -142,11 +162,13 @@ def capture_failed(oom: str, *, draft: bool) -> str:
     """The wrapped capture failure: the OOM inside the capture, then SGLang's ``Exception`` and hints."""
     runner = _DRAFT_RUNNER if draft else _DECODE_RUNNER
     inner = [(runner, 415, "__init__", "self.capture()"), *_CAPTURE_INNER]
-    outer = _SCHEDULER_TOP + (_DRAFT_GRAPHS if draft else _TARGET_GRAPHS) + [(runner, 417, "__init__", "raise Exception(")]
+    outer = (
+        _SCHEDULER_TOP
+        + (_DRAFT_GRAPHS if draft else _TARGET_GRAPHS)
+        + [(runner, 417, "__init__", "raise Exception(")]
+    )
     return (
-        "Traceback (most recent call last):\n"
-        + _frames(inner)
-        + f"torch.OutOfMemoryError: {oom}\n\n"
+        "Traceback (most recent call last):\n" + _frames(inner) + f"torch.OutOfMemoryError: {oom}\n\n"
         "During handling of the above exception, another exception occurred:\n\n"
         "Traceback (most recent call last):\n"
         + _frames(outer)
@@ -161,7 +183,12 @@ def runner_setup_oom(oom: str, *, draft: bool) -> str:
         _SCHEDULER_TOP
         + (_DRAFT_GRAPHS if draft else _TARGET_GRAPHS)
         + [
-            (runner, 318, "__init__", "self.attn_backend.init_cuda_graph_state(self.max_bs, self.max_num_token)"),
+            (
+                runner,
+                318,
+                "__init__",
+                "self.attn_backend.init_cuda_graph_state(self.max_bs, self.max_num_token)",
+            ),
             (
                 f"{SITE}/srt/layers/attention/triton_backend.py",
                 969,
@@ -189,7 +216,12 @@ _KV_FRAMES = [
     (_SCHED, 981, "init_model_worker", "self.init_memory_pools()"),
     (_SCHED, 953, "init_memory_pools", "self.init_target_memory_pool()"),
     (_SCHED, 949, "init_target_memory_pool", "self.tp_worker.alloc_memory_pool()"),
-    (f"{SITE}/srt/managers/tp_worker.py", 399, "alloc_memory_pool", "self.model_runner.alloc_memory_pool(memory_pool_config)"),
+    (
+        f"{SITE}/srt/managers/tp_worker.py",
+        399,
+        "alloc_memory_pool",
+        "self.model_runner.alloc_memory_pool(memory_pool_config)",
+    ),
     (
         f"{SITE}/srt/model_executor/model_runner.py",
         775,
@@ -215,7 +247,7 @@ def kv_value_error(fraction: float, min_viable: float) -> str:
     """0.5.14+: the KV pool would be empty (or negative) once the weights are in."""
     above = max(0.001, -(-round(min_viable * 1000, 6) // 1) / 1000)  # round up to 3 decimals
     frames = _SCHEDULER_TOP + _KV_FRAMES + [
-        (f"{SITE}/srt/mem_cache/kv_cache_configurator.py", 1647, "_profile_available_bytes", "raise ValueError("),
+        (f"{_KV_CONF}", 1647, "_profile_available_bytes", "raise ValueError("),
     ]  # fmt: skip
     return (
         "Traceback (most recent call last):\n"
@@ -228,10 +260,11 @@ def kv_value_error(fraction: float, min_viable: float) -> str:
 
 def kv_runtime_error(fraction: float) -> str:
     """Up to 0.5.9: the target's pool is sized before the draft, and comes out empty."""
-    frames = _SCHEDULER_TOP + [
+    frames = [
+        *_SCHEDULER_TOP,
         (_SCHED, 981, "init_model_worker", "self.tp_worker = TpModelWorker("),
         (f"{SITE}/srt/managers/tp_worker.py", 247, "__init__", "self.model_runner = ModelRunner("),
-        (f"{SITE}/srt/model_executor/model_runner.py", 372, "__init__", "self.initialize(min_per_gpu_memory)"),
+        (_RUNNER, 372, "__init__", "self.initialize(min_per_gpu_memory)"),
         (f"{SITE}/srt/model_executor/model_runner.py", 471, "initialize", "self.init_memory_pool("),
         (f"{SITE}/srt/model_executor/model_runner.py", 1876, "init_memory_pool", "raise RuntimeError("),
     ]  # fmt: skip
@@ -244,9 +277,10 @@ def kv_runtime_error(fraction: float) -> str:
 
 
 def weights_oom(oom: str) -> str:
-    frames = _SCHEDULER_TOP + [
+    frames = [
+        *_SCHEDULER_TOP,
         (_SCHED, 981, "init_model_worker", "self.tp_worker = TpModelWorker("),
-        (f"{SITE}/srt/model_executor/model_runner.py", 860, "load_model", "self.model = self.loader.load_model("),
+        (_RUNNER, 860, "load_model", "self.model = self.loader.load_model("),
         (f"{SITE}/srt/model_loader/loader.py", 683, "load_model", "model = _initialize_model("),
     ]  # fmt: skip
     return "Traceback (most recent call last):\n" + _frames(frames) + f"torch.OutOfMemoryError: {oom}\n"

@@ -77,6 +77,7 @@ class MemFailure:
     avail_gib: float  # free when it failed
     tried_mib: float = 0.0
     min_viable: float = 0.0  # KV failures: the smallest fraction that would have left a pool
+    start_avail_gib: float = 0.0  # free when the failing runner began (its "begin" line)
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def _graph_runner(
     max_bs = max(sizes)
     state = profile.graph_state_gib_per_bs * max_bs
     if state > w.avail:
-        w.fail(MemFailure(OomKind.RAW_OOM, stage, role, name, w.avail, tried_mib=_ceil_mib(state)))
+        w.fail(MemFailure(OomKind.RAW_OOM, stage, role, name, w.avail, _ceil_mib(state), 0.0, w.avail))
         return False
     pool = per_token * max_bs * tokens_per_req
     usage = state + pool + profile.graph_gib_per_graph * len(sizes)
@@ -179,18 +180,20 @@ def _graph_runner(
     # The capture allocates tensor after tensor; the logits of the largest shape are the biggest of them
     # (126 MiB for bs 512 x 4 tokens x 32000 vocab in bf16, as the H200 run showed). The one that no
     # longer fits is reported with what was still free.
-    w.fail(_capture_oom(stage, role, name, free=w.avail - state, need=usage - state,
-                        piece=max_bs * tokens_per_req * vocab * 2 / GIB))  # fmt: skip
+    piece = max_bs * tokens_per_req * vocab * 2 / GIB
+    w.fail(
+        _capture_oom(stage, role, name, start=w.avail, free=w.avail - state, need=usage - state, piece=piece)
+    )
     return False
 
 
 def _capture_oom(
-    stage: FailureStage, role: str, name: str, *, free: float, need: float, piece: float
+    stage: FailureStage, role: str, name: str, *, start: float, free: float, need: float, piece: float
 ) -> MemFailure:
     piece_mib = _ceil_mib(min(piece, need))
     free_mib = max(0.0, free * MIB_PER_GIB)
     left_mib = free_mib - math.floor(free_mib / piece_mib) * piece_mib
-    return MemFailure(OomKind.CAPTURE, stage, role, name, left_mib / MIB_PER_GIB, tried_mib=piece_mib)
+    return MemFailure(OomKind.CAPTURE, stage, role, name, left_mib / MIB_PER_GIB, piece_mib, 0.0, start)
 
 
 def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
@@ -284,7 +287,7 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
         )  # fmt: skip
         if w.take(step):
             return True
-        w.fail(_capture_oom(stage, role, step.name, free=w.avail, need=gib, piece=0.25))
+        w.fail(_capture_oom(stage, role, step.name, start=w.avail, free=w.avail, need=gib, piece=0.25))
         return False
 
     tgt, drf = FailureStage.TARGET_GRAPH_CAPTURE, FailureStage.DRAFT_GRAPH_CAPTURE
@@ -300,10 +303,9 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
             return done()
     if not spec:
         return done()
-    if old:
-        # <=0.5.9: the draft arrives now, into whatever the target's fraction left over.
-        if not weights("draft", profile.draft_weights_gib, profile.draft_weight_load_s) or not draft_kv():
-            return done()
+    # <=0.5.9: the draft arrives only now, into whatever the target's fraction left over.
+    if old and not (weights("draft", profile.draft_weights_gib, profile.draft_weight_load_s) and draft_kv()):
+        return done()
     if prefill_graphs and not prefill_graph("draft", profile.draft_prefill_graph_gib, drf):
         return done()
     if not graphs:

@@ -126,7 +126,9 @@ class FakeNvml:
             for e in entries:
                 used = e.get("gpus", {}).get(str(index))
                 if used is not None:
-                    procs.append(GpuProcess(pid=int(e["pid"]), used_mib=float(used), name=str(e.get("name", ""))))
+                    procs.append(
+                        GpuProcess(pid=int(e["pid"]), used_mib=float(used), name=str(e.get("name", "")))
+                    )
             used_total = self.baseline_mib + sum(p.used_mib for p in procs)
             samples.append(GpuSample(index, self.total_mib, min(used_total, self.total_mib), tuple(procs)))
         return tuple(samples)

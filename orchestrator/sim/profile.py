@@ -96,10 +96,10 @@ class SimProfile(BaseModel):
     graph_state_gib_per_bs: float = Field(default=0.0000625, ge=0)
     """``init_cuda_graph_state`` buffers of each decode-graph runner, per unit of its largest batch."""
     target_graph_gib_per_token: float = Field(default=0.0003, ge=0)
-    """Target graph pool per token of the largest captured shape (batch × tokens per request); the
+    """Target graph pool per token of the largest captured shape (batch x tokens per request); the
     pool is shared, so the largest capture (done first) costs it."""
     draft_graph_gib_per_token: float = Field(default=0.0003, ge=0)
-    """The same for the draft's graphs (decode: batch × top-k × steps; extend: batch × draft tokens)."""
+    """The same for the draft's graphs (decode: batch x top-k x steps; extend: batch x draft tokens)."""
     graph_gib_per_graph: float = Field(default=0.0035, ge=0)
     """Fixed cost of each captured batch size, every runner."""
     target_prefill_graph_gib: float = Field(default=0.31, ge=0)
@@ -131,7 +131,7 @@ class SimProfile(BaseModel):
     target_step_base_s: float = Field(gt=0)
     """One target forward at batch 1 with CUDA graphs, excluding the all-reduce."""
     target_step_per_token_s: float = Field(ge=0)
-    """Extra time per token in the forward (batch × tokens per request)."""
+    """Extra time per token in the forward (batch x tokens per request)."""
     allreduce_s: float = Field(default=0.0, ge=0)
     """All-reduce time per forward when TP > 1 (PCIe-only nodes pay a lot here)."""
     draft_step_base_s: float = Field(default=0.0005, ge=0)

@@ -195,7 +195,10 @@ class SimNode:
         if step.kind is StepKind.DIST_INIT:
             log.line("Init torch distributed begin.", rank=True)
             await self._wait(step.real_s)
-            log.line(f"Init torch distributed ends. elapsed={step.real_s:.2f} s, mem usage={step.usage:.2f} GB", rank=True)
+            log.line(
+                f"Init torch distributed ends. elapsed={step.real_s:.2f} s, mem usage={step.usage:.2f} GB",
+                rank=True,
+            )
         elif step.kind is StepKind.WEIGHTS:
             if step.role == "draft":
                 log.line("SPECULATIVE_MOE_RUNNER_BACKEND is not initialized, using auto backend", rank=True)
@@ -206,8 +209,8 @@ class SimNode:
             await self._wait(step.real_s)
             arch = p.draft_arch if step.role == "draft" else p.target_arch
             log.line(
-                f"Load weight end. elapsed={step.real_s:.2f} s, type={arch}, avail mem={step.avail_after:.2f} GB, "
-                f"mem usage={step.usage:.2f} GB.",
+                f"Load weight end. elapsed={step.real_s:.2f} s, type={arch}, "
+                f"avail mem={step.avail_after:.2f} GB, mem usage={step.usage:.2f} GB.",
                 rank=True,
             )
         elif step.kind is StepKind.KV:
@@ -216,22 +219,27 @@ class SimNode:
                 self.args.kv_cache_dtype, "torch.bfloat16"
             )
             mla = step.role == "target" and p.target_kv_layout == "mla"
-            sizes = f"KV size: {step.kv_k + step.kv_v:.2f} GB" if mla else f"K size: {step.kv_k:.2f} GB, V size: {step.kv_v:.2f} GB"
+            sizes = (
+                f"KV size: {step.kv_k + step.kv_v:.2f} GB"
+                if mla
+                else f"K size: {step.kv_k:.2f} GB, V size: {step.kv_v:.2f} GB"
+            )
             log.line(f"KV Cache is allocated. dtype: {dtype}, #tokens: {step.kv_tokens}, {sizes}", rank=True)
             log.line(f"Memory pool end. avail mem={step.avail_after:.2f} GB", rank=True)
         elif step.kind is StepKind.PREFILL_GATE:
             log.line(
                 f"Disabling auto-selected prefill CUDA graph: only {step.avail_before:.2f} GiB is free after "
-                f"model/KV/eager-buffer allocation; at least {p.prefill_graph_min_free_gib:.2f} GiB is required "
-                "for capture. Set an explicit prefill CUDA graph backend to override this safety gate.",
+                "model/KV/eager-buffer allocation; at least "
+                f"{p.prefill_graph_min_free_gib:.2f} GiB is required for capture. Set an explicit prefill "
+                "CUDA graph backend to override this safety gate.",
                 rank=True,
             )
         elif step.kind is StepKind.GRAPH:
             log.line(self._capture_begin(step.name, step.avail_before), rank=True)
             await self._wait(step.real_s)
             log.line(
-                f"Capture {step.name} CUDA graph end. elapsed={step.real_s:.2f} s, mem usage={step.usage:.2f} GB, "
-                f"avail mem={step.avail_after:.2f} GB.",
+                f"Capture {step.name} CUDA graph end. elapsed={step.real_s:.2f} s, "
+                f"mem usage={step.usage:.2f} GB, avail mem={step.avail_after:.2f} GB.",
                 rank=True,
             )
 
@@ -242,7 +250,11 @@ class SimNode:
                 f"num_tokens={logtext.fmt_list(PREFILL_GRAPH_TOKENS)}, avail mem={avail:.2f} GB"
             )
         a = self.args
-        per_req = {"target verify": a.num_draft_tokens, "draft decode": a.topk, "draft extend": a.num_draft_tokens}
+        per_req = {
+            "target verify": a.num_draft_tokens,
+            "draft decode": a.topk,
+            "draft extend": a.num_draft_tokens,
+        }
         tokens = per_req.get(name) or 1
         return (
             f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={tokens}, "
@@ -253,12 +265,16 @@ class SimNode:
         p = self.profile
         total = self.plan.torch_total_gib
         oom = logtext.torch_oom(
-            tried_mib=f.tried_mib, total_gib=total, free_mib=f.avail_gib * 1024, in_use_gib=total - f.avail_gib,
-            context_gib=p.cuda_context_gib + p.dist_init_gib, graphs=f.kind is OomKind.CAPTURE,
-        )  # fmt: skip
+            tried_mib=f.tried_mib,
+            total_gib=total,
+            free_mib=f.avail_gib * 1024,
+            in_use_gib=total - f.avail_gib,
+            context_gib=p.cuda_context_gib + p.dist_init_gib,
+            graphs=f.kind is OomKind.CAPTURE,
+        )
         draft = f.role == "draft"
         if f.kind in (OomKind.CAPTURE, OomKind.RAW_OOM) and f.name:
-            self.log.line(self._capture_begin(f.name, f.avail_gib), rank=True)
+            self.log.line(self._capture_begin(f.name, f.start_avail_gib), rank=True)
             await self._wait(p.graph_capture_s_per_bs)
         if f.kind is OomKind.KV_VALUE_ERROR:
             text = logtext.kv_value_error(self.args.mem_fraction_static, f.min_viable)
@@ -301,8 +317,8 @@ class SimNode:
         graphs = ", ".join(f"{k}={v:.2f}" for k, v in t["cuda_graph"].items())
         log.line(
             f"Engine startup timings (s): load_weight={t['load_weight']:.2f}, kv_cache_allocation="
-            f"{t['kv_cache_allocation']:.2f}, scheduler_e2e={t['scheduler_e2e']:.2f}, cuda_graph={{{graphs}}}, "
-            f"tokenizer_e2e={t['tokenizer_e2e']:.2f}"
+            f"{t['kv_cache_allocation']:.2f}, scheduler_e2e={t['scheduler_e2e']:.2f}, "
+            f"cuda_graph={{{graphs}}}, tokenizer_e2e={t['tokenizer_e2e']:.2f}"
         )
         self.scheduler = Scheduler(
             speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
@@ -335,8 +351,8 @@ class SimNode:
         never exits by itself (SIGTERM is ignored); only a SIGKILL ends it."""
         a = self.args
         self.log.line(
-            f"ERROR:    [Errno {err.errno}] error while attempting to bind on address ('{a.host}', {a.port}): "
-            f"{(err.strerror or str(err)).lower()}"
+            f"ERROR:    [Errno {err.errno}] error while attempting to bind on address "
+            f"('{a.host}', {a.port}): {(err.strerror or str(err)).lower()}"
         )
         self.log.line("INFO:     Waiting for application shutdown.")
         loop = asyncio.get_running_loop()
@@ -352,7 +368,9 @@ class SimNode:
             while self.scheduler is not None and not self.scheduler.idle:
                 await asyncio.sleep(0.02)
             await self._wait(5.0)
-            log.line("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
+            log.line(
+                "Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[]."
+            )
             log.line(f"kill_process_tree called: parent_pid={self.pid}, include_parent=True, pid={self.pid}")
             self.gpus.remove()
             os.kill(self.pid, signal.SIGKILL)
