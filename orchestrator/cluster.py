@@ -110,7 +110,10 @@ def _broker_hook(broker: Any, number: int, wait_s: float = 10.0) -> Any:
     return on_stage
 
 
-@ray.remote(max_retries=0)
+# Ray gives a function declared with GPUs a fresh worker per call (max_calls=1) so that frameworks release
+# their CUDA memory. A trial holds no CUDA context itself (the server is its child), so its worker is
+# reused and the imports are paid once per node; GPUs are asked for per call in `submit`.
+@ray.remote(max_retries=0, max_calls=0)
 def _trial_task(request: TrialRequest, broker: Any) -> TrialResult:
     hook = _broker_hook(broker, request.number) if broker is not None else None
     return run_trial(request, hook)

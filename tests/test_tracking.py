@@ -14,8 +14,17 @@ from orchestrator.tracking import Tracker, TrialRecord, flag_params
 
 
 def test_flag_params_use_sglang_names() -> None:
-    argv = ("python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.85", "--enable-metrics",
-            "--tp-size=8", "--sim-state-dir", "/tmp/x")
+    argv = (
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--mem-fraction-static",
+        "0.85",
+        "--enable-metrics",
+        "--tp-size=8",
+        "--sim-state-dir",
+        "/tmp/x",
+    )
     assert flag_params(argv) == {"mem_fraction_static": "0.85", "enable_metrics": "true", "tp_size": "8"}
 
 

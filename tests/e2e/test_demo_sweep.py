@@ -55,7 +55,9 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
     assert oom.constraints == {"oom": 1.0}
     assert oom.params["mem_fraction_static"] == pytest.approx(0.70)
     ok = [t for t in trials if t.user_attrs["status"] == "ok"]
-    assert ok and all(t.state == optuna.trial.TrialState.COMPLETE and t.constraints == {"oom": 0.0} for t in ok)
+    assert ok and all(
+        t.state == optuna.trial.TrialState.COMPLETE and t.constraints == {"oom": 0.0} for t in ok
+    )
 
     client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
     exp = client.get_experiment_by_name("demo")

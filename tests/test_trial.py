@@ -1,0 +1,121 @@
+"""One trial on a simulated node, outside Ray: each outcome, and the GPUs clean afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.node import SimulatedNode, free_port, port_is_free
+from orchestrator.records import FailureKind, FailureStage, TrialStatus
+from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
+from orchestrator.spec import load_spec, make_config
+from orchestrator.sweep import resolve_profile
+from orchestrator.trial import TrialRequest, TrialRun
+
+DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
+
+
+def run(tmp_path: Path, config_args: tuple[Any, ...], **timeouts: float) -> tuple[Any, SimulatedNode]:
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0, **timeouts}),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 8, "output_len": 16, "concurrency": [4]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(
+        spec=spec,
+        config=make_config(*config_args),
+        number=0,
+        workdir=str(tmp_path / "t"),
+        sim_profile=profile,
+    )
+    return TrialRun(request, node, None).run(), node
+
+
+def assert_clean(node: SimulatedNode) -> None:
+    snapshot = FakeNvml.for_profile(node.state_dir, node.profile).snapshot()
+    assert all(not s.processes for s in snapshot)
+
+
+def test_ok_trial_measures_and_leaves_gpus_clean(tmp_path: Path) -> None:
+    result, node = run(tmp_path, (0.88, 128, 48, 3, 1, 4))
+    assert result.status is TrialStatus.OK, result.failure
+    stage = result.stages[0]
+    assert stage.completed == 8 and stage.output_tok_per_s > 0
+    assert stage.accept_length is not None and stage.accept_length > 1.2
+    assert result.server_accept_length is not None and result.server_accept_length > 1.2
+    assert result.memory["weights_gb"] > 60 and result.memory["kv_cache_tokens"] > 0
+    assert result.resolved_args["max_running_requests"] == 48
+    assert result.command[1:3] == ("-m", "orchestrator.sim.server")
+    assert any(s.used_mib > 60_000 for s in result.gpu_before) is False
+    assert_clean(node)
+
+
+def test_kv_oom_is_classified_and_timed(tmp_path: Path) -> None:
+    result, node = run(tmp_path, (0.70, 128, 48, 3, 1, 4))
+    assert result.status is TrialStatus.OOM
+    assert result.failure is not None
+    assert (result.failure.stage, result.failure.kind) == (FailureStage.KV_ALLOCATION, FailureKind.OOM)
+    assert result.oom_to_clean_s is not None and result.oom_to_clean_s < 5
+    assert_clean(node)
+
+
+def test_graph_oom_is_classified(tmp_path: Path) -> None:
+    # Kimi: 0.95 of the memory for weights + KV leaves too little for 512-wide graphs with a draft.
+    result, node = run(tmp_path, (0.95, 512, 64, 5, 4, 12))
+    assert result.status is TrialStatus.OOM, (result.status, result.failure)
+    assert result.failure is not None
+    assert result.failure.stage in (FailureStage.TARGET_GRAPH_CAPTURE, FailureStage.DRAFT_GRAPH_CAPTURE)
+    assert_clean(node)
+
+
+def test_dirty_gpus_refuse_the_node_naming_the_holder(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", resolve_profile(spec) or {})
+    stale = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        GpuStateWriter(node.state_dir, range(8), pid=stale.pid).update(50_000)
+        result, _ = run(tmp_path, (0.88, 128, 48, 3, 1, 4), gpu_clean_s=0.5)
+        assert result.status is TrialStatus.FAILED
+        assert result.failure is not None and result.failure.kind is FailureKind.GPU_NOT_CLEAN
+        assert f"pid {stale.pid}" in result.failure.message
+        assert not result.command  # nothing was launched
+    finally:
+        stale.kill()
+        stale.wait()
+    time.sleep(0.1)
+    assert_clean(node)
+
+
+def test_startup_timeout_kills_the_tree(tmp_path: Path) -> None:
+    result, node = run(tmp_path, (0.88, 128, 48, 3, 1, 4), startup_s=0.3)
+    assert result.status is TrialStatus.TIMEOUT
+    assert result.failure is not None and result.failure.kind is FailureKind.TIMEOUT
+    assert_clean(node)
+
+
+def test_a_taken_port_is_skipped_before_launch() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        assert not port_is_free("127.0.0.1", taken)
+        assert free_port("127.0.0.1", start=taken) != taken
+
+
+@pytest.mark.parametrize("status", [TrialStatus.OOM, TrialStatus.KV_PRESSURE, TrialStatus.PREDICTED_OOM])
+def test_infeasible_statuses(status: TrialStatus) -> None:
+    assert status.infeasible
+    assert not TrialStatus.FAILED.infeasible and not TrialStatus.TIMEOUT.infeasible
