@@ -39,6 +39,7 @@ from orchestrator.trial import TrialRequest
 log = logging.getLogger(__name__)
 OOM_CONSTRAINT = "oom"
 REQUEUED_ATTR = "requeued_from"
+_FREE_STATUSES = frozenset({TrialStatus.PREDICTED_OOM.value, TrialStatus.LOST.value})
 KNOWN_GOOD_ATTR = "known_good"  # enqueued by the user: launched even when the model predicts an OOM
 
 
@@ -189,14 +190,15 @@ class Sweep:
             )
 
     def _finished_count(self) -> int:
-        """Trials that count against the budget: launched and finished (a predicted-OOM skip costs no
-        GPU time, so it does not use up a launch)."""
+        """Trials that count against the budget: launched and finished. A predicted-OOM skip costs no GPU
+        time and a trial lost with its node says nothing about its configuration (it is re-queued), so
+        neither uses up a launch."""
         return sum(
             1
             for t in self.study.get_trials(deepcopy=False)
             if t.state.is_finished()
             and "closed" not in t.user_attrs
-            and t.user_attrs.get("status") != TrialStatus.PREDICTED_OOM.value
+            and t.user_attrs.get("status") not in _FREE_STATUSES
         )
 
     def _restore_progress(self) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # offline-bundle.sh: build what an air-gapped GPU node needs to run specsweep with SGLang.
 #
-# The node is assumed to be a CUDA image with CPython 3.12 on x86-64 (glibc 2.28+) and
+# The node is assumed to be a CUDA image with CPython 3.12 on x86-64 (glibc 2.35+) and
 # torch 2.11.0, triton, transformers, numpy, aiohttp, pyyaml, requests, grpcio, protobuf, psutil
 # and nvidia-ml-py already installed; everything else is carried. Run this from the repo root on
 # a machine with pip and access to PyPI; wheels are picked for the node, not for this machine.
@@ -125,9 +125,9 @@ neutralise() {
   if [ -d "$1/bin" ]; then sed -i '1s|^#!.*python.*$|#!/usr/bin/env python3|' "$1"/bin/*; fi
 }
 
-# pack NAME SITE [FIRST...]: a reproducible tar (fixed order, times and owners) of SITE, xz-compressed
-# and split into pieces, plus checksums (first line: the unpacked tree). FIRST files go first in
-# the tar, so that xz's 64 MiB window sees similar large binaries side by side.
+# pack NAME SITE XZ_LEVEL [FIRST...]: a reproducible tar (fixed order, times and owners) of SITE,
+# xz-compressed and split into pieces, plus checksums (first line: the unpacked tree). FIRST files
+# go first in the tar, so that xz -9's 64 MiB window sees similar large binaries side by side.
 pack() {
   local name=$1 site=$2 xzlevel=$3
   shift 3
@@ -242,24 +242,28 @@ unset _d _sum _p _h _n _missing _s
 EOF
 }
 
-# How the pieces travel: each transfer holds the repo plus what it carries, 64 MiB in all.
+# How the pieces travel: each transfer holds the repo plus what it carries, 64 MiB in all. Files
+# carried earlier stay on a machine that is still warm (and so does /tmp), so the calls must follow
+# one another closely; the last one runs the real command after the prefix.
 print_plan() {
   shopt -s nullglob
   local deps=("$OUT_DIR"/ssweep-site.tar.xz.[0-9][0-9]) sgl=("$OUT_DIR"/sglang-site.tar.xz.[0-9][0-9])
+  local i n=0 total=$((${#deps[@]} + ${#sgl[@]})) keep
+  keep="\"$OUT_DIR/ssweep-unpack.sh\", \"$OUT_DIR/ssweep-site.sha256\", \"$OUT_DIR/sglang-unpack.sh\", \"$OUT_DIR/sglang-site.sha256\""
   echo
   ls -l "$OUT_DIR"
-  local i n=0
-  echo "Carry plan (one piece per call, back to back while the machine is warm):"
+  echo "Carry plan ($total calls, back to back; scripts and checksums are small, so every call takes them):"
   for ((i = 0; i < ${#deps[@]}; i++)); do
     n=$((n + 1))
-    echo "  call $n carry: [\"${deps[i]}\", \"$OUT_DIR/ssweep-unpack.sh\", \"$OUT_DIR/ssweep-site.sha256\"]"
-    echo "         command: . $OUT_DIR/ssweep-unpack.sh; echo ssweep-unpack rc=\$?"
+    echo "  call $n carry: [\"${deps[i]}\", $keep]"
+    [ "$n" -lt "$total" ] && echo "         command: . $OUT_DIR/ssweep-unpack.sh; echo ssweep-unpack rc=\$?"
   done
   for ((i = 0; i < ${#sgl[@]}; i++)); do
     n=$((n + 1))
-    echo "  call $n carry: [\"${sgl[i]}\", \"$OUT_DIR/sglang-unpack.sh\", \"$OUT_DIR/sglang-site.sha256\"," \
-      "\"$OUT_DIR/ssweep-unpack.sh\", \"$OUT_DIR/ssweep-site.sha256\"]"
+    echo "  call $n carry: [\"${sgl[i]}\", $keep]"
+    [ "$n" -lt "$total" ] && echo "         command: true"
   done
+  [ ${#sgl[@]} -eq 0 ] && echo "  (the deps bundle takes pydantic, fastapi, uvicorn, starlette from the SGLang one)"
   echo "  prefix of call $n: . $OUT_DIR/sglang-unpack.sh || exit; . $OUT_DIR/ssweep-unpack.sh || exit;"
 }
 
@@ -269,8 +273,12 @@ build_wheelhouse() {
   "$PY" -m pip wheel -q --no-deps -w "$WHEELHOUSE" .
   local whl
   whl=$(ls -t "$WHEELHOUSE"/specsweep-*.whl | head -1)
-  log "wheelhouse: download specsweep[gpu] and all its dependencies for the node"
-  "$PY" -m pip download -q "${TARGET[@]}" -d "$WHEELHOUSE" "specsweep[gpu] @ file://$(realpath "$whl")"
+  log "wheelhouse: download specsweep[gpu] and all its dependencies for the node (several GB)"
+  # pip matches manylinux_2_N tags exactly, and torch's CUDA wheels (nccl, ...) use N up to 39.
+  local target=(--only-binary=:all: --python-version 3.12 --implementation cp --platform any
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+  for n in $(seq 5 39); do target+=(--platform "manylinux_2_${n}_x86_64"); done
+  "$PY" -m pip download -q "${target[@]}" -d "$WHEELHOUSE" "specsweep[gpu] @ file://$(realpath "$whl")"
   cat >"$WHEELHOUSE/install.sh" <<'EOF'
 #!/usr/bin/env bash
 # Install specsweep with SGLang from the wheels beside this script; needs no network.

@@ -215,7 +215,9 @@ def make_app(node: SimNode) -> web.Application:
                     break
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
-        except (ConnectionError, asyncio.CancelledError):
+        except ConnectionError:  # the client went away: SGLang aborts the request
+            node.scheduler.abort(req)
+        except asyncio.CancelledError:
             node.scheduler.abort(req)
             raise
         return resp

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import logging
 import os
 import random
 import signal
@@ -352,7 +353,7 @@ class SimNode:
         a = self.args
         self.log.line(
             f"ERROR:    [Errno {err.errno}] error while attempting to bind on address "
-            f"('{a.host}', {a.port}): {(err.strerror or str(err)).lower()}"
+            f"('{a.host}', {a.port}): {os.strerror(err.errno).lower() if err.errno else err}"
         )
         self.log.line("INFO:     Waiting for application shutdown.")
         loop = asyncio.get_running_loop()
@@ -407,6 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValidationError, ValueError) as err:
         sys.stderr.write(f"simulated node: bad profile: {err}\n")
         return 2
+    # aiohttp's own log lines (a client hanging up mid-stream, ...) are not SGLang's: keep them out.
+    logging.getLogger("aiohttp").addHandler(logging.NullHandler())
+    logging.getLogger("aiohttp").propagate = False
     node = SimNode(args, profile)
     try:
         return asyncio.run(node.run())

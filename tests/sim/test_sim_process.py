@@ -46,8 +46,10 @@ def free_port() -> int:
 class Sim:
     """One simulated server, its output collected line by line."""
 
-    def __init__(self, tmp: Path, *flags: str, profile: str | dict[str, Any] = "h200-tiny") -> None:
-        self.port = free_port()
+    def __init__(
+        self, tmp: Path, *flags: str, profile: str | dict[str, Any] = "h200-tiny", port: int | None = None
+    ) -> None:
+        self.port = port or free_port()
         self.state = tmp / "gpus"
         if isinstance(profile, dict):
             path = tmp / "profile.json"
@@ -131,9 +133,8 @@ def start(sims: list[Sim], tmp: Path, *flags: str, **kw: Any) -> Sim:
 
 def test_serves_like_sglang_and_stops_cleanly_on_sigint(sims: list[Sim], tmp_path: Path) -> None:
     good = {"base": "h200-tiny", "name": "tiny-good-draft", "accept_p0": 0.9, "accept_decay": 0.95}
-    sim = start(
-        sims, tmp_path, *TINY_RUN, "--mem-fraction-static", "0.85", "--random-seed", "3", profile=good
-    )
+    flags = [*TINY_RUN, "--mem-fraction-static", "0.85", "--random-seed", "3", "--enable-metrics"]
+    sim = start(sims, tmp_path, *flags, profile=good)
     sim.wait_for("The server is fired up and ready to roll!")
     order = [
         "server_args=ServerArgs(",
@@ -193,6 +194,8 @@ def test_serves_like_sglang_and_stops_cleanly_on_sigint(sims: list[Sim], tmp_pat
     assert state["memory_usage"]["token_capacity"] == info["max_total_num_tokens"]
     assert state["effective_max_running_requests_per_dp"] == 16
     assert json.loads(sim.get("/get_model_info")[1])["architectures"] == ["LlamaForCausalLM"]
+    metrics = sim.get("/metrics")[1].decode()
+    assert "# TYPE sglang:spec_accept_length gauge" in metrics and "sglang:gen_throughput{" in metrics
 
     sim.proc.send_signal(signal.SIGINT)
     assert sim.exit_code() == 0
@@ -290,6 +293,25 @@ def test_small_kv_pool_retracts_under_load(sims: list[Sim], tmp_path: Path) -> N
     assert sim.wait_for("KV cache pool is full. Retract requests. #retracted_reqs: ") > 0
     report = parse_log("\n".join(sim.lines))
     assert report.retractions > 0 and report.failure is None
+
+
+def test_port_in_use_is_found_late_and_hangs_like_sglang(sims: list[Sim], tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        sim = start(sims, tmp_path, *TINY_RUN, port=taken.getsockname()[1])
+        line = sim.lines[sim.wait_for("[Errno 98] error while attempting to bind on address")]
+        assert line.endswith(f"('127.0.0.1', {sim.port}): address already in use")
+        sim.wait_for("INFO:     Waiting for application shutdown.")
+        sim.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert sim.proc.poll() is None  # SIGTERM is ignored; the GPU memory stays held
+        assert sim.nvml().snapshot()[0].processes
+        sim.proc.send_signal(signal.SIGKILL)
+        assert sim.exit_code() == -9
+    assert "The server is fired up" not in "\n".join(sim.lines)
+    assert parse_log("\n".join(sim.lines)).port_in_use
 
 
 def test_unknown_flag_is_refused_before_anything_starts(sims: list[Sim], tmp_path: Path) -> None:

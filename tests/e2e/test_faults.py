@@ -1,0 +1,165 @@
+"""Faults survived: a lost node, a killed worker, a killed driver. Each on real Ray and simulated nodes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import psutil
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from orchestrator import cluster as placement
+from orchestrator.records import TrialStatus
+from orchestrator.sim.nvml import FakeNvml
+from orchestrator.spec import load_spec, make_config
+from orchestrator.study import Sweep, open_study
+from orchestrator.sweep import resolve_profile
+from orchestrator.tracking import Tracker
+from orchestrator.trial import TrialRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+LONG = {"workload__num_prompts": 64, "workload__output_len": 256, "workload__concurrency": [2]}
+
+
+def server_pids(state_dir: Path, profile: dict[str, Any]) -> set[int]:
+    return {p.pid for s in FakeNvml.for_profile(state_dir, profile).snapshot() for p in s.processes}
+
+
+def wait_until(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def two_nodes() -> Iterator[Cluster]:
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
+    for _ in range(2):
+        c.add_node(num_cpus=2, num_gpus=8, resources={"trial_slot": 1})
+    c.wait_for_nodes()
+    ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def test_killed_worker_takes_its_server_with_it(two_nodes: Cluster, tmp_path: Path, demo_spec: Any) -> None:
+    spec = load_spec(demo_spec(**LONG))
+    profile = resolve_profile(spec)
+    assert profile is not None
+    node_id = placement.alive_nodes()[0]["NodeID"]
+    state_dir = (
+        Path(tempfile.gettempdir()) / "specsweep-sim" / node_id
+    )  # where SimulatedNode keeps this node's GPUs
+    request = TrialRequest(
+        spec=spec,
+        config=make_config(0.88, 128, 48, 3, 1, 4),
+        number=0,
+        workdir=str(tmp_path / "t"),
+        sim_profile=profile,
+    )
+    ref = placement.submit(request, None, node_id)
+    pids = wait_until(lambda: server_pids(state_dir, profile), 60, "the server to hold GPU memory")
+    ray.cancel(ref, force=True)  # kills the worker process
+    wait_until(
+        lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids),
+        20,
+        "the server to die with its worker",
+    )
+    assert not server_pids(state_dir, profile)
+
+
+def test_lost_node_is_requeued_once_and_the_sweep_finishes(
+    two_nodes: Cluster, tmp_path: Path, demo_spec: Any
+) -> None:
+    spec = load_spec(demo_spec(known_good=[], budget__trials=3, budget__baseline=False, **LONG))
+    placement.connect(spec, two_nodes.address)
+    study = open_study(spec, "lost", f"sqlite:///{tmp_path / 'o.db'}", resume=False)
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "lost", tmp_path / "spool")
+    tracker.start("t", {}, {})
+    sweep = Sweep(spec, study, tracker, n_trials=3, workdir=tmp_path, sim_profile=resolve_profile(spec))
+    sweep.prepare(resume=False)
+    done: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: done.update(outcome=sweep.run()))
+    runner.start()
+    # Wait until a trial is running on a worker node, then take that node away.
+    victim_id = wait_until(lambda: next(iter(sweep._node_of.values()), None), 60, "a trial to start")
+    victim = next(n for n in two_nodes.worker_nodes if n.node_id == victim_id)
+    time.sleep(3)
+    two_nodes.remove_node(victim)
+    runner.join(timeout=400)
+    assert not runner.is_alive()
+    records = done["outcome"].records
+    lost = [r for r in records if r.result.status is TrialStatus.LOST]
+    assert len(lost) >= 1
+    assert lost[0].result.failure is not None and lost[0].result.failure.kind.value == "node_lost"
+    # Not an OOM: the study saw FAIL, not a violated constraint.
+    t = study.trials[lost[0].number]
+    assert t.state == optuna.trial.TrialState.FAIL and not t.constraints
+    requeued = [t for t in study.trials if t.user_attrs.get("requeued_from") == lost[0].number]
+    assert len(requeued) == 1 and requeued[0].params == t.params
+    launched = [r for r in records if r.result.status is not TrialStatus.PREDICTED_OOM]
+    assert sum(r.result.status is not TrialStatus.LOST for r in launched) == 3
+
+
+def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, demo_spec: Any) -> None:
+    spec = demo_spec(known_good=[], budget__trials=4, budget__baseline=False)
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard"]
+    driver = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    storage = f"sqlite:///{out / 'optuna.db'}"
+
+    def finished() -> int:
+        try:
+            trials = optuna.load_study(study_name="demo", storage=storage).trials
+        except Exception:
+            return 0
+        return sum(t.state.is_finished() for t in trials) if len(trials) >= 2 else 0
+
+    try:
+        wait_until(lambda: finished() >= 1, 180, "a first finished trial")
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and the local Ray it started
+        driver.wait()
+    before = optuna.load_study(study_name="demo", storage=storage).trials
+    proc = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = optuna.load_study(study_name="demo", storage=storage).trials
+    # Every trial finished before the kill is still there, unchanged.
+    for old in before:
+        if old.state.is_finished():
+            assert after[old.number].state == old.state and after[old.number].params == old.params
+    stale = [t for t in after if t.user_attrs.get("closed")]
+    for t in stale:
+        assert t.state == optuna.trial.TrialState.FAIL
+        assert any(u.user_attrs.get("requeued_from") == t.number for u in after)
+    counted = [
+        t
+        for t in after
+        if t.state.is_finished()
+        and not t.user_attrs.get("closed")
+        and t.user_attrs.get("status") != "predicted_oom"
+    ]
+    assert len(counted) == 4
+    assert not [t for t in after if t.state == optuna.trial.TrialState.RUNNING]

@@ -1,0 +1,71 @@
+"""The scheduler in-process: real-time steps, per-request acceptance, retraction, determinism."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+from orchestrator.sim.logtext import SglangLog
+from orchestrator.sim.profile import load_profile
+from orchestrator.sim.scheduler import Scheduler, SimRequest
+from orchestrator.sim.speed import SpecShape, SpeedModel, position_probs
+
+PROFILE = load_profile({"base": "h200-tiny", "accept_p0": 0.8, "step_noise": 0.0})
+SHAPE = SpecShape(3, 1, 4)
+
+
+def run(pool: int, prompts: list[tuple[int, int]], seed: int = 0) -> tuple[list[SimRequest], str, float]:
+    out = io.StringIO()
+
+    async def main() -> tuple[list[SimRequest], float]:
+        sched = Scheduler(
+            speed=SpeedModel(PROFILE, 1, SHAPE, (1, 2, 4, 8, 16)),
+            probs=position_probs(PROFILE, SHAPE),
+            pool_tokens=pool,
+            max_running=16,
+            chunked_prefill=8192,
+            decode_log_interval=10,
+            vocab=1000,
+            seed=seed,
+            log=SglangLog(1, out),
+        )
+        task = asyncio.create_task(sched.run())
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        reqs = [sched.submit(p, n) for p, n in prompts]
+        await asyncio.gather(*(r.done.wait() for r in reqs))
+        elapsed = loop.time() - t0
+        task.cancel()
+        assert sched.idle and sched.used == 0
+        return reqs, elapsed
+
+    reqs, elapsed = asyncio.run(main())
+    return reqs, out.getvalue(), elapsed
+
+
+def test_requests_complete_with_consistent_speculative_counts() -> None:
+    reqs, log, elapsed = run(100_000, [(20, 50)] * 4)
+    for r in reqs:
+        assert len(r.output_ids) == 50 and r.finished and not r.aborted
+        assert sum(r.histogram) == r.verify_ct
+        assert r.verify_ct < 49  # accepted drafts: fewer steps than tokens
+        assert 1 + r.verify_ct + r.accepted_drafts >= 50  # prefill token + verifies cover the output
+    assert "Decode batch, #running-req: 4," in log and "accept len: " in log
+    # Real time: 4 requests share each step, so the whole run is a few dozen steps, not 200.
+    assert elapsed < 50 * SpeedModel(PROFILE, 1, SHAPE, (1, 2, 4, 8, 16)).step_time(4)
+
+
+def test_same_seed_same_outputs_and_acceptance() -> None:
+    a, _, _ = run(100_000, [(10, 30), (12, 40)], seed=5)
+    b, _, _ = run(100_000, [(10, 30), (12, 40)], seed=5)
+    c, _, _ = run(100_000, [(10, 30), (12, 40)], seed=6)
+    assert [(r.output_ids, r.histogram) for r in a] == [(r.output_ids, r.histogram) for r in b]
+    assert [r.output_ids for r in a] != [r.output_ids for r in c]
+
+
+def test_a_small_pool_retracts_and_still_finishes_everything() -> None:
+    reqs, log, _ = run(400, [(30, 100)] * 6)
+    assert all(len(r.output_ids) == 100 for r in reqs)
+    assert sum(r.num_retractions for r in reqs) > 0
+    assert "KV cache pool is full. Retract requests. #retracted_reqs: " in log
+    assert "Prefill batch, #new-seq: 1, #new-token: " in log
