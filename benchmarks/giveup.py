@@ -116,9 +116,11 @@ def run_giveup(settings: GiveUpSettings) -> tuple[list[Row], list[str]]:
             rows.append(Row(BENCH, case, f"{len(values)} runs", f"{what} ({stat})", value, shown))
     notes = [
         "Time to give up: TrialRun with the simulated server on h200-tiny, outside Ray. The OOM is SGLang's "
-        "graph-capture OOM (0.99 / graph bs 512 / 512 requests, as in the real H200 log); the simulated server "
+        "graph-capture OOM (0.99 / graph bs 512 / 512 requests, as in the real H200 log); the "
+        "simulated server "
         "SIGKILLs itself right after the line (real SGLang 0.5.17 takes 0.07-0.12 s more). The trial's log "
-        "follower polls every 50 ms, which is most of the gap between the two OOM figures. The hang is a start-up that would take 45 s "
+        "follower polls every 50 ms, which is most of the gap between the two OOM figures. The "
+        "hang is a start-up that would take 45 s "
         "against a 1 s start-up timeout; the trial then stops it with SIGINT. Both end with the fake NVML "
         "polled every 0.2 s until clean."
     ]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.spaces import DEMO_SPEC
 from orchestrator.records import TrialResult
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import (
@@ -23,7 +24,6 @@ from orchestrator.spec import (
     TimeoutSpec,
     WorkloadSpec,
 )
-from benchmarks.spaces import DEMO_SPEC
 
 # One short stage: what the orchestrator adds around a trial shows, not the serving.
 MINIMAL_WORKLOAD = WorkloadSpec(

@@ -167,7 +167,7 @@ def probe_retracts(
             used += input_len + 1
             waiting -= 1
         if not running:
-            return True  # not even one request fits: every arrival would be retracted
+            return True  # not even one prompt fits: the real probe would stall until its timeout
         if sum(r[0] for r in running) + len(running) * per_step > pool and len(running) > 1:
             return True
         for r in running:
@@ -201,7 +201,9 @@ class Oracle:
     def _args(self, config: ServerConfig) -> SimArgs:
         """The launch's flags as the trial renders them, resolved by SGLang's rules as the server does."""
         argv = [
-            *sglang_flags(self.spec, config, version=self.profile.sglang_version, port=30000, tp_size=self.gpus),
+            *sglang_flags(
+                self.spec, config, version=self.profile.sglang_version, port=30000, tp_size=self.gpus
+            ),
             "--sim-profile",
             self.profile.name,
             "--sim-state-dir",
@@ -224,7 +226,9 @@ class Oracle:
             if f.kind in (OomKind.CAPTURE, OomKind.RAW_OOM) and f.name:
                 startup += p.graph_capture_s_per_bs
             failure = Failure(f.stage, FailureKind.OOM, f"{f.kind.value}: {f.role} {f.name}".strip())
-            return Evaluation(config, TrialStatus.OOM, failure, (), account, resolved, startup, 0.0, OOM_EXIT_S)
+            return Evaluation(
+                config, TrialStatus.OOM, failure, (), account, resolved, startup, 0.0, OOM_EXIT_S
+            )
         resolved["max_running_requests"] = plan.max_running_requests
         resolved["effective_max_running_requests"] = plan.max_running_requests
         speed = SpeedModel.for_args(p, args, plan.capture_sizes)
@@ -234,12 +238,16 @@ class Oracle:
             else []
         )
         accept = expected_accept_length(probs) if speed.spec is not None else 1.0
-        model = _StageModel(speed, accept, plan.kv_tokens, plan.max_running_requests, args.chunked_prefill_size)
+        model = _StageModel(
+            speed, accept, plan.kv_tokens, plan.max_running_requests, args.chunked_prefill_size
+        )
         wl = self.spec.workload
         startup += p.server_start_s + model.wave_s(1, min(wl.input_len, 6), SERVER_WARMUP_TOKENS)
         pre = 0.0
         if wl.warmup_prompts:
-            pre += model.stage_s(wl.warmup_prompts, wl.warmup_prompts, min(wl.input_len, 64), min(wl.output_len, 16))
+            pre += model.stage_s(
+                wl.warmup_prompts, wl.warmup_prompts, min(wl.input_len, 64), min(wl.output_len, 16)
+            )
         mrr = plan.max_running_requests
         demand = mrr * (wl.input_len + wl.output_len)
         if plan.kv_tokens < demand:

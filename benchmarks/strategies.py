@@ -10,6 +10,9 @@
   constraint, constant liar, percentile pruner), known-good configurations first, the memory model's
   predicted-OOM skip, `tell_outcome` and `MemoryModel.observe`; only the Ray submission is replaced by a
   synchronous call to the oracle.
+- `specsweep_group`: the same driver with `TPESampler(group=True)` swapped in after `open_study`; not the
+  product's setting, an experiment: draft tokens are only searched for top-k > 1, in a range that moves
+  with steps and top-k, and `group=True` lets TPE model such conditional dimensions jointly.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +89,7 @@ def _values(dim: FloatRange | IntRange | Choices) -> list[float]:
     if isinstance(dim, Choices):
         return sorted(float(c) for c in dim.choices)
     step = dim.step or 1
-    count = int(round((dim.high - dim.low) / step)) + 1
+    count = round((dim.high - dim.low) / step) + 1
     return [round(dim.low + k * step, 6) for k in range(count)]
 
 
@@ -119,7 +123,9 @@ def auto_benchmark(oracle: Oracle, configs: Sequence[ServerConfig], budget: int,
     space = oracle.spec.search
     default = sglang_defaults(oracle)
     bases: list[tuple[float, int, int]] = [default]
-    for axis, dim in enumerate((space.mem_fraction_static, space.cuda_graph_max_bs, space.max_running_requests)):
+    for axis, dim in enumerate(
+        (space.mem_fraction_static, space.cuda_graph_max_bs, space.max_running_requests)
+    ):
         for value in _values(dim):
             base = list(default)
             base[axis] = value
@@ -182,8 +188,16 @@ class _NoTracking:
 class OracleSweep(Sweep):
     """The driver's loop with the Ray submission replaced by the oracle, one trial at a time."""
 
-    def __init__(self, spec: SweepSpec, oracle: Oracle, n_trials: int) -> None:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        oracle: Oracle,
+        n_trials: int,
+        sampler: optuna.samplers.BaseSampler | None = None,
+    ) -> None:
         study = open_study(spec, spec.name, _memory_storage(), resume=False)
+        if sampler is not None:
+            study.sampler = sampler
         super().__init__(
             spec,
             study,
@@ -238,17 +252,30 @@ def specsweep(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed
     return OracleSweep(spec, oracle, budget).search(SearchRun("specsweep", seed))
 
 
+def specsweep_group(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
+    spec = oracle.spec.model_copy(update={"sampler_seed": seed})
+    with warnings.catch_warnings():  # `group` is experimental in Optuna 5
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(
+            seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5, group=True
+        )
+    return OracleSweep(spec, oracle, budget, sampler).search(SearchRun("specsweep_group", seed))
+
+
 STRATEGIES: dict[str, Strategy] = {
     "grid": grid,
     "auto_benchmark": auto_benchmark,
     "random": random_search,
     "plain_tpe": plain_tpe,
     "specsweep": specsweep,
+    "specsweep_group": specsweep_group,
 }
 
 
 def quiet_optuna() -> Any:
-    """Optuna logs every trial at INFO; the benchmark runs thousands."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    """Optuna logs every trial at INFO and warns about its experimental options; the benchmark runs
+    thousands of trials."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     for name in ("orchestrator.study", "orchestrator.memory_model"):
         logging.getLogger(name).setLevel(logging.ERROR)

@@ -1,9 +1,9 @@
 """A `/generate` server that streams as fast as it can: `python -m benchmarks.stream_server --port P`.
 
-It answers like SGLang 0.5.17 with `stream: true` (compact JSON as orjson writes it, one SSE chunk per token, each with the *cumulative*
-`output_ids` and its own `meta_info`, the final one with the speculative counts, then `[DONE]`), but does
-no work: every chunk is rendered once and then only written, so the client under test, not the server,
-sets the pace. It pins itself to the last CPU so that the client can have another one to itself.
+It answers like SGLang 0.5.17 with `stream: true` (compact JSON, as orjson writes it; one SSE chunk per
+token, each with the *cumulative* `output_ids` and its own `meta_info`, the final one with the speculative
+counts, then `[DONE]`), but does no work: every chunk is rendered once and then only written, so the client
+under test, not the server, sets the pace. It pins itself to the last CPU, leaving the others to the client.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class Table:
         return json.dumps(self.as_json(), indent=1)
 
     def markdown(self) -> str:
-        head = ["benchmark", "case", "variant", "metric", "value", "× specsweep"]
+        head = ["benchmark", "case", "variant", "metric", "value", "x specsweep"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in self.rows:
             cells = [r.bench, r.case, r.variant, r.metric, r.shown, fmt_ratio(r.ratio)]

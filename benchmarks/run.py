@@ -1,0 +1,154 @@
+"""`python -m benchmarks.run [--quick]`: every benchmark, one table.
+
+Prints the table, writes it as JSON and Markdown under `benchmarks/out/`, and writes
+`benchmarks/RESULTS.md` (the latest table with the date, the machine and the command). The benchmarks
+that need no Ray run first; the local Ray instance and the Ray clusters come last, one at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks.client_ceiling import CeilingSettings, run_ceiling
+from benchmarks.giveup import GiveUpSettings, run_giveup
+from benchmarks.overhead import OverheadSettings, run_overhead
+from benchmarks.scale import ScaleSettings, run_scale
+from benchmarks.search import SearchSettings, run_search
+from benchmarks.table import Row, Table
+
+log = logging.getLogger("benchmarks")
+HERE = Path(__file__).resolve().parent
+PARTS = ("search", "giveup", "ceiling", "overhead", "scale")
+
+
+@dataclass(frozen=True)
+class Settings:
+    search: SearchSettings
+    giveup: GiveUpSettings
+    ceiling: CeilingSettings
+    overhead: OverheadSettings
+    scale: ScaleSettings
+
+
+FULL = Settings(
+    SearchSettings(budget=40, seeds=30),
+    GiveUpSettings(repeats=20),
+    CeilingSettings(shapes=((128, 64, 1024), (1024, 64, 128))),
+    OverheadSettings(trials=100),
+    ScaleSettings(nodes=(1, 2, 4, 8), trials=16),
+)
+QUICK = Settings(
+    SearchSettings(budget=40, seeds=8),
+    GiveUpSettings(repeats=3),
+    CeilingSettings(shapes=((128, 32, 128), (1024, 32, 32))),
+    OverheadSettings(trials=10),
+    ScaleSettings(nodes=(1, 2), trials=4),
+)
+
+
+def machine() -> str:
+    try:
+        return subprocess.run(["uname", "-a"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return " ".join(platform.uname())
+
+
+def run_all(settings: Settings, parts: Sequence[str], sglang_path: str | None) -> Table:
+    table = Table()
+    jobs: dict[str, Callable[[], tuple[list[Row], list[str]]]] = {
+        "search": lambda: run_search(settings.search),
+        "giveup": lambda: run_giveup(settings.giveup),
+        "ceiling": lambda: run_ceiling(settings.ceiling, sglang_path),
+        "overhead": lambda: run_overhead(settings.overhead),
+        "scale": lambda: run_scale(settings.scale),
+    }
+    timings: dict[str, float] = {}
+    for part in PARTS:
+        if part not in parts:
+            continue
+        log.warning("benchmark %s ...", part)
+        t0 = time.monotonic()
+        rows, notes = jobs[part]()
+        timings[part] = round(time.monotonic() - t0, 1)
+        log.warning("benchmark %s done in %.0f s", part, timings[part])
+        table.extend(rows, notes)
+    table.meta["seconds_per_benchmark"] = timings
+    return table
+
+
+def results_md(table: Table) -> str:
+    meta = table.meta
+    head = [
+        "# Benchmark results",
+        "",
+        f"- Date: {meta['date']}",
+        f"- Machine: `{meta['uname']}`, {meta['cores']} cores, Python {meta['python']}",
+        f"- Command: `{meta['command']}` ({meta['mode']}; took {meta['seconds']:.0f} s: "
+        + ", ".join(f"{k} {v:g} s" for k, v in meta["seconds_per_benchmark"].items())
+        + ")",
+        "",
+        "Ratios (x specsweep) are the strategy's figure over specsweep's, same case and metric; they are "
+        "given for the search benchmark only. See the notes under the table for how each figure is made "
+        "and where specsweep does not lead.",
+        "",
+    ]
+    return "\n".join(head) + table.markdown()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="small settings: about two minutes on two cores")
+    p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="run only these benchmarks")
+    p.add_argument("--out", type=Path, default=HERE / "out", help="where results.json and results.md go")
+    p.add_argument("--results-md", type=Path, default=HERE / "RESULTS.md", help="the committed summary")
+    p.add_argument("--no-results-md", action="store_true", help="do not rewrite the committed summary")
+    p.add_argument(
+        "--sglang-path",
+        default=None,
+        help="a folder holding an unpacked sglang wheel, to try importing its bench_serving from",
+    )
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    for noisy in ("alembic", "mlflow", "optuna", "ray"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    # Ray and the trial workers import `benchmarks` and `orchestrator` from the repository root.
+    root = str(HERE.parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
+    t0 = time.monotonic()
+    settings = QUICK if args.quick else FULL
+    table = run_all(settings, args.only, args.sglang_path)
+    table.meta.update(
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        uname=machine(),
+        cores=os.cpu_count(),
+        python=platform.python_version(),
+        command="python -m benchmarks.run" + "".join(f" {shlex.quote(a)}" for a in (argv or sys.argv[1:])),
+        mode="quick" if args.quick else "full",
+        seconds=round(time.monotonic() - t0, 1),
+    )
+    print(table.text())
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(table.dumps() + "\n")
+    (args.out / "results.md").write_text(results_md(table))
+    if not args.no_results_md:
+        args.results_md.write_text(results_md(table))
+    print(
+        f"wrote {args.out / 'results.json'}, {args.out / 'results.md'}"
+        + ("" if args.no_results_md else f" and {args.results_md}")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
