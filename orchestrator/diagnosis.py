@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 from orchestrator.memory_model import GRAPH_SAFETY_GB, MemoryModel, graph_width
@@ -42,6 +43,10 @@ def diagnose(result: TrialResult, model: MemoryModel) -> str:
     f = c.mem_fraction_static
     if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION:
         minimum = model.kv_tokens.solve(1.0) if model.ready else None
+        # SGLang 0.5.14+ names the minimum itself: "Raise --mem-fraction-static above 0.002".
+        said = re.search(r"above ([0-9.]+)", failure.message)
+        if said:
+            minimum = float(said.group(1).rstrip("."))
         lever = f"Raise mem_fraction_static above {minimum:.3f}." if minimum else "Raise mem_fraction_static."
         return (
             f"OOM while allocating the KV cache: {head or 'the weights leave no room'}; at "
@@ -62,7 +67,7 @@ def diagnose(result: TrialResult, model: MemoryModel) -> str:
             better_f = model.fraction_for_room(need)
             if better_f is not None and 0 < better_f < 1:
                 direction = "Lower" if better_f < f else "Raise"
-                levers.append(f"{direction} mem_fraction_static to {better_f:.2f}")
+                levers.append(f"{direction} mem_fraction_static to {better_f:.3f}")
         if room is not None:
             width = model.width_for_room(room)
             per_req = c.speculative_num_draft_tokens or 1
