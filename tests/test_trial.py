@@ -119,3 +119,48 @@ def test_a_taken_port_is_skipped_before_launch() -> None:
 def test_infeasible_statuses(status: TrialStatus) -> None:
     assert status.infeasible
     assert not TrialStatus.FAILED.infeasible and not TrialStatus.TIMEOUT.infeasible
+
+
+def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> None:
+    """SIGSTOP freezes the server while it streams: a real hang (alive, silent, deaf to SIGINT)."""
+    import os
+    import signal
+    import threading
+
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "timeouts": spec.timeouts.model_copy(
+                update={"benchmark_s": 4.0, "stop_s": 1.0, "gpu_clean_s": 5.0}
+            ),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 64, "output_len": 512, "concurrency": [2]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec) or {}
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile)
+    request = TrialRequest(
+        spec=spec,
+        config=make_config(0.88, 128, 48, 3, 1, 4),
+        number=0,
+        workdir=str(tmp_path / "t"),
+        sim_profile=profile,
+    )
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.update(result=TrialRun(request, node, None).run()))
+    runner.start()
+    log = tmp_path / "t" / "server.log"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "Decode batch" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    pids = {p.pid for s in FakeNvml.for_profile(node.state_dir, profile).snapshot() for p in s.processes}
+    assert pids
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    runner.join(timeout=60)
+    result = out["result"]
+    assert result.status is TrialStatus.TIMEOUT
+    assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
+    assert "SIGKILLed" in " ".join(result.notes)
+    assert_clean(node)
