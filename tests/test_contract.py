@@ -18,29 +18,88 @@ import pytest
 from orchestrator.server.logparse import LogReport, parse_log
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "sglang" / "0.5.17" / "specsweep-h200"
-COMMON = ["--model-path", "/models/tiny-llama", "--speculative-algorithm", "EAGLE3",
-          "--speculative-draft-model-path", "/models/tiny-llama-eagle3", "--speculative-num-steps", "3",
-          "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--skip-tokenizer-init",
-          "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-          "--tp-size", "1", "--host", "127.0.0.1"]
+COMMON = [
+    "--model-path",
+    "/models/tiny-llama",
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/models/tiny-llama-eagle3",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+    "--skip-tokenizer-init",
+    "--attention-backend",
+    "triton",
+    "--sampling-backend",
+    "pytorch",
+    "--grammar-backend",
+    "none",
+    "--tp-size",
+    "1",
+    "--host",
+    "127.0.0.1",
+]
 CASES = {
-    "ok-accept.log": ["--mem-fraction-static", "0.85", "--cuda-graph-max-bs-decode", "16",
-                      "--max-running-requests", "16"],
-    "kv-oom.log": ["--mem-fraction-static", "0.001", "--cuda-graph-max-bs-decode", "16",
-                   "--max-running-requests", "16"],
-    "graph-oom.log": ["--mem-fraction-static", "0.99", "--cuda-graph-max-bs-decode", "512",
-                      "--max-running-requests", "512"],
+    "ok-accept.log": [
+        "--mem-fraction-static",
+        "0.85",
+        "--cuda-graph-max-bs-decode",
+        "16",
+        "--max-running-requests",
+        "16",
+    ],
+    "kv-oom.log": [
+        "--mem-fraction-static",
+        "0.001",
+        "--cuda-graph-max-bs-decode",
+        "16",
+        "--max-running-requests",
+        "16",
+    ],
+    "graph-oom.log": [
+        "--mem-fraction-static",
+        "0.99",
+        "--cuda-graph-max-bs-decode",
+        "512",
+        "--max-running-requests",
+        "512",
+    ],
 }
 # The lines the parser reads, by their fixed start.
-KEYS = ("Load weight begin", "Load weight end", "KV Cache is allocated", "Memory pool end", "Capture ",
-        "max_total_num_tokens=", "The server is fired up", "Decode batch", "Prefill batch")
+KEYS = (
+    "Load weight begin",
+    "Load weight end",
+    "KV Cache is allocated",
+    "Memory pool end",
+    "Capture ",
+    "max_total_num_tokens=",
+    "The server is fired up",
+    "Decode batch",
+    "Prefill batch",
+)
 
 
 def simulate(tmp_path: Path, flags: list[str], port: int) -> str:
     log = tmp_path / "sim.log"
-    argv = [sys.executable, "-m", "orchestrator.sim.server", *COMMON, *flags, "--port", str(port),
-            "--sim-profile", "h200-tiny", "--sim-state-dir", str(tmp_path / "gpus"),
-            "--sim-startup-time-scale", "0"]
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator.sim.server",
+        *COMMON,
+        *flags,
+        "--port",
+        str(port),
+        "--sim-profile",
+        "h200-tiny",
+        "--sim-state-dir",
+        str(tmp_path / "gpus"),
+        "--sim-startup-time-scale",
+        "0",
+    ]
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -88,14 +147,32 @@ def test_simulator_matches_real_sglang(case: str, tmp_path: Path) -> None:
         assert sim.failure is not None
         assert (sim.failure.stage, sim.failure.kind) == (real.failure.stage, real.failure.kind)
     rm, sm = real.memory, sim.memory
-    for field in ("avail_at_start_gb", "weights_gb", "draft_weights_gb", "kv_cache_tokens", "kv_cache_gb",
-                  "draft_kv_cache_gb", "graph_gb", "draft_graph_gb", "avail_end_gb"):
+    for field in (
+        "avail_at_start_gb",
+        "weights_gb",
+        "draft_weights_gb",
+        "kv_cache_tokens",
+        "kv_cache_gb",
+        "draft_kv_cache_gb",
+        "graph_gb",
+        "draft_graph_gb",
+        "avail_end_gb",
+    ):
         if getattr(rm, field) is not None:
-            assert close(getattr(rm, field), getattr(sm, field)), (field, getattr(rm, field), getattr(sm, field))
+            assert close(getattr(rm, field), getattr(sm, field)), (
+                field,
+                getattr(rm, field),
+                getattr(sm, field),
+            )
     if real.args is not None:
         assert sim.args is not None
-        for field in ("mem_fraction_static", "cuda_graph_max_bs", "max_running_requests",
-                      "speculative_num_steps", "effective_max_running_requests"):
+        for field in (
+            "mem_fraction_static",
+            "cuda_graph_max_bs",
+            "max_running_requests",
+            "speculative_num_steps",
+            "effective_max_running_requests",
+        ):
             assert getattr(sim.args, field) == getattr(real.args, field), field
     missing = parser_lines(text) - parser_lines((REAL / case).read_text())
     assert not missing, f"simulator lines with no real counterpart: {sorted(missing)[:5]}"
