@@ -198,13 +198,14 @@ class Sweep:
             for t in self.study.get_trials(deepcopy=False)
             if t.state.is_finished()
             and "closed" not in t.user_attrs
+            and "warm_start_from" not in t.user_attrs
             and t.user_attrs.get("status") not in _FREE_STATUSES
         )
 
     def _restore_progress(self) -> None:
         p = self.outcome.progress
         for t in self.study.get_trials(deepcopy=False):
-            if not t.state.is_finished() or "closed" in t.user_attrs:
+            if not t.state.is_finished() or "closed" in t.user_attrs or "warm_start_from" in t.user_attrs:
                 continue
             p.done += 1
             if t.user_attrs.get("status") in {s.value for s in TrialStatus if s.infeasible}:

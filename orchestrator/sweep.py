@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="start no new trial after this many seconds; running trials finish (continue with --resume)",
     )
+    p.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="seed a new study from earlier sweeps of the same model and GPUs in MLflow: their best "
+        "configurations first, their OOM boundary and memory figures learned before any launch",
+    )
     p.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (faster start)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every trial event")
     return p
@@ -187,6 +193,17 @@ def run(
         time_budget_s=args.time_budget,
     )
     sweep.prepare(args.resume)
+    if args.warm_start and not args.resume:
+        from orchestrator.history import find_history, seed_study
+
+        past = find_history(tracking_uri, spec, exclude=study_name)
+        counts = seed_study(study, spec.search, past, sweep.model)
+        print(
+            f"  warm start from {len({p.experiment for p in past})} earlier study(ies): "
+            f"{counts['infeasible']} OOM(s) and {counts['feasible']} result(s) learned, "
+            f"{counts['enqueued']} best configuration(s) queued, memory model "
+            f"{'ready' if sweep.model.ready else 'not ready'}"
+        )
     failed = True
     try:
         outcome = sweep.run()

@@ -1,0 +1,154 @@
+"""Warm start: a new study learns from earlier studies of the same model on the same hardware.
+
+The engineer in the users' notes grepped old logs for a configuration that had worked. This reads the
+earlier sweeps in MLflow instead: their best configurations are tried first, their OOMs are added to
+the new study as infeasible trials (so the sampler knows the boundary before spending a launch), and
+their memory accounts train the memory model.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState, create_trial
+
+from orchestrator.memory_model import MemoryModel
+from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.space import config_params, suggest_config
+from orchestrator.spec import SearchSpace, SweepSpec, make_config
+
+log = logging.getLogger(__name__)
+HISTORY_ATTR = "warm_start_from"
+BEST_TO_TRY = 3
+
+
+@dataclass(frozen=True)
+class PastTrial:
+    experiment: str
+    config: ServerConfig
+    status: TrialStatus
+    tok_s: float | None
+    memory: dict[str, float] = field(default_factory=dict)
+    failure_stage: str = ""
+
+
+def _config(params: dict[str, str]) -> ServerConfig | None:
+    try:
+        steps = params.get("speculative_num_steps")
+        return make_config(
+            float(params["mem_fraction_static"]),
+            int(params["cuda_graph_max_bs"]),
+            int(params["max_running_requests"]),
+            int(steps) if steps else None,
+            int(params["speculative_eagle_topk"]) if steps else None,
+            int(params["speculative_num_draft_tokens"]) if steps else None,
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastTrial]:
+    """Trials of earlier sweeps with the same model, draft and GPUs per node."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    found: list[PastTrial] = []
+    for exp in client.search_experiments():
+        if exp.name == exclude:
+            continue
+        runs = client.search_runs([exp.experiment_id], max_results=5000)
+        parents = [r for r in runs if r.data.tags.get("kind") == "sweep"]
+        same = any(
+            p.data.params.get("model_path") == spec.model.path
+            and p.data.params.get("draft_model_path") == spec.model.draft_path
+            and p.data.params.get("gpus_per_node") == str(spec.node.gpus)
+            for p in parents
+        )
+        if not same:
+            continue
+        for run in runs:
+            tags = run.data.tags
+            if tags.get("kind") == "sweep" or "status" not in tags:
+                continue
+            config = _config(run.data.params)
+            if config is None:
+                continue
+            found.append(
+                PastTrial(
+                    experiment=exp.name,
+                    config=config,
+                    status=TrialStatus(tags["status"]),
+                    tok_s=run.data.metrics.get("output_tok_per_s"),
+                    memory=dict(run.data.metrics),
+                    failure_stage=tags.get("failure_stage", ""),
+                )
+            )
+    return found
+
+
+def _distributions(space: SearchSpace, config: ServerConfig) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The params and distributions the current space gives `config`, or None if it lies outside."""
+    probe = optuna.create_study(storage=optuna.storages.InMemoryStorage())
+    probe.enqueue_trial(config_params(config))
+    trial = probe.ask()
+    if not config.speculative:
+        trial.set_user_attr("baseline", True)
+    suggested = suggest_config(trial, space)
+    if suggested != config:
+        return None  # outside today's space, or not representable in it
+    return trial.params, trial.distributions
+
+
+def seed_study(
+    study: optuna.Study, space: SearchSpace, past: list[PastTrial], model: MemoryModel
+) -> dict[str, int]:
+    """Add the past to `study` and `model`; returns counts of what was used."""
+    counts = {"infeasible": 0, "feasible": 0, "enqueued": 0, "memory_points": 0}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for item in past:
+        if item.memory.get("avail_at_start_gb"):
+            failure = None
+            if item.failure_stage:
+                failure = Failure(FailureStage(item.failure_stage), FailureKind.OOM, "from history")
+            model.observe(
+                -1, TrialResult(item.config, item.status, "", (), failure=failure, memory=item.memory)
+            )
+            counts["memory_points"] += 1
+        shape = _distributions(space, item.config)
+        if shape is None or item.status is TrialStatus.PREDICTED_OOM:
+            continue
+        params, dists = shape
+        attrs = {HISTORY_ATTR: item.experiment, "status": item.status.value}
+        if item.status.infeasible:
+            study.add_trial(
+                create_trial(
+                    state=TrialState.PRUNED,
+                    params=params,
+                    distributions=dists,
+                    user_attrs=attrs,
+                    constraints={"oom": 1.0},
+                )
+            )
+            counts["infeasible"] += 1
+        elif item.status is TrialStatus.OK and item.tok_s:
+            study.add_trial(
+                create_trial(
+                    value=item.tok_s,
+                    params=params,
+                    distributions=dists,
+                    user_attrs=attrs,
+                    constraints={"oom": 0.0},
+                )
+            )
+            counts["feasible"] += 1
+    best = sorted((p for p in past if p.status is TrialStatus.OK and p.tok_s), key=lambda p: -(p.tok_s or 0))
+    for item in best[:BEST_TO_TRY]:
+        if item.config.speculative and _distributions(space, item.config) is not None:
+            # Run it again even though the study now holds its old result: the hardware, driver or
+            # SGLang may have changed since, and a known-good configuration is the cheapest anchor.
+            study.enqueue_trial(config_params(item.config), user_attrs={"known_good": True})
+            counts["enqueued"] += 1
+    log.info("warm start: %s", counts)
+    return counts
