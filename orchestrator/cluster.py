@@ -40,6 +40,8 @@ def connect(spec: SweepSpec, address: str | None, *, dashboard: bool = True) -> 
         ctx = ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     else:
         kwargs: dict[str, Any] = {
+            # "local" always starts a new instance, even when another Ray runs on this machine.
+            "address": "local",
             "resources": {TRIAL_SLOT: 1},
             "include_dashboard": dashboard,
             "logging_level": logging.WARNING,

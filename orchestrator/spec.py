@@ -114,21 +114,32 @@ class SearchSpace(_Model):
     speculative_eagle_topk: IntDim
     speculative_num_draft_tokens: IntDim
 
+    @field_validator("mem_fraction_static")
+    @classmethod
+    def _fraction(cls, dim: FloatDim) -> FloatDim:
+        lo, hi = _dim_bounds(dim)
+        if not (lo > 0.0 and hi < 1.0):
+            raise ValueError(f"values must lie strictly between 0 and 1 (SGLang's range), got {lo}..{hi}")
+        return dim
+
+    @field_validator(
+        "cuda_graph_max_bs",
+        "max_running_requests",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+    )
+    @classmethod
+    def _whole_positive(cls, dim: IntDim) -> IntDim:
+        lo, _ = _dim_bounds(dim)
+        if lo < 1:
+            raise ValueError(f"values must be at least 1, got {lo}")
+        if isinstance(dim, Choices) and any(float(c) != int(c) for c in dim.choices):
+            raise ValueError("choices must be whole numbers")
+        return dim
+
     @model_validator(mode="after")
     def _bounds(self) -> SearchSpace:
-        for name in SEARCHED_PARAMS:
-            lo, hi = _dim_bounds(getattr(self, name))
-            if name == "mem_fraction_static":
-                if not (lo > 0.0 and hi < 1.0):
-                    raise ValueError(
-                        f"mem_fraction_static: values must lie strictly between 0 and 1, got {lo}..{hi}"
-                    )
-            elif lo < 1:
-                raise ValueError(f"{name}: values must be at least 1, got {lo}")
-        for name in ("cuda_graph_max_bs", "max_running_requests", *SPECULATIVE_PARAMS):
-            dim = getattr(self, name)
-            if isinstance(dim, Choices) and any(float(c) != int(c) for c in dim.choices):
-                raise ValueError(f"{name}: choices must be whole numbers")
         steps_lo, _ = _dim_bounds(self.speculative_num_steps)
         _, draft_hi = _dim_bounds(self.speculative_num_draft_tokens)
         if draft_hi < steps_lo + 1 and _dim_bounds(self.speculative_eagle_topk)[1] > 1:
