@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,14 @@ import psutil
 from orchestrator.server.command import LaunchPlan
 
 log = logging.getLogger(__name__)
+
+# A Ray worker runs tasks with SIGINT blocked, and a blocked mask survives fork and exec: the server
+# would never see the SIGINT that stops it cleanly and would always end in SIGKILL. This trampoline
+# clears the mask, then execs the server in place (same pid), so the command itself is unchanged.
+_UNBLOCK_AND_EXEC = (
+    "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, ()); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,13 @@ class ServerProcess:
             out.write(("$ " + " ".join(self.plan.masked_argv()) + "\n").encode())
             out.flush()
             self.started_at = time.monotonic()
+            # An argument list, never a shell.
             self._popen = subprocess.Popen(
-                list(self.plan.argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+                [sys.executable, "-c", _UNBLOCK_AND_EXEC, *self.plan.argv],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
             )
         self._remember(self._popen.pid)
         log.info("started server pid %d: %s", self._popen.pid, " ".join(self.plan.masked_argv()))

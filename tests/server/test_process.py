@@ -71,3 +71,27 @@ def test_follower_reads_only_complete_lines(tmp_path: Path) -> None:
     with path.open("ab") as out:
         out.write(b"c\nprogress 1\rprogress 2\n")
     assert f.new_lines() == ["bc", "progress 1", "progress 2"]
+
+
+def test_server_sees_sigint_even_when_its_parent_blocks_it(tmp_path: Path) -> None:
+    """Ray workers run tasks with SIGINT blocked; the server must still stop cleanly on SIGINT."""
+    import signal
+    import threading
+
+    log = tmp_path / "server.log"
+    code = "import time; print('up', 'now', flush=True); time.sleep(60)"
+    proc = ServerProcess(LaunchPlan(argv=(sys.executable, "-c", code), host="127.0.0.1", port=0), log)
+    result: dict[str, object] = {}
+
+    def start_blocked() -> None:  # as a Ray worker thread does
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        proc.start()
+        result["started"] = True
+
+    t = threading.Thread(target=start_blocked)
+    t.start()
+    t.join()
+    _wait_for(log, "up now")
+    report = proc.stop(grace_s=5.0)
+    assert report.signal_used == "SIGINT", report
+    assert report.returncode not in (None, -9)
