@@ -86,9 +86,10 @@ def open_study(spec: SweepSpec, name: str, storage: str, resume: bool) -> optuna
     sampler = optuna.samplers.TPESampler(
         seed=spec.sampler_seed, multivariate=True, constant_liar=True, n_startup_trials=5
     )
-    # Cut only what is clearly worse, and only after two stages: a configuration built for high
-    # concurrency may be ordinary at low concurrency.
-    pruner = optuna.pruners.PercentilePruner(25.0, n_startup_trials=4, n_warmup_steps=1)
+    # Cut only what is clearly worse (Optuna's percentile is what is *kept*: 75 prunes the bottom
+    # quarter), and only after two stages: a configuration built for high concurrency may be ordinary
+    # at low concurrency.
+    pruner = optuna.pruners.PercentilePruner(75.0, n_startup_trials=4, n_warmup_steps=1)
     if not resume:
         try:
             optuna.delete_study(study_name=name, storage=storage)
@@ -311,7 +312,9 @@ class Sweep:
                 continue
             value = self._intermediate(info, step, metrics)
             info.trial.report(value, step)
-            keep_going = info.baseline or not info.trial.should_prune()
+            last = step >= len(self.spec.workload.concurrency) - 1
+            # After the last stage there is nothing left to save: a finished trial is never pruned.
+            keep_going = info.baseline or last or not info.trial.should_prune()
             if not keep_going:
                 info.pruned_at = step
             broker.decide.remote(number, step, keep_going)

@@ -139,7 +139,9 @@ def run(
         )
         return 2
     study = open_study(spec, study_name, storage, args.resume)
-    tracker = Tracker(tracking_uri, study_name, study_dir / "spool")
+    local_store = tracking_uri.startswith(("sqlite:", "file:")) or "://" not in tracking_uri
+    artifacts_dir = study_dir.parent / "mlartifacts" / study_name if local_store else None
+    tracker = Tracker(tracking_uri, study_name, study_dir / "spool", artifacts_dir)
     tracker.start(
         run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
         params={

@@ -96,7 +96,9 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
 
 
 class Tracker:
-    def __init__(self, tracking_uri: str, experiment: str, spool_dir: Path) -> None:
+    def __init__(
+        self, tracking_uri: str, experiment: str, spool_dir: Path, artifact_root: Path | None = None
+    ) -> None:
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.tracking_uri = tracking_uri
         self.experiment_name = experiment
@@ -104,11 +106,19 @@ class Tracker:
         self.spool_dir.mkdir(parents=True, exist_ok=True)
         self.experiment_id = ""
         self.parent_run_id = ""
+        # With a local store MLflow would put artifacts in ./mlruns of whatever folder the driver ran
+        # in; they belong next to the database. A tracking server chooses for itself.
+        self.artifact_root = artifact_root
 
     def start(self, run_name: str, params: dict[str, str], tags: dict[str, str]) -> str:
         existing = self.client.get_experiment_by_name(self.experiment_name)
         self.experiment_id = (
-            existing.experiment_id if existing else self.client.create_experiment(self.experiment_name)
+            existing.experiment_id
+            if existing
+            else self.client.create_experiment(
+                self.experiment_name,
+                artifact_location=self.artifact_root.resolve().as_uri() if self.artifact_root else None,
+            )
         )
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags={"kind": "sweep", **tags})
         self.parent_run_id = run.info.run_id

@@ -51,3 +51,26 @@ def test_tpe_with_constraint_avoids_the_oom_region_more_than_random() -> None:
     ours = sum(run(None, n, seed=s) for s in range(3)) / 3
     random = sum(run(optuna.samplers.RandomSampler(seed=s), n) for s in range(3)) / 3
     assert ours < 0.7 * random, (ours, random)
+
+
+def test_pruner_cuts_only_the_clearly_worse_and_never_after_the_last_stage() -> None:
+    spec = load_spec(DEMO)
+    study = open_study(spec, "prune", "sqlite:///:memory:", resume=False)
+    for base in (100.0, 110.0, 120.0, 130.0, 140.0):
+        t = study.ask()
+        for step in range(3):
+            t.report(base * (step + 1), step)
+        study.tell(t, base * 3)
+
+    def prunes(value: float, step: int) -> bool:
+        t = study.ask()
+        for s in range(step):
+            t.report(value, s)
+        t.report(value, step)
+        verdict = t.should_prune()
+        study.tell(t, state=optuna.trial.TrialState.FAIL)
+        return verdict
+
+    assert prunes(50.0, 1)  # far below every other trial at the same stage
+    assert not prunes(225.0, 1)  # in the middle of the pack: keep measuring
+    assert not prunes(1.0, 0)  # the first stage alone is not enough to judge
