@@ -23,18 +23,12 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator.records import TrialStatus
 from orchestrator.server.logparse import MemoryAccount
+from orchestrator.spec import SEARCHED_PARAMS
 
 log = logging.getLogger(__name__)
 
 #: The searched values, in the order the report shows them (SGLang's flag names).
-SEARCH_PARAMS = (
-    "mem_fraction_static",
-    "cuda_graph_max_bs",
-    "max_running_requests",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-)
+SEARCH_PARAMS = SEARCHED_PARAMS
 
 
 class ReportError(Exception):

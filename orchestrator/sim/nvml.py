@@ -18,18 +18,15 @@ from typing import Any
 
 import psutil
 
+from orchestrator.gpu import visible_indices
 from orchestrator.records import GpuProcess, GpuSample
 from orchestrator.sim.profile import SimProfile
 
 PROCESS_NAME = "sglang::scheduler"
 
 
-def visible_gpu_indices(gpu_count: int) -> list[int]:
-    """Indices a process may use: ``CUDA_VISIBLE_DEVICES`` when set, else all of the node's GPUs."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-    if env:
-        return [int(x) for x in env.split(",") if x.strip().isdigit()]
-    return list(range(gpu_count))
+# The same rule as the real probe's: CUDA_VISIBLE_DEVICES when set, else all of the node's GPUs.
+visible_gpu_indices = visible_indices
 
 
 class GpuStateWriter:
