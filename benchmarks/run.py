@@ -74,16 +74,21 @@ def run_all(settings: Settings, parts: Sequence[str], sglang_path: str | None) -
         "scale": lambda: run_scale(settings.scale),
     }
     timings: dict[str, float] = {}
+    load: dict[str, tuple[float, float]] = {}
     for part in PARTS:
         if part not in parts:
             continue
         log.warning("benchmark %s ...", part)
         t0 = time.monotonic()
+        before = os.getloadavg()[0]
         rows, notes = jobs[part]()
         timings[part] = round(time.monotonic() - t0, 1)
+        load[part] = (round(before, 2), round(os.getloadavg()[0], 2))
         log.warning("benchmark %s done in %.0f s", part, timings[part])
         table.extend(rows, notes)
     table.meta["seconds_per_benchmark"] = timings
+    # Timings are only as good as the machine was quiet: other work on it shows here.
+    table.meta["load_average_1min_before_after"] = load
     return table
 
 
@@ -97,10 +102,13 @@ def results_md(table: Table) -> str:
         f"- Command: `{meta['command']}` ({meta['mode']}; took {meta['seconds']:.0f} s: "
         + ", ".join(f"{k} {v:g} s" for k, v in meta["seconds_per_benchmark"].items())
         + ")",
+        "- Load average (1 min) before / after each benchmark: "
+        + ", ".join(f"{k} {a:g} / {b:g}" for k, (a, b) in meta["load_average_1min_before_after"].items()),
         "",
         "Ratios (x specsweep) are the strategy's figure over specsweep's, same case and metric; they are "
         "given for the search benchmark only. See the notes under the table for how each figure is made "
         "and where specsweep does not lead.",
+        "",
         "",
     ]
     return "\n".join(head) + table.markdown()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import socket
 import tempfile
 from importlib import metadata
@@ -32,9 +33,12 @@ class NodeBackend(Protocol):
     def missing_paths(self) -> list[str]: ...
 
 
-def free_port(host: str, start: int = 30000, attempts: int = 200) -> int:
+def free_port(host: str, start: int | None = None, attempts: int = 200) -> int:
     """A port nobody listens on, checked before launch: SGLang 0.5.17 finds a taken port only after its
-    whole start-up and then hangs holding the GPU memory."""
+    whole start-up and then hangs holding the GPU memory. The search starts at a random point so that
+    two sweeps (or simulated nodes) on one host rarely race for the same port."""
+    if start is None:
+        start = 30000 + random.randrange(0, 20000)
     for port in range(start, start + attempts):
         if port_is_free(host, port):
             return port

@@ -54,7 +54,10 @@ def flag_params(argv: tuple[str, ...]) -> dict[str, str]:
             else:
                 params[key] = "true"
         i += 1
-    params.pop("sim_state_dir", None)  # a scratch folder of the node, not a setting
+    # Scratch paths and the port differ per trial and say nothing about the configuration; they
+    # would only crowd MLflow's parallel-coordinates plot. The graph flag duplicates cuda_graph_max_bs.
+    for noise in ("sim_state_dir", "sim_profile", "port", "host", "cuda_graph_max_bs_decode"):
+        params.pop(noise, None)
     return params
 
 
