@@ -101,6 +101,7 @@ class MemoryModel:
         self.graph_room = Line(prior_slope=0.0)  # GB left for graphs vs fraction
         self.graph_need = Line(prior_slope=0.0)  # GB of graphs vs graph_width
         self.graph_floor: list[tuple[float, float]] = []  # (width, GB that were not enough) from OOMs
+        self.kv_floor: float = 0.0  # the highest fraction seen to leave no KV pool
         self.corrections: list[Correction] = []
 
     # -- learning ------------------------------------------------------------------------------------
@@ -137,6 +138,13 @@ class MemoryModel:
                 FailureStage.DRAFT_GRAPH_CAPTURE,
             )
         )
+        if (
+            result.status is TrialStatus.OOM
+            and result.failure is not None
+            and result.failure.stage is FailureStage.KV_ALLOCATION
+        ):
+            # Every fraction at or below one that left no KV pool fails the same way.
+            self.kv_floor = max(self.kv_floor, f)
         if result.status is TrialStatus.OK and need > 0:
             self.graph_need.add(width, need)
         if graph_oom and room is not None:
@@ -198,9 +206,12 @@ class MemoryModel:
         return estimate
 
     def predict(self, config: ServerConfig) -> Prediction:
+        f = config.mem_fraction_static
+        if f <= self.kv_floor:
+            reason = f"mem_fraction_static {f:.3f} is at or below {self.kv_floor:.3f}, which left no KV pool"
+            return Prediction(False, True, FailureStage.KV_ALLOCATION, None, None, None, reason)
         if not self.ready:
             return Prediction(True, False, None, None, None, None, "no trial has loaded weights yet")
-        f = config.mem_fraction_static
         kv = self.kv_tokens(f)
         if kv <= 0:
             minimum = self.kv_tokens.solve(1.0)

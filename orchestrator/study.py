@@ -83,8 +83,11 @@ def objective_value(result: TrialResult, spec: SweepSpec) -> float | None:
 
 
 def open_study(spec: SweepSpec, name: str, storage: str, resume: bool) -> optuna.Study:
+    # group=True: the speculative values exist only together and draft tokens only for top-k > 1, so the
+    # space is conditional; grouped multivariate TPE models each sub-space jointly (benchmarks/: it
+    # reaches 98 % of the best in more runs on every profile than the ungrouped sampler).
     sampler = optuna.samplers.TPESampler(
-        seed=spec.sampler_seed, multivariate=True, constant_liar=True, n_startup_trials=5
+        seed=spec.sampler_seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=5
     )
     # Cut only what is clearly worse (Optuna's percentile is what is *kept*: 75 prunes the bottom
     # quarter), and only after two stages: a configuration built for high concurrency may be ordinary
@@ -161,6 +164,7 @@ class Sweep:
         self.nodes = health.NodeHealth()
         self._node_of: dict[Any, str] = {}
         self.skipped = 0
+        self._measured: dict[ServerConfig, tuple[int, TrialStatus, float | None]] = {}
         self.broken_warned = False
 
     # -- study bookkeeping ------------------------------------------------------------------------
@@ -200,6 +204,7 @@ class Sweep:
             if t.state.is_finished()
             and "closed" not in t.user_attrs
             and "warm_start_from" not in t.user_attrs
+            and "repeat_of" not in t.user_attrs
             and t.user_attrs.get("status") not in _FREE_STATUSES
         )
 
@@ -267,6 +272,10 @@ class Sweep:
             config = suggest_config(trial, self.spec.search)
             baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
             requeued = REQUEUED_ATTR in trial.user_attrs
+            seen = self._measured.get(config)
+            if seen is not None and not requeued:
+                self._repeat(trial, seen)
+                continue
             prediction = self.model.predict(config)
             if prediction.skip and not requeued and not trial.user_attrs.get(KNOWN_GOOD_ATTR):
                 self._skip(trial, config, prediction, baseline)
@@ -284,6 +293,16 @@ class Sweep:
             self._inflight[ref] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = ref
             log.info("trial %d started: %s", trial.number, config.label())
+
+    def _repeat(self, trial: optuna.Trial, seen: tuple[int, TrialStatus, float | None]) -> None:
+        """TPE proposes a configuration it has already measured once it settles: answer from the record
+        instead of spending another launch (the study still learns the value)."""
+        number, status, objective = seen
+        self.skipped += 1
+        trial.set_user_attr("repeat_of", number)
+        trial.set_user_attr("status", status.value)
+        tell_outcome(self.study, trial, status, objective, pruned=False)
+        log.info("trial %d repeats trial %d: answered from the record", trial.number, number)
 
     def _skip(
         self, trial: optuna.Trial, config: ServerConfig, prediction: Prediction, baseline: bool
@@ -394,6 +413,8 @@ class Sweep:
                 )
         if p.best_tok_s:
             health.record_best(p.best_tok_s)
+        if (result.status is TrialStatus.OK and info.pruned_at is None) or result.status.infeasible:
+            self._measured.setdefault(result.config, (trial.number, result.status, objective))
         corrections = self.model.observe(trial.number, result)
         diagnosis = diagnose(result, self.model)
         if diagnosis.startswith("broken_speculation") and not self.broken_warned:

@@ -96,3 +96,11 @@ def test_eagle3_draft_under_eagle_is_refused(tmp_path: Path) -> None:
     )
     assert "EAGLE-3 draft" in check_draft_config(str(tmp_path), "EAGLE")
     assert check_draft_config(str(tmp_path), "EAGLE3") == ""
+
+
+def test_a_kv_oom_alone_rules_out_every_lower_fraction() -> None:
+    model = MemoryModel()
+    model.observe(0, result_from_log("kv-oom.log", (0.0001, 16, 16, 3, 1, 4), TrialStatus.OOM))
+    assert not model.ready  # no KV pool was ever allocated
+    assert model.predict(make_config(0.0001, 64, 16, 2, 1, 3)).skip
+    assert not model.predict(make_config(0.5, 16, 16, 3, 1, 4)).skip
