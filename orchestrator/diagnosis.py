@@ -47,6 +47,8 @@ def diagnose(result: TrialResult, model: MemoryModel) -> str:
         said = re.search(r"above ([0-9.]+)", failure.message)
         if said:
             minimum = float(said.group(1).rstrip("."))
+        if minimum is not None:
+            minimum = max(minimum, f)  # it failed at f, whatever the fit says
         lever = f"Raise mem_fraction_static above {minimum:.3f}." if minimum else "Raise mem_fraction_static."
         return (
             f"OOM while allocating the KV cache: {head or 'the weights leave no room'}; at "
