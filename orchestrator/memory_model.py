@@ -142,8 +142,11 @@ class MemoryModel:
             result.status is TrialStatus.OOM
             and result.failure is not None
             and result.failure.stage is FailureStage.KV_ALLOCATION
+            and not kv_tokens
         ):
-            # Every fraction at or below one that left no KV pool fails the same way.
+            # The target's pool itself did not fit: every lower fraction fails the same way. (A draft
+            # pool that does not fit after the target's, as in SGLang <= 0.5.9, fails at *high*
+            # fractions instead, so it sets no floor.)
             self.kv_floor = max(self.kv_floor, f)
         if result.status is TrialStatus.OK and need > 0:
             self.graph_need.add(width, need)
