@@ -10,9 +10,9 @@
   constraint, constant liar, percentile pruner), known-good configurations first, the memory model's
   predicted-OOM skip, `tell_outcome` and `MemoryModel.observe`; only the Ray submission is replaced by a
   synchronous call to the oracle.
-- `specsweep_group`: the same driver with `TPESampler(group=True)` swapped in after `open_study`; not the
-  product's setting, an experiment: draft tokens are only searched for top-k > 1, in a range that moves
-  with steps and top-k, and `group=True` lets TPE model such conditional dimensions jointly.
+- `specsweep_ungrouped`: the same driver with `TPESampler(group=False)` swapped in after `open_study`: the
+  ablation behind the product's `group=True` (draft tokens are only searched for top-k > 1, in a range that
+  moves with steps and top-k; grouped TPE models such conditional dimensions jointly).
 """
 
 from __future__ import annotations
@@ -20,23 +20,20 @@ from __future__ import annotations
 import logging
 import random
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import optuna
 from optuna.storages import InMemoryStorage
 from optuna.trial import TrialState
 
+from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.oracle import Evaluation, Oracle
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.args import build_parser, resolve
-from orchestrator.space import BASELINE_ATTR, suggest_config
-from orchestrator.spec import Choices, FloatRange, IntRange, SweepSpec, make_config
-from orchestrator.study import KNOWN_GOOD_ATTR, REQUEUED_ATTR, Sweep, _InFlight, objective_value, open_study
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.space import suggest_config
+from orchestrator.spec import Choices, FloatRange, IntRange, make_config
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +56,7 @@ class SearchRun:
     launches: list[Launch] = field(default_factory=list)
     skipped: int = 0  # proposals the memory model ruled out: no launch, no GPU time
     mispredicted: int = 0  # launches the (ready) memory model predicted to fit that then ran out of memory
+    repeats_answered: int = 0  # proposals of an already measured configuration, answered without a launch
     ask_s: float = 0.0  # wall time of the strategy's own decisions (sampler, model)
 
     def add(self, ev: Evaluation, gpus: int, *, stages_run: int | None = None, counted: bool = True) -> None:
@@ -154,11 +152,6 @@ def auto_benchmark(oracle: Oracle, configs: Sequence[ServerConfig], budget: int,
     return run
 
 
-def _memory_storage() -> str:
-    # `open_study` takes a storage URL; an in-memory storage object serves as well and is much faster.
-    return cast(str, InMemoryStorage())
-
-
 def plain_tpe(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
     run = SearchRun("plain_tpe", seed)
     study = optuna.create_study(
@@ -178,88 +171,32 @@ def plain_tpe(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed
     return run
 
 
-class _NoTracking:
-    """MLflow stays out of the search benchmark: it measures decisions, not logging."""
-
-    def log_trial(self, record: TrialRecord) -> str | None:
-        return None
-
-
-class OracleSweep(Sweep):
-    """The driver's loop with the Ray submission replaced by the oracle, one trial at a time."""
-
-    def __init__(
-        self,
-        spec: SweepSpec,
-        oracle: Oracle,
-        n_trials: int,
-        sampler: optuna.samplers.BaseSampler | None = None,
-    ) -> None:
-        study = open_study(spec, spec.name, _memory_storage(), resume=False)
-        if sampler is not None:
-            study.sampler = sampler
-        super().__init__(
-            spec,
-            study,
-            cast(Tracker, _NoTracking()),
-            n_trials=n_trials,
-            workdir=Path("unused"),
-            sim_profile=None,
-        )
-        self.oracle = oracle
-
-    def search(self, run: SearchRun) -> SearchRun:
-        """`Sweep._fill`'s decisions, then the stage reports and `_tell_and_record` as `run` does them."""
-        self.prepare(resume=False)
-        while self._finished_count() < self.n_trials and self.skipped < 5 * self.n_trials:
-            t0 = time.perf_counter()
-            trial = self.study.ask()
-            config = suggest_config(trial, self.spec.search)
-            baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
-            requeued = REQUEUED_ATTR in trial.user_attrs
-            model_ready = self.model.ready
-            prediction = self.model.predict(config)
-            if prediction.skip and not requeued and not trial.user_attrs.get(KNOWN_GOOD_ATTR):
-                self._skip(trial, config, prediction, baseline)
-                run.ask_s += time.perf_counter() - t0
-                continue
-            run.ask_s += time.perf_counter() - t0
-            ev = self.oracle.evaluate(config)
-            run.mispredicted += model_ready and prediction.fits and ev.status is TrialStatus.OOM
-            info = _InFlight(trial, config, time.monotonic(), baseline, requeued)
-            stages_run = self._report_stages(info, ev)
-            t1 = time.perf_counter()
-            result = ev.result(stages_run)
-            self._tell_and_record(info, result)
-            run.ask_s += time.perf_counter() - t1
-            counted = info.pruned_at is None and objective_value(result, self.spec) is not None
-            run.add(ev, self.oracle.gpus, stages_run=stages_run, counted=counted)
-        run.skipped = self.skipped
-        return run
-
-    def _report_stages(self, info: _InFlight, ev: Evaluation) -> int:
-        """What `_handle_stage_reports` does as each stage arrives; returns the stages actually run."""
-        for step, metrics in enumerate(ev.stages):
-            info.trial.report(self._intermediate(info, step, metrics), step)
-            if not info.baseline and info.trial.should_prune():
-                info.pruned_at = step
-                return step + 1
-        return len(ev.stages)
-
-
 def specsweep(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
+    """The real driver, `Sweep.run`, on the oracle: a launch is a record with a node; a predicted-OOM skip
+    is a record without one, and a repeat answered from the record is no record at all."""
     spec = oracle.spec.model_copy(update={"sampler_seed": seed})
-    return OracleSweep(spec, oracle, budget).search(SearchRun("specsweep", seed))
-
-
-def specsweep_group(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
-    spec = oracle.spec.model_copy(update={"sampler_seed": seed})
-    with warnings.catch_warnings():  # `group` is experimental in Optuna 5
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(
-            seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5, group=True
+    sweep = oracle_sweep(spec, oracle, budget)
+    run = SearchRun("specsweep", seed)
+    t0 = time.perf_counter()
+    records = run_on_oracle(sweep, oracle)
+    run.ask_s = time.perf_counter() - t0
+    for record in records:
+        result = record.result
+        if not result.node_id:
+            run.skipped += 1
+            continue
+        pruned = any(key == "pruned_at_stage" for key, _ in record.extra_tags)
+        objective = record.objective if result.status is TrialStatus.OK and not pruned else None
+        failed_at = result.failure.stage.value if result.failure and result.status.infeasible else ""
+        run.launches.append(
+            Launch(result.config, result.status, objective, result.wall_s * oracle.gpus, failed_at)
         )
-    return OracleSweep(spec, oracle, budget, sampler).search(SearchRun("specsweep_group", seed))
+        run.mispredicted += any(
+            key == "memory_model_correction" and value.startswith("predicted to fit")
+            for key, value in record.extra_tags
+        )
+    run.repeats_answered = sum(1 for t in sweep.study.get_trials(deepcopy=False) if "repeat_of" in t.user_attrs)
+    return run
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -268,7 +205,7 @@ STRATEGIES: dict[str, Strategy] = {
     "random": random_search,
     "plain_tpe": plain_tpe,
     "specsweep": specsweep,
-    "specsweep_group": specsweep_group,
+    "specsweep_ungrouped": specsweep_ungrouped,
 }
 
 
