@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from orchestrator.records import Failure, FailureKind, FailureStage
 from orchestrator.server import pyrepr
 from orchestrator.server import sglang_lines as shapes
+from orchestrator.server.logrecords import (
+    GraphCapture,
+    KvAllocation,
+    LogEvent,
+    LogReport,
+    MemoryAccount,
+    ResolvedArgs,
+    WeightLoad,
+    total_gb,
+)
 from orchestrator.server.pyrepr import parse_mapping, parse_server_args
 
 __all__ = [
@@ -41,128 +49,6 @@ log = logging.getLogger(__name__)
 
 _GRAPH_STAGES = (FailureStage.TARGET_GRAPH_CAPTURE, FailureStage.DRAFT_GRAPH_CAPTURE)
 _BEFORE_GRAPHS = (FailureStage.LAUNCH, FailureStage.WEIGHT_LOADING, FailureStage.KV_ALLOCATION)
-
-
-class LogEvent(StrEnum):
-    """What a fed line changed."""
-
-    NONE = "none"
-    READY = "ready"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class WeightLoad:
-    model_class: str
-    avail_before_gb: float | None
-    avail_after_gb: float
-    usage_gb: float
-    elapsed_s: float | None
-    dtype: str | None = None  # `dtype=` (<= 0.5.9) or the quantization string (0.5.14+), as printed
-    is_draft: bool = False
-
-
-@dataclass(frozen=True)
-class KvAllocation:
-    tokens: int
-    size_gb: float  # K+V, or the MLA `KV size`
-    dtype: str | None = None
-    label: str = ""  # a hybrid pool's own name ("Full", "SWA"), empty for a plain pool
-    virtual: bool = False  # 0.5.23 `VA upper bound`: address space reserved, counted as allocated
-    is_draft: bool = False
-
-
-@dataclass(frozen=True)
-class GraphCapture:
-    name: str  # "target", "target prefill", "target verify", "draft", "draft decode", "draft extend", ...
-    is_draft: bool
-    avail_before_gb: float | None
-    usage_gb: float | None
-    avail_after_gb: float | None
-    elapsed_s: float | None
-    batch_sizes: tuple[int, ...]
-    num_tokens: tuple[int, ...] = ()  # prefill graphs are captured per token count, not per batch size
-    backend: str | None = None
-    finished: bool = False  # its `end` line was seen
-
-
-def _total(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(sum(present), 2) if present else None
-
-
-@dataclass(frozen=True)
-class MemoryAccount:
-    """GB per GPU as the log prints them; a failed start has only the part it reached."""
-
-    avail_at_start_gb: float | None = None
-    weights_gb: float | None = None
-    draft_weights_gb: float | None = None
-    avail_after_weights_gb: float | None = None
-    kv_cache_tokens: int | None = None
-    kv_cache_gb: float | None = None
-    draft_kv_cache_tokens: int | None = None
-    draft_kv_cache_gb: float | None = None
-    avail_after_kv_gb: float | None = None
-    graph_gb: float | None = None
-    draft_graph_gb: float | None = None
-    avail_end_gb: float | None = None
-    max_total_num_tokens: int | None = None
-
-    def as_metrics(self) -> dict[str, float]:
-        return {k: float(v) for k, v in self.__dict__.items() if v is not None}
-
-
-@dataclass(frozen=True)
-class ResolvedArgs:
-    """The values SGLang settled on: the `server_args=` line plus the lines that override it later."""
-
-    mem_fraction_static: float | None = None
-    cuda_graph_max_bs: int | None = None
-    max_running_requests: int | None = None
-    speculative_algorithm: str | None = None
-    speculative_num_steps: int | None = None
-    speculative_eagle_topk: int | None = None
-    speculative_num_draft_tokens: int | None = None
-    tp_size: int | None = None
-    max_running_requests_reset_to: int | None = None  # "Max running requests is reset to 48 ..."
-    effective_max_running_requests: int | None = None  # from the max_total_num_tokens=... line
-    raw: dict[str, str] = field(default_factory=dict)  # every top-level key of the line, value as printed
-    cuda_graph_bs: tuple[int, ...] = ()
-    disable_cuda_graph: bool | None = None
-    context_len: int | None = None  # from the max_total_num_tokens=... line
-
-    def as_params(self) -> dict[str, float | int | str | bool]:
-        """The typed values that are set (``raw`` and the batch-size list left out), for MLflow."""
-        return {
-            k: v
-            for k, v in self.__dict__.items()
-            if v is not None and isinstance(v, float | int | str | bool) and k != "raw"
-        }
-
-
-@dataclass(frozen=True)
-class LogReport:
-    ready: bool
-    failure: Failure | None
-    memory: MemoryAccount
-    args: ResolvedArgs | None
-    weight_loads: tuple[WeightLoad, ...]
-    kv_allocations: tuple[KvAllocation, ...]
-    graphs: tuple[GraphCapture, ...]
-    decode_accept_lens: tuple[float, ...]
-    retractions: int  # requests retracted (the sum of #retracted_reqs; one per line where absent)
-    runtime_oom: bool
-    error_line_at: float | None  # the `now` given with the line where the failure began
-    port_in_use: bool
-    last_stage: FailureStage  # where the server was at the end; for a failed one, its failure's stage
-    decode_gen_throughputs: tuple[float, ...] = ()  # `gen throughput (token/s)` of each Decode batch line
-    retraction_lines: int = 0
-    nonfatal_errors: tuple[str, ...] = ()  # exception lines after ready that did not stop the server
-    ready_at: float | None = None
-
-
-# --- the parser -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -541,15 +427,15 @@ class LogParser:
         return MemoryAccount(
             avail_at_start_gb=target[0].avail_before_gb if target else self._weight_begin,
             weights_gb=target[0].usage_gb if target else None,
-            draft_weights_gb=_total(w.usage_gb for w in drafts),
+            draft_weights_gb=total_gb(w.usage_gb for w in drafts),
             avail_after_weights_gb=self._avail_after_weights,
             kv_cache_tokens=kv[0].tokens if kv else None,
-            kv_cache_gb=_total(a.size_gb for a in kv),
+            kv_cache_gb=total_gb(a.size_gb for a in kv),
             draft_kv_cache_tokens=draft_kv[0].tokens if draft_kv else None,
-            draft_kv_cache_gb=_total(a.size_gb for a in draft_kv),
+            draft_kv_cache_gb=total_gb(a.size_gb for a in draft_kv),
             avail_after_kv_gb=self._avail_after_kv,
-            graph_gb=_total(g.usage_gb for g in self._graphs if not g.is_draft),
-            draft_graph_gb=_total(g.usage_gb for g in self._graphs if g.is_draft),
+            graph_gb=total_gb(g.usage_gb for g in self._graphs if not g.is_draft),
+            draft_graph_gb=total_gb(g.usage_gb for g in self._graphs if g.is_draft),
             avail_end_gb=self._avail_end if self._avail_end is not None else self._last_avail,
             max_total_num_tokens=self._max_total,
         )
