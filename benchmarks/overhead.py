@@ -101,16 +101,14 @@ def run_overhead(settings: OverheadSettings) -> tuple[list[Row], list[str]]:
     if killed:
         notes.append(
             f"Overhead: {killed} of {n} servers ignored the trial's SIGINT and were SIGKILLed after the "
-            f"{LIVE_TIMEOUTS.stop_s:g} s grace (the demo spec's is 10 s), which is most of the "
-            "per-trial overhead "
-            "above. Ray runs tasks with SIGINT blocked, and a child started with subprocess.Popen "
-            "inherits the "
-            "blocked mask, so the signal never reaches the server (real SGLang as well); outside "
-            "Ray the same "
-            "trial stops in well under a second. Unblocking SIGINT/SIGTERM in the child (a "
-            "preexec_fn calling "
-            "signal.pthread_sigmask(SIG_UNBLOCK, ...)) would remove it."
+            f"{LIVE_TIMEOUTS.stop_s:g} s grace (the demo spec's is 10 s), which is most of the per-trial "
+            "overhead above. Ray runs tasks with SIGINT blocked and a child started with subprocess.Popen "
+            "inherits the mask, so unless the trial clears it before exec the signal never reaches the "
+            "server (real SGLang as well); outside Ray the same trial stops in well under a second."
         )
     if n < settings.trials:
-        notes.append(f"Overhead: only {n} of {settings.trials} trials were launched (the rest were skipped).")
+        notes.append(
+            f"Overhead: only {n} of {settings.trials} trials were launched: the driver stops once the "
+            "proposals it answers without a launch (repeats, predicted OOMs) reach five times the budget."
+        )
     return rows, notes

@@ -51,6 +51,7 @@ class RunSummary:
     oom_launches: int  # infeasible launches (start-up OOM or KV pressure) in the whole run
     best_frac: float  # best objective the run measured / the grid's best
     repeats: int  # launches of a configuration the run had already launched
+    answered: int  # specsweep: proposals of a measured configuration answered from the record (no launch)
     launches: int
     failed_at: tuple[str, ...] = ()  # failure stage of each infeasible launch
     best_shape: str = ""  # the speculative tree of the best configuration the run measured
@@ -82,6 +83,7 @@ def summarize(run: SearchRun, best: float, target: float) -> RunSummary:
         oom_launches=sum(1 for lc in run.launches if lc.status.infeasible),
         best_frac=max(measured, default=0.0) / best,
         repeats=repeats,
+        answered=run.repeats_answered,
         launches=len(run.launches),
         failed_at=tuple(lc.failed_at for lc in run.launches if lc.status.infeasible),
         best_shape=shape(best_launch.config) if best_launch is not None else "",
@@ -192,6 +194,8 @@ def _stats(runs: Sequence[RunSummary]) -> dict[str, float]:
         "oom_launches": median([float(r.oom_launches) for r in runs]),
         "best_frac": median([r.best_frac for r in runs]),
         "repeats": median([float(r.repeats) for r in runs]),
+        "answered": median([float(r.answered) for r in runs]),
+        "launches": median([float(r.launches) for r in runs]),
     }
 
 
@@ -227,17 +231,21 @@ def case_notes(res: CaseResult, settings: SearchSettings) -> list[str]:
                 else ""
             ),
             f"every configuration within 98 % of the best has the speculative tree {', '.join(near)}"
-            + (f" (the next tree, {runner_up[0]}, reaches {100 * runner_up[1]:.1f} %)" if runner_up else ""),
+            + (f" (the next tree, {runner_up[0]}, reaches {100 * runner_up[1]:.2f} %)" if runner_up else ""),
         ]
         missed = Counter(r.best_shape for r in ref_runs if not r.reached)
         if missed:
             top = ", ".join(f"{k} in {n}" for k, n in missed.most_common(3))
             why.append(
                 f"in the {sum(missed.values())} runs that missed, specsweep's best tree was {top}: "
-                "it settles on "
-                "a tree near the top and spends the rest of its launches on memory flags that do not change "
-                f"the speed (median {ref['repeats']:g} of {settings.budget} launches repeat a "
-                "configuration it had already measured)"
+                "it settles on a tree near the top and spends the rest of its launches on memory flags that "
+                f"do not change the speed (TPE re-proposed a configuration it had measured a median of "
+                f"{ref['answered']:g} times per run, answered from the record without a launch)"
+            )
+        if ref["launches"] < settings.budget:
+            why.append(
+                f"specsweep stopped after a median of {ref['launches']:g} launches: the driver stops once "
+                "its skips (predicted OOMs and answered repeats) reach five times the budget"
             )
         ungrouped = res.summaries.get("specsweep_ungrouped")
         if ungrouped:
@@ -267,9 +275,7 @@ def case_notes(res: CaseResult, settings: SearchSettings) -> list[str]:
             f"median of {median([float(s) for s in res.skipped]):g} proposals as predicted OOMs, "
             "and launched "
             f"a median of {median([float(m) for m in res.mispredicted]):g} that its memory model had "
-            "predicted to fit (MemoryModel.observe adds no point from a KV-allocation OOM, and its KV line "
-            "ignores the pool overhead, so a fraction just below the feasible edge keeps being predicted to "
-            "fit and launched again)."
+            "predicted to fit."
         )
     return notes
 

@@ -6,10 +6,9 @@
   top of it. An OOM is logged and the search goes on; nothing is learned from it.
 - `random`: uniform over the grid, no configuration twice.
 - `plain_tpe`: Optuna's default TPE on the same `suggest_config`, OOMs told as FAIL (which TPE ignores).
-- `specsweep`: the real driver's decisions (`Sweep`): its study (`open_study`: TPE with the `oom`
-  constraint, constant liar, percentile pruner), known-good configurations first, the memory model's
-  predicted-OOM skip, `tell_outcome` and `MemoryModel.observe`; only the Ray submission is replaced by a
-  synchronous call to the oracle.
+- `specsweep`: the real driver, `Sweep.prepare` and `Sweep.run` (its study from `open_study`, known-good
+  configurations first, the repeat check, the memory model's predicted-OOM skip, stage reports and pruning,
+  `tell_outcome` and `MemoryModel.observe`), with only Ray replaced by the oracle (`benchmarks.driver`).
 - `specsweep_ungrouped`: the same driver with `TPESampler(group=False)` swapped in after `open_study`: the
   ablation behind the product's `group=True` (draft tokens are only searched for top-k > 1, in a range that
   moves with steps and top-k; grouped TPE models such conditional dimensions jointly).
@@ -20,6 +19,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,12 +171,16 @@ def plain_tpe(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed
     return run
 
 
-def specsweep(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
+def _drive(
+    name: str, oracle: Oracle, budget: int, seed: int, sampler: optuna.samplers.BaseSampler | None = None
+) -> SearchRun:
     """The real driver, `Sweep.run`, on the oracle: a launch is a record with a node; a predicted-OOM skip
     is a record without one, and a repeat answered from the record is no record at all."""
     spec = oracle.spec.model_copy(update={"sampler_seed": seed})
     sweep = oracle_sweep(spec, oracle, budget)
-    run = SearchRun("specsweep", seed)
+    if sampler is not None:
+        sweep.study.sampler = sampler
+    run = SearchRun(name, seed)
     t0 = time.perf_counter()
     records = run_on_oracle(sweep, oracle)
     run.ask_s = time.perf_counter() - t0
@@ -195,8 +199,22 @@ def specsweep(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed
             key == "memory_model_correction" and value.startswith("predicted to fit")
             for key, value in record.extra_tags
         )
-    run.repeats_answered = sum(1 for t in sweep.study.get_trials(deepcopy=False) if "repeat_of" in t.user_attrs)
+    run.repeats_answered = sum(
+        1 for t in sweep.study.get_trials(deepcopy=False) if "repeat_of" in t.user_attrs
+    )
     return run
+
+
+def specsweep(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
+    return _drive("specsweep", oracle, budget, seed)
+
+
+def specsweep_ungrouped(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
+    """The ablation: the product's sampler settings but `group=False`."""
+    sampler = optuna.samplers.TPESampler(
+        seed=seed, multivariate=True, group=False, constant_liar=True, n_startup_trials=5
+    )
+    return _drive("specsweep_ungrouped", oracle, budget, seed, sampler)
 
 
 STRATEGIES: dict[str, Strategy] = {

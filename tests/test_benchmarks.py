@@ -14,6 +14,7 @@ import pytest
 
 import benchmarks.run as bench_run
 from benchmarks.client_ceiling import CeilingSettings
+from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.giveup import GiveUpSettings
 from benchmarks.live import live_spec, profile_dict
 from benchmarks.oracle import Oracle, probe_retracts
@@ -29,6 +30,9 @@ from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.space import suggest_config
 from orchestrator.spec import Choices, FloatRange, IntRange, SearchSpace, WorkloadSpec, make_config
 from orchestrator.trial import TrialRequest, TrialRun
+
+# The product's sampler uses Optuna's `group` option, which Optuna still calls experimental.
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
 TINY_SPACE = SearchSpace(
     mem_fraction_static=FloatRange(low=0.80, high=0.90, step=0.05),
@@ -156,21 +160,38 @@ def test_strategies_spend_the_budget_on_the_space(
         assert max(lc.objective or 0.0 for lc in run.launches) == best
 
 
-def test_specsweep_learns_through_the_real_driver(tight: tuple[Oracle, list[ServerConfig], float]) -> None:
-    """Skips cost no launch, and every infeasible launch is told to Optuna as a violated constraint."""
-    from benchmarks.strategies import OracleSweep
-
-    oracle, _, _ = tight
-    sweep = OracleSweep(oracle.spec, oracle, 15)
-    run = sweep.search(SearchRun("specsweep", 0))
-    assert len(run.launches) == 15
+def test_specsweep_runs_the_real_driver_on_the_oracle(
+    tight: tuple[Oracle, list[ServerConfig], float],
+) -> None:
+    """`Sweep.run` itself, with Ray stood in for: skips and answered repeats cost no launch, every stage
+    goes through the broker, and every infeasible launch is told to Optuna as a violated constraint."""
+    oracle, grid, _ = tight
+    sweep = oracle_sweep(oracle.spec, oracle, 15)
+    records = run_on_oracle(sweep, oracle)
+    launched = [r for r in records if r.result.node_id]
+    assert len(launched) == 15
+    assert len({r.result.config for r in launched}) == 15  # the driver's repeat check holds
     trials = sweep.study.get_trials()
-    assert len(trials) == 15 + run.skipped
+    repeats = [t for t in trials if "repeat_of" in t.user_attrs]
+    assert len(trials) == len(records) + len(repeats)
+    assert all(t.state.is_finished() for t in trials)
     infeasible = [t for t in trials if t.user_attrs.get("status") in {"oom", "kv_pressure", "predicted_oom"}]
     assert infeasible and all(
         t.state is optuna.trial.TrialState.PRUNED and t.constraints == {"oom": 1.0} for t in infeasible
     )
+    ok = [r for r in launched if r.result.status is TrialStatus.OK]
+    assert ok and all(len(r.result.stages) == len(oracle.spec.workload.concurrency) for r in ok)
+    assert all(r.result.config in set(grid) for r in launched)
     assert sweep.model.ready  # the memory model learned from the oracle's memory accounts
+    assert sweep.outcome.progress.best_tok_s == max(r.objective or 0.0 for r in ok)
+
+
+def test_specsweep_strategy_counts_launches_and_skips(
+    tight: tuple[Oracle, list[ServerConfig], float],
+) -> None:
+    oracle, grid, _ = tight
+    run = STRATEGIES["specsweep"](oracle, grid, 12, 3)
+    assert len(run.launches) == 12 and run.skipped >= 0 and run.repeats_answered >= 0
     assert run.mispredicted <= sum(lc.status is TrialStatus.OOM for lc in run.launches)
 
 
