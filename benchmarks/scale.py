@@ -99,9 +99,9 @@ def run_scale(settings: ScaleSettings) -> tuple[list[Row], list[str]]:
         f"Kimi profile with startup_time_scale 0.001, one stage of 2 requests x 8 tokens, {settings.trials} "
         "trials at every size. A node's first trial also pays for starting its Ray worker (imports). The "
         "nodes share one host, so each trial worker starts its free-port search at its own port (a Ray "
-        "worker setup hook): with the product's fixed start (30000) two trials starting together on two "
-        "nodes both find it free and one fails with 'address already in use' (a race real nodes, being "
-        "separate hosts, do not have)."
+        "worker setup hook): the product's random start already makes it unlikely that two trials starting "
+        "together on two nodes of one host pick the same port, and the hook rules it out (a race real "
+        "nodes, being separate hosts, do not have)."
     ]
     if killed_total:
         notes.append(
