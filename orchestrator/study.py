@@ -164,6 +164,7 @@ class Sweep:
         self.nodes = health.NodeHealth()
         self._node_of: dict[Any, str] = {}
         self.skipped = 0
+        self.repeats = 0
         self._measured: dict[ServerConfig, tuple[int, TrialStatus, float | None]] = {}
         self.broken_warned = False
 
@@ -253,6 +254,9 @@ class Sweep:
         while len(self._inflight) < slots and self._finished_count() + len(self._inflight) < self.n_trials:
             if self.deadline is not None and time.monotonic() > self.deadline:
                 return
+            if self.repeats >= 20 * self.n_trials:
+                log.warning("stopping: the sampler only proposes configurations already measured")
+                return
             if self.skipped >= 5 * self.n_trials:
                 log.warning("stopping: the memory model rules out almost every proposal; widen the space")
                 return
@@ -298,7 +302,7 @@ class Sweep:
         """TPE proposes a configuration it has already measured once it settles: answer from the record
         instead of spending another launch (the study still learns the value)."""
         number, status, objective = seen
-        self.skipped += 1
+        self.repeats += 1
         trial.set_user_attr("repeat_of", number)
         trial.set_user_attr("status", status.value)
         tell_outcome(self.study, trial, status, objective, pruned=False)
