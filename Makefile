@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11 and pip:
 #   make sweep   creates .venv and runs the demo sweep on the embedded simulated node
 #   make test    creates .venv and runs ruff, mypy and the whole test suite
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
