@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
+from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster as placement
@@ -19,16 +19,8 @@ from orchestrator.tracking import Tracker
 
 @pytest.fixture
 def three_nodes() -> Iterator[Cluster]:
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
-    for _ in range(3):
-        c.add_node(num_cpus=2, num_gpus=8, resources={"trial_slot": 1})
-    c.wait_for_nodes()
-    ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
-    try:
+    with sim_cluster(3) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 @pytest.mark.slow

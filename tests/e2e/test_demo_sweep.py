@@ -10,18 +10,10 @@ from typing import Any
 
 import optuna
 import pytest
+from e2ehelp import GOOD, KV_OOM
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[2]
-GOOD = {
-    "mem_fraction_static": 0.88,
-    "cuda_graph_max_bs": 128,
-    "max_running_requests": 48,
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
-KV_OOM = {**GOOD, "mem_fraction_static": 0.70}  # 0.70 x 94 GB cannot hold Kimi's 72 GB of weights
 
 
 def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ import optuna
 import psutil
 import pytest
 import ray
+from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster as placement
@@ -50,16 +51,8 @@ def wait_until(predicate: Any, timeout: float, what: str) -> Any:
 
 @pytest.fixture
 def two_nodes() -> Iterator[Cluster]:
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
-    for _ in range(2):
-        c.add_node(num_cpus=2, num_gpus=8, resources={"trial_slot": 1})
-    c.wait_for_nodes()
-    ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
-    try:
+    with sim_cluster(2) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 def test_killed_worker_takes_its_server_with_it(two_nodes: Cluster, tmp_path: Path, demo_spec: Any) -> None:

@@ -22,19 +22,11 @@ from urllib.parse import quote, urlencode
 
 import pytest
 import yaml
+from e2ehelp import GOOD, KV_OOM
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SCREENSHOT = ROOT / "tests" / "artifacts" / "mlflow-compare.png"
-GOOD = {
-    "mem_fraction_static": 0.88,
-    "cuda_graph_max_bs": 128,
-    "max_running_requests": 48,
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
-KV_OOM = {**GOOD, "mem_fraction_static": 0.70}  # 0.70 x 94 GB cannot hold Kimi's 72 GB of weights
 SEARCH_PARAMS = (
     "mem_fraction_static",
     "cuda_graph_max_bs",

@@ -1,0 +1,36 @@
+"""What the end-to-end tests share: the demo's configurations and a Ray cluster of simulated nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import ray
+from ray.cluster_utils import Cluster
+
+# The users' known-good configuration, with graph bs 128, and one that cannot hold Kimi's weights.
+GOOD = {
+    "mem_fraction_static": 0.88,
+    "cuda_graph_max_bs": 128,
+    "max_running_requests": 48,
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
+KV_OOM = {**GOOD, "mem_fraction_static": 0.70}  # 0.70 x 94 GB cannot hold Kimi's 72 GB of weights
+
+
+@contextmanager
+def sim_cluster(nodes: int) -> Iterator[Cluster]:
+    """A head with no GPU and `nodes` simulated 8-GPU nodes with one trial slot each, as in
+    ray_cluster.yaml; the driver is connected for the duration."""
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
+    for _ in range(nodes):
+        c.add_node(num_cpus=2, num_gpus=8, resources={"trial_slot": 1})
+    c.wait_for_nodes()
+    ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
