@@ -34,6 +34,7 @@ from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.args import build_parser, resolve
 from orchestrator.space import suggest_config
 from orchestrator.spec import Choices, FloatRange, IntRange, make_config
+from orchestrator.study import REPEAT_ATTR
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ def _drive(
             for key, value in record.extra_tags
         )
     run.repeats_answered = sum(
-        1 for t in sweep.study.get_trials(deepcopy=False) if "repeat_of" in t.user_attrs
+        1 for t in sweep.study.get_trials(deepcopy=False) if REPEAT_ATTR in t.user_attrs
     )
     return run
 

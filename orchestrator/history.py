@@ -18,11 +18,11 @@ from optuna.trial import TrialState, create_trial
 
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.space import config_params, suggest_config
+from orchestrator.space import BASELINE_ATTR, config_params, suggest_config
 from orchestrator.spec import SearchSpace, SweepSpec, make_config
+from orchestrator.study import HISTORY_ATTR, KNOWN_GOOD_ATTR, OOM_CONSTRAINT
 
 log = logging.getLogger(__name__)
-HISTORY_ATTR = "warm_start_from"
 BEST_TO_TRY = 3
 
 
@@ -94,7 +94,7 @@ def _distributions(space: SearchSpace, config: ServerConfig) -> tuple[dict[str, 
     probe.enqueue_trial(config_params(config))
     trial = probe.ask()
     if not config.speculative:
-        trial.set_user_attr("baseline", True)
+        trial.set_user_attr(BASELINE_ATTR, True)
     suggested = suggest_config(trial, space)
     if suggested != config:
         return None  # outside today's space, or not representable in it
@@ -121,34 +121,26 @@ def seed_study(
             continue
         params, dists = shape
         attrs = {HISTORY_ATTR: item.experiment, "status": item.status.value}
-        if item.status.infeasible:
-            study.add_trial(
-                create_trial(
-                    state=TrialState.PRUNED,
-                    params=params,
-                    distributions=dists,
-                    user_attrs=attrs,
-                    constraints={"oom": 1.0},
-                )
+        infeasible = item.status.infeasible
+        if not infeasible and not (item.status is TrialStatus.OK and item.tok_s):
+            continue  # a crash or a timeout says nothing the new study can use
+        study.add_trial(
+            create_trial(
+                state=TrialState.PRUNED if infeasible else TrialState.COMPLETE,
+                value=None if infeasible else item.tok_s,
+                params=params,
+                distributions=dists,
+                user_attrs=attrs,
+                constraints={OOM_CONSTRAINT: 1.0 if infeasible else 0.0},
             )
-            counts["infeasible"] += 1
-        elif item.status is TrialStatus.OK and item.tok_s:
-            study.add_trial(
-                create_trial(
-                    value=item.tok_s,
-                    params=params,
-                    distributions=dists,
-                    user_attrs=attrs,
-                    constraints={"oom": 0.0},
-                )
-            )
-            counts["feasible"] += 1
+        )
+        counts["infeasible" if infeasible else "feasible"] += 1
     best = sorted((p for p in past if p.status is TrialStatus.OK and p.tok_s), key=lambda p: -(p.tok_s or 0))
     for item in best[:BEST_TO_TRY]:
         if item.config.speculative and _distributions(space, item.config) is not None:
             # Run it again even though the study now holds its old result: the hardware, driver or
             # SGLang may have changed since, and a known-good configuration is the cheapest anchor.
-            study.enqueue_trial(config_params(item.config), user_attrs={"known_good": True})
+            study.enqueue_trial(config_params(item.config), user_attrs={KNOWN_GOOD_ATTR: True})
             counts["enqueued"] += 1
     log.info("warm start: %s", counts)
     return counts

@@ -18,7 +18,6 @@ study can start from an earlier one's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
@@ -245,21 +244,9 @@ class MemoryModel:
             )
         return Prediction(True, room is not None and need is not None, None, kv, room, need, "fits")
 
-    def kv_demand(self, config: ServerConfig, tokens_per_request: int) -> float:
-        """KV tokens the configuration's own max_running_requests would hold at once."""
-        return float(config.max_running_requests * tokens_per_request)
-
     def fraction_for_room(self, need_gb: float) -> float | None:
         """The fraction at which `need_gb` (plus the safety) fits in the graph room."""
         return self.graph_room.solve(need_gb + GRAPH_SAFETY_GB) if self.graph_room.known else None
 
     def width_for_room(self, room_gb: float) -> float | None:
         return self.graph_need.solve(room_gb - GRAPH_SAFETY_GB) if len(self.graph_need.points) >= 2 else None
-
-
-def replay(results: Sequence[tuple[int, TrialResult]]) -> MemoryModel:
-    """A model from recorded trials (resume, or a warm start from an earlier study)."""
-    model = MemoryModel()
-    for number, result in results:
-        model.observe(number, result)
-    return model

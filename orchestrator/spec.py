@@ -24,7 +24,6 @@ SEARCHED_PARAMS: tuple[str, ...] = (
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
 )
-SPECULATIVE_PARAMS = SEARCHED_PARAMS[3:]
 
 # Flags the orchestrator owns: a fixed flag may not set them, or the trial would not be what the study
 # thinks it measured.

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 OOM_CONSTRAINT = "oom"
 REQUEUED_ATTR = "requeued_from"
 _FREE_STATUSES = frozenset({TrialStatus.PREDICTED_OOM.value, TrialStatus.LOST.value})
+HISTORY_ATTR = "warm_start_from"  # a trial of an earlier study, added by --warm-start
+REPEAT_ATTR = "repeat_of"  # answered from an earlier trial's record, not launched
 KNOWN_GOOD_ATTR = "known_good"  # enqueued by the user: launched even when the model predicts an OOM
 
 
@@ -204,15 +206,15 @@ class Sweep:
             for t in self.study.get_trials(deepcopy=False)
             if t.state.is_finished()
             and "closed" not in t.user_attrs
-            and "warm_start_from" not in t.user_attrs
-            and "repeat_of" not in t.user_attrs
+            and HISTORY_ATTR not in t.user_attrs
+            and REPEAT_ATTR not in t.user_attrs
             and t.user_attrs.get("status") not in _FREE_STATUSES
         )
 
     def _restore_progress(self) -> None:
         p = self.outcome.progress
         for t in self.study.get_trials(deepcopy=False):
-            if not t.state.is_finished() or "closed" in t.user_attrs or "warm_start_from" in t.user_attrs:
+            if not t.state.is_finished() or "closed" in t.user_attrs or HISTORY_ATTR in t.user_attrs:
                 continue
             p.done += 1
             if t.user_attrs.get("status") in {s.value for s in TrialStatus if s.infeasible}:
@@ -303,7 +305,7 @@ class Sweep:
         instead of spending another launch (the study still learns the value)."""
         number, status, objective = seen
         self.repeats += 1
-        trial.set_user_attr("repeat_of", number)
+        trial.set_user_attr(REPEAT_ATTR, number)
         trial.set_user_attr("status", status.value)
         tell_outcome(self.study, trial, status, objective, pruned=False)
         log.info("trial %d repeats trial %d: answered from the record", trial.number, number)

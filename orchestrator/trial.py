@@ -20,7 +20,7 @@ from orchestrator import health
 from orchestrator.bench.client import flush_cache, run_stage, server_accept_length, wait_healthy
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.workload import synthetic_requests
-from orchestrator.gpu import GpuProbe, wait_clean
+from orchestrator.gpu import wait_clean
 from orchestrator.node import NodeBackend, current_node_id, free_port, make_node
 from orchestrator.records import (
     Failure,
@@ -368,8 +368,3 @@ def _read_capped(path: Path) -> str:
     if len(data) > LOG_LIMIT:
         data = data[: LOG_LIMIT // 4] + b"\n[... trimmed ...]\n" + data[-3 * LOG_LIMIT // 4 :]
     return data.decode(errors="replace")
-
-
-def probe_for(request: TrialRequest) -> GpuProbe:
-    """The GPU probe a trial on this node would use (for hygiene checks outside a trial)."""
-    return make_node(request.spec, current_node_id(), request.sim_profile).probe()
