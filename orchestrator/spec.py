@@ -72,6 +72,8 @@ class FloatRange(_Model):
     def _ordered(self) -> FloatRange:
         if self.low > self.high:
             raise ValueError(f"low ({self.low}) is above high ({self.high}); swap them")
+        if self.step is not None and self.step <= 0:
+            raise ValueError(f"step must be above 0 (got {self.step}); leave it out for a continuous range")
         return self
 
 
@@ -326,9 +328,75 @@ def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source}: the spec must be a YAML mapping at the top level")
     try:
-        return SweepSpec.model_validate(data)
+        spec = SweepSpec.model_validate(data)
     except ValidationError as err:
         raise SpecError(_describe(err, source)) from None
+    problems = [p for i, known in enumerate(spec.known_good) for p in _outside(known, spec.search, i)]
+    if problems:
+        lines = [f"{source}: the spec is not valid:"] + [f"  - {p}" for p in problems]
+        raise SpecError("\n".join(lines))
+    return spec
+
+
+def _outside(known: KnownGood, space: SearchSpace, index: int) -> list[str]:
+    """Why a known-good configuration is not a point of the search space (empty when it is).
+
+    Optuna can only enqueue a point of the space, and a value SGLang would silently change (draft tokens
+    under top-k 1) would be measured as another configuration than the one the user wrote down.
+    """
+    where = f"known_good.{index}"
+    problems = []
+    for name in SEARCHED_PARAMS:
+        value = getattr(known, name)
+        if value is None:
+            continue
+        dim = getattr(space, name)
+        if name == "speculative_num_draft_tokens" and known.speculative_eagle_topk != 1:
+            continue  # checked against the draft tree below, which may be narrower than the range
+        why = _not_in_dim(value, dim) if name != "speculative_num_draft_tokens" else None
+        if why:
+            problems.append(f"{where}.{name}: {value} {why}; change it or widen search.{name}")
+    steps, topk, draft = (
+        known.speculative_num_steps,
+        known.speculative_eagle_topk,
+        known.speculative_num_draft_tokens,
+    )
+    if draft is not None and topk == 1 and draft != steps + 1:
+        problems.append(
+            f"{where}.speculative_num_draft_tokens: with speculative_eagle_topk 1 SGLang runs steps + 1 = "
+            f"{steps + 1} draft tokens, not {draft}; write {steps + 1} or leave it out"
+        )
+    elif draft is not None and topk > 1:
+        lo, hi = steps + 1, topk * steps + 1
+        why = _not_in_dim(draft, space.speculative_num_draft_tokens)
+        if not lo <= draft <= hi:
+            problems.append(
+                f"{where}.speculative_num_draft_tokens: {draft} is outside the draft tree of top-k {topk} "
+                f"x {steps} steps ({lo}..{hi}); choose a value in {lo}..{hi}"
+            )
+        elif why:
+            problems.append(
+                f"{where}.speculative_num_draft_tokens: {draft} {why}; change it or widen the search"
+            )
+    return problems
+
+
+def _not_in_dim(value: float, dim: FloatRange | IntRange | Choices) -> str | None:
+    if isinstance(dim, Choices):
+        if not any(abs(value - c) < 1e-9 for c in dim.choices):
+            return f"is not one of the searched choices {[_num(c) for c in dim.choices]}"
+        return None
+    if not dim.low - 1e-9 <= value <= dim.high + 1e-9:
+        return f"is outside the searched range {_num(dim.low)}..{_num(dim.high)}"
+    if dim.step:
+        k = (value - dim.low) / dim.step
+        if abs(k - round(k)) > 1e-6:
+            return f"is off the searched step grid ({_num(dim.low)} + n x step {_num(dim.step)})"
+    return None
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x
 
 
 def load_spec(path: Path | str) -> SweepSpec:

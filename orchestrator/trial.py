@@ -61,6 +61,23 @@ class _Startup:
     startup_s: float | None = None
 
 
+def fresh_folder(path: Path) -> Path:
+    """`path`, or `path.1`, `path.2`, ... whichever does not exist yet, created empty.
+
+    A trial's files are its own: a folder left by an earlier run (the same study name and trial number)
+    is never appended to, or the log parser would read the old run's lines as this trial's.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(10_000):
+        candidate = path if n == 0 else path.with_name(f"{path.name}.{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise RuntimeError(f"no free trial folder next to {path}")
+
+
 def run_trial(request: TrialRequest, on_stage: StageHook | None = None) -> TrialResult:
     """Run one trial; never raises for anything the server or the benchmark does."""
     node = make_node(request.spec, current_node_id(), request.sim_profile)
@@ -73,8 +90,7 @@ class TrialRun:
         self.spec = request.spec
         self.node = node
         self.on_stage = on_stage
-        self.workdir = Path(request.workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = fresh_folder(Path(request.workdir))
         self.log_path = self.workdir / "server.log"
         self.parser = LogParser()
         self.t0 = time.monotonic()

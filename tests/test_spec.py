@@ -96,3 +96,56 @@ def test_topk1_forces_draft_tokens() -> None:
     assert not make_config(0.8, 64, 48).speculative
     with pytest.raises(SpecError, match="speculative_eagle_topk"):
         make_config(0.8, 64, 48, 3, None, None)
+
+
+def _known(**changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(demo_data())
+    data["known_good"][0].update(changes)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "hint"),
+    [
+        # Outside a `choices` list: Optuna cannot enqueue it, and the sweep crashed after Ray started.
+        (_known(cuda_graph_max_bs=100), "known_good.0.cuda_graph_max_bs", "one of"),
+        (_known(speculative_eagle_topk=3), "known_good.0.speculative_eagle_topk", "one of"),
+        # Outside low..high, or off the step grid.
+        (_known(mem_fraction_static=0.6), "known_good.0.mem_fraction_static", "0.7"),
+        (_known(mem_fraction_static=0.885), "known_good.0.mem_fraction_static", "step"),
+        (_known(speculative_num_steps=9), "known_good.0.speculative_num_steps", "1..5"),
+        # Top-k 1 means steps + 1 draft tokens: SGLang would run 4, not the 7 the user wrote.
+        (_known(speculative_num_draft_tokens=7), "known_good.0.speculative_num_draft_tokens", "steps + 1"),
+        # Top-k 2 x 3 steps: a draft tree of at most 7 tokens.
+        (
+            _known(speculative_eagle_topk=2, speculative_num_draft_tokens=9),
+            "known_good.0.speculative_num_draft_tokens",
+            "7",
+        ),
+    ],
+)
+def test_known_good_outside_the_space_is_refused(data: dict[str, Any], field: str, hint: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(data, "demo.yaml")
+    assert field in str(err.value)
+    assert hint in str(err.value)
+
+
+@pytest.mark.parametrize("step", [0, -0.01])
+def test_float_step_must_be_positive(step: float) -> None:
+    data = copy.deepcopy(demo_data())
+    data["search"]["mem_fraction_static"]["step"] = step
+    with pytest.raises(SpecError, match=r"search.mem_fraction_static.*step"):
+        parse_spec(data, "demo.yaml")
+
+
+def test_int_step_zero_names_the_field() -> None:
+    data = copy.deepcopy(demo_data())
+    data["search"]["speculative_num_steps"] = {"low": 1, "high": 5, "step": 0}
+    with pytest.raises(SpecError, match=r"search.speculative_num_steps.*step"):
+        parse_spec(data, "demo.yaml")
+
+
+def test_known_good_inside_the_space_is_accepted() -> None:
+    spec = parse_spec(_known(speculative_eagle_topk=2, speculative_num_draft_tokens=6))
+    assert spec.known_good[0].to_config().speculative_num_draft_tokens == 6

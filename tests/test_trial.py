@@ -164,3 +164,18 @@ def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> No
     assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
     assert "SIGKILLed" in " ".join(result.notes)
     assert_clean(node)
+
+
+def test_a_trial_folder_is_never_reused(tmp_path: Path) -> None:
+    """A rerun that lands on an existing trial folder (same study name, same number) gets a fresh folder:
+    the old log stays as it was and the new trial reads only its own lines."""
+    first, _ = run(tmp_path, (0.70, 128, 48, 3, 1, 4))  # a KV OOM: its log says so
+    assert first.status is TrialStatus.OOM
+    old_log = Path(first.log_path).read_text()
+    second, node = run(tmp_path, (0.88, 128, 48, 3, 1, 4))
+    assert second.status is TrialStatus.OK, second.failure
+    assert Path(first.log_path).read_text() == old_log
+    assert second.log_path != first.log_path
+    assert Path(second.log_path).read_text().count("server_args=") == 1
+    assert second.startup_s and second.startup_s > 0
+    assert_clean(node)

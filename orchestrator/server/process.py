@@ -53,7 +53,7 @@ class ServerProcess:
         env.update(dict(self.plan.env))
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as out:
+        with self.log_path.open("xb") as out:  # never append to an older run's log
             out.write(("$ " + " ".join(self.plan.masked_argv()) + "\n").encode())
             out.flush()
             self.started_at = time.monotonic()
