@@ -64,6 +64,42 @@ def connect(spec: SweepSpec, address: str | None, *, dashboard: bool = True) -> 
     )
 
 
+def gpu_shortfall(spec: SweepSpec) -> str | None:
+    """Why no node can take a trial of `spec.node.gpus` GPUs, or None when one can.
+
+    Checked once before the first trial: without it a sweep on a machine with no GPU ran no trial and
+    ended with "no configuration completed" and exit 0.
+    """
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if any(n.get("Resources", {}).get("GPU", 0) >= spec.node.gpus for n in alive_nodes()):
+        return None
+    seen = "; ".join(
+        f"node {n.get('NodeID', '?')[:12]} ({n.get('NodeManagerAddress', '?')}): "
+        f"{int(n.get('Resources', {}).get('GPU', 0))} GPU(s) seen by Ray"
+        f"{'' if n.get('Resources', {}).get(TRIAL_SLOT) else ', no trial_slot'}"
+        for n in nodes
+    )
+    return (
+        f"a trial needs {spec.node.gpus} GPU(s) on one node, but no node with a trial slot has that many "
+        f"({seen or 'no node is alive'}){_nvml_note()}; run on a GPU node, lower node.gpus, or use "
+        "backend: simulated"
+    )
+
+
+def _nvml_note() -> str:
+    """What NVML on this machine says, which tells a missing driver from a Ray misconfiguration."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return f"; NVML on this machine sees {pynvml.nvmlDeviceGetCount()} GPU(s)"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as err:  # no driver, no library: that is the answer
+        return f"; NVML on this machine: {type(err).__name__}: {err}".rstrip(": ")
+
+
 def trial_slots() -> int:
     return int(ray.cluster_resources().get(TRIAL_SLOT, 0))
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,17 @@ from orchestrator.records import (
     TrialStatus,
 )
 from orchestrator.space import BASELINE_ATTR, baseline_config, config_params, suggest_config
-from orchestrator.spec import SweepSpec
+from orchestrator.spec import SpecError, SweepSpec, make_config
+from orchestrator.study_lock import DriverLease, close_dead_drivers_trials, closed_numbers, make_storage
 from orchestrator.tracking import Tracker, TrialRecord
 from orchestrator.trial import TrialRequest
 
 log = logging.getLogger(__name__)
 OOM_CONSTRAINT = "oom"
+SLA_CONSTRAINT = "sla"  # ran, but no stage met the spec's latency limits
+CLOSED_TRIAL_ATTR = "closed"  # set on a trial closed without a result (interrupted): it is re-queued
+MEMORY_ATTR = "memory"  # the memory account, so a resumed driver can rebuild its memory model
+FAILURE_STAGE_ATTR = "failure_stage"
 REQUEUED_ATTR = "requeued_from"
 _FREE_STATUSES = frozenset({TrialStatus.PREDICTED_OOM.value, TrialStatus.LOST.value})
 HISTORY_ATTR = "warm_start_from"  # a trial of an earlier study, added by --warm-start
@@ -65,10 +71,30 @@ class _InFlight:
     pruned_at: int | None = None
 
 
+class StopReason(StrEnum):
+    """Why a sweep stopped launching trials."""
+
+    BUDGET_DONE = "budget_done"  # every trial of the budget ran
+    TIME_BUDGET = "time_budget"  # --time-budget ran out; running trials finished
+    ONLY_REPEATS = "only_repeats"  # the sampler kept proposing configurations already measured
+    ALL_SKIPPED = "all_skipped"  # the memory model ruled out almost every proposal
+
+    def explain(self) -> str:
+        return {
+            StopReason.BUDGET_DONE: "the trial budget is spent",
+            StopReason.TIME_BUDGET: "the time budget ran out (no new trial after --time-budget seconds)",
+            StopReason.ONLY_REPEATS: "the sampler only proposed configurations already measured: "
+            "the space is exhausted at this budget",
+            StopReason.ALL_SKIPPED: "the memory model rules out almost every proposal: widen the space "
+            "(higher mem_fraction_static, smaller cuda_graph_max_bs)",
+        }[self]
+
+
 @dataclass
 class SweepOutcome:
     records: list[TrialRecord] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
+    stop_reason: StopReason = StopReason.BUDGET_DONE
 
 
 def objective_value(result: TrialResult, spec: SweepSpec) -> float | None:
@@ -84,22 +110,30 @@ def objective_value(result: TrialResult, spec: SweepSpec) -> float | None:
     return max(values) if values else None
 
 
-def open_study(spec: SweepSpec, name: str, storage: str, resume: bool) -> optuna.Study:
+def open_study(
+    spec: SweepSpec, name: str, storage: str | optuna.storages.BaseStorage, resume: bool
+) -> optuna.Study:
+    """Create the study, or load it with `resume`. A study is never deleted: the CLI refuses to start a
+    new one under a name already taken (study_lock and sweep.py say so before anything starts)."""
+    if isinstance(storage, str) and not storage.startswith("sqlite:///:memory:"):
+        storage = make_storage(storage)
+    # A resumed study's sampler must not replay the proposals its first invocation already made.
+    seed = spec.sampler_seed
+    if resume:
+        try:
+            seed += len(optuna.load_study(study_name=name, storage=storage).trials)
+        except KeyError:
+            pass
     # group=True: the speculative values exist only together and draft tokens only for top-k > 1, so the
     # space is conditional; grouped multivariate TPE models each sub-space jointly (benchmarks/: it
     # reaches 98 % of the best in more runs on every profile than the ungrouped sampler).
     sampler = optuna.samplers.TPESampler(
-        seed=spec.sampler_seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=5
+        seed=seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=5
     )
     # Cut only what is clearly worse (Optuna's percentile is what is *kept*: 75 prunes the bottom
     # quarter), and only after two stages: a configuration built for high concurrency may be ordinary
     # at low concurrency.
     pruner = optuna.pruners.PercentilePruner(75.0, n_startup_trials=4, n_warmup_steps=1)
-    if not resume:
-        try:
-            optuna.delete_study(study_name=name, storage=storage)
-        except KeyError:
-            pass
     study = optuna.create_study(
         study_name=name,
         storage=storage,
@@ -119,19 +153,43 @@ def tell_outcome(
 
     Infeasible outcomes (OOM at start-up or under load, predicted OOM) are PRUNED with the `oom`
     constraint violated: TPE reads constraints of PRUNED trials and ignores FAIL ones, which is why other
-    tuners retry OOMs. A crash, a timeout or a lost node is FAIL: it says nothing about memory.
+    tuners retry OOMs. A trial that ran but met no latency limit is PRUNED with the `sla` constraint
+    violated (a value of 0 would teach TPE a fake zero). A crash, a timeout or a lost node is FAIL: it
+    says nothing about memory.
     """
     if status.infeasible:
         trial.set_constraint(OOM_CONSTRAINT, 1.0)
         study.tell(trial, state=TrialState.PRUNED)
+    elif status is TrialStatus.SLA_MISSED:
+        trial.set_constraint(OOM_CONSTRAINT, 0.0)
+        trial.set_constraint(SLA_CONSTRAINT, 1.0)
+        study.tell(trial, state=TrialState.PRUNED)
     elif status is TrialStatus.OK:
         trial.set_constraint(OOM_CONSTRAINT, 0.0)
-        if pruned:
+        trial.set_constraint(SLA_CONSTRAINT, 0.0)
+        if pruned or objective is None:
             study.tell(trial, state=TrialState.PRUNED)
         else:
-            study.tell(trial, objective if objective is not None else 0.0)
+            study.tell(trial, objective)
     else:
         study.tell(trial, state=TrialState.FAIL)
+
+
+def launched_count(study: optuna.Study) -> int:
+    """Trials that count against the budget: launched and finished. A predicted-OOM skip costs no GPU
+    time and a trial lost with its node, or closed for a dead or interrupted driver, says nothing about
+    its configuration (it is re-queued), so none of them uses up a launch."""
+    closed = closed_numbers(study)
+    return sum(
+        1
+        for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished()
+        and t.number not in closed
+        and CLOSED_TRIAL_ATTR not in t.user_attrs
+        and HISTORY_ATTR not in t.user_attrs
+        and REPEAT_ATTR not in t.user_attrs
+        and t.user_attrs.get("status") not in _FREE_STATUSES
+    )
 
 
 class Sweep:
@@ -147,8 +205,10 @@ class Sweep:
         on_progress: Callable[[Progress], None] = lambda p: None,
         on_record: Callable[[TrialRecord], None] = lambda r: None,
         time_budget_s: float | None = None,
+        lease: DriverLease | None = None,
     ) -> None:
         self.spec = spec
+        self.lease = lease
         self.study = study
         self.tracker = tracker
         self.n_trials = n_trials
@@ -175,15 +235,9 @@ class Sweep:
     def prepare(self, resume: bool) -> None:
         """Close trials a dead driver left RUNNING (re-queueing their configurations), and on a new
         study enqueue the baseline and the known-good configurations first."""
-        stale = [t for t in self.study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
-        for t in stale:
-            # Mark it before closing: a finished trial can no longer take attributes.
-            self.study._storage.set_trial_user_attr(t._trial_id, "closed", "stale: its driver died")
-            self.study.tell(t.number, state=TrialState.FAIL)
-            self.study.enqueue_trial(t.params, user_attrs={REQUEUED_ATTR: t.number, **_bl(t.user_attrs)})
-            log.warning("closed stale trial %d and re-queued its configuration", t.number)
+        close_dead_drivers_trials(self.study, me=self.lease.stamp.driver_id if self.lease else None)
         if resume and self._finished_count() > 0:
-            self._restore_progress()
+            self._restore()
             return
         known = [k.to_config() for k in self.spec.known_good]
         if self.spec.budget.baseline:
@@ -198,27 +252,30 @@ class Sweep:
             )
 
     def _finished_count(self) -> int:
-        """Trials that count against the budget: launched and finished. A predicted-OOM skip costs no GPU
-        time and a trial lost with its node says nothing about its configuration (it is re-queued), so
-        neither uses up a launch."""
-        return sum(
-            1
-            for t in self.study.get_trials(deepcopy=False)
-            if t.state.is_finished()
-            and "closed" not in t.user_attrs
-            and HISTORY_ATTR not in t.user_attrs
-            and REPEAT_ATTR not in t.user_attrs
-            and t.user_attrs.get("status") not in _FREE_STATUSES
-        )
+        return launched_count(self.study)
 
-    def _restore_progress(self) -> None:
+    def _restore(self) -> None:
+        """Rebuild what the driver learned from the study's finished trials, so a resumed sweep neither
+        relaunches a configuration it has measured nor proposes what its memory model rules out."""
         p = self.outcome.progress
+        closed = closed_numbers(self.study)
         for t in self.study.get_trials(deepcopy=False):
-            if not t.state.is_finished() or "closed" in t.user_attrs or HISTORY_ATTR in t.user_attrs:
+            if (
+                not t.state.is_finished()
+                or t.number in closed
+                or CLOSED_TRIAL_ATTR in t.user_attrs
+                or HISTORY_ATTR in t.user_attrs
+            ):
                 continue
-            p.done += 1
-            if t.user_attrs.get("status") in {s.value for s in TrialStatus if s.infeasible}:
+            status = _status_of(t)
+            if status is None:
+                continue
+            if REPEAT_ATTR not in t.user_attrs and status is not TrialStatus.PREDICTED_OOM:
+                p.done += 1
+            if status.infeasible:
                 p.pruned_oom += 1
+            elif status is not TrialStatus.OK:
+                p.failed += 1
             tok = t.user_attrs.get("output_tok_per_s")
             if t.user_attrs.get(BASELINE_ATTR) and tok:
                 self.baseline_tok_s = float(tok)
@@ -228,6 +285,16 @@ class Sweep:
                 and (p.best_tok_s is None or t.value > p.best_tok_s)
             ):
                 p.best_tok_s, p.best_number = t.value, t.number
+            config = config_from_params(t.params)
+            if config is None or REPEAT_ATTR in t.user_attrs:
+                continue
+            pruned = t.state == TrialState.PRUNED and not status.infeasible
+            if (status is TrialStatus.OK and not pruned) or status.infeasible:
+                value = t.value if t.state == TrialState.COMPLETE else None
+                self._measured.setdefault(config, (t.number, status, value))
+            memory = t.user_attrs.get(MEMORY_ATTR)
+            if isinstance(memory, dict) and status is not TrialStatus.PREDICTED_OOM:
+                self.model.observe(t.number, _replayed_result(t, config, status, memory))
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -247,20 +314,43 @@ class Sweep:
         finally:
             for ref, info in list(self._inflight.items()):
                 ray.cancel(ref, force=True)
-                self.study.tell(info.trial, state=TrialState.FAIL)
+                self._close_interrupted(info)
             ray.kill(broker)
         return self.outcome
+
+    def _close_interrupted(self, info: _InFlight) -> None:
+        """A trial cut short by Ctrl-C, SIGTERM or an error in the driver measured nothing: close it and
+        queue its configuration again, so that --resume runs it and the budget is not spent on it."""
+        trial = info.trial
+        try:
+            trial.set_user_attr(CLOSED_TRIAL_ATTR, "interrupted: the driver stopped")
+            self.study.tell(trial, state=TrialState.FAIL)
+        except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
+            log.warning("trial %d could not be closed: %s", trial.number, err)
+            return
+        if self.lease is not None:
+            self.lease.untrack(trial._trial_id)
+        self.study.enqueue_trial(
+            dict(trial.params), user_attrs={REQUEUED_ATTR: trial.number, **_bl(trial.user_attrs)}
+        )
+
+    def _stop(self, reason: StopReason, message: str = "") -> None:
+        if self.outcome.stop_reason is StopReason.BUDGET_DONE:
+            self.outcome.stop_reason = reason
+            if message:
+                log.warning("%s", message)
 
     def _fill(self, broker: Any) -> None:
         slots = max(cluster.trial_slots(), 1)
         while len(self._inflight) < slots and self._finished_count() + len(self._inflight) < self.n_trials:
             if self.deadline is not None and time.monotonic() > self.deadline:
+                self._stop(StopReason.TIME_BUDGET)
                 return
             if self.repeats >= 20 * self.n_trials:
-                log.warning("stopping: the sampler only proposes configurations already measured")
+                self._stop(StopReason.ONLY_REPEATS)
                 return
             if self.skipped >= 5 * self.n_trials:
-                log.warning("stopping: the memory model rules out almost every proposal; widen the space")
+                self._stop(StopReason.ALL_SKIPPED)
                 return
             node_id = health.pick_node(
                 cluster.alive_nodes(),
@@ -275,6 +365,8 @@ class Sweep:
                     raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
                 return
             trial = self.study.ask()
+            if self.lease is not None:
+                self.lease.track(trial._trial_id)
             config = suggest_config(trial, self.spec.search)
             baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
             requeued = REQUEUED_ATTR in trial.user_attrs
@@ -382,6 +474,9 @@ class Sweep:
     def _tell_and_record(self, info: _InFlight, result: TrialResult) -> None:
         trial, p = info.trial, self.outcome.progress
         objective = objective_value(result, self.spec) if result.status is TrialStatus.OK else None
+        ran = any(s.completed > 0 for s in result.stages)
+        if objective is None and result.status is TrialStatus.OK and info.pruned_at is None and ran:
+            result = replace(result, status=TrialStatus.SLA_MISSED)
         attrs: dict[str, Any] = {
             "status": result.status.value,
             "config": result.config.label(),
@@ -392,9 +487,22 @@ class Sweep:
             attrs["failure"] = (
                 f"{result.failure.stage.value}/{result.failure.kind.value}: {result.failure.message}"
             )
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        tell_outcome(self.study, trial, result.status, objective, pruned=info.pruned_at is not None)
+            attrs[FAILURE_STAGE_ATTR] = result.failure.stage.value
+        if result.memory:
+            attrs[MEMORY_ATTR] = dict(result.memory)
+        fraction = result.resolved_args.get("mem_fraction_static")
+        if isinstance(fraction, int | float):
+            attrs["resolved_mem_fraction_static"] = float(fraction)
+        if _finished_elsewhere(self.study, trial):
+            # Another process closed it (a second driver that should have been refused, by hand): the
+            # result is still recorded in MLflow below, but the study cannot take it any more.
+            log.error("trial %d was closed by another process; its result goes to MLflow only", trial.number)
+        else:
+            for key, value in attrs.items():
+                trial.set_user_attr(key, value)
+            tell_outcome(self.study, trial, result.status, objective, pruned=info.pruned_at is not None)
+        if self.lease is not None:
+            self.lease.untrack(trial._trial_id)
         if result.status.infeasible:
             p.pruned_oom += 1
         elif result.status is TrialStatus.OK:
@@ -449,3 +557,51 @@ class Sweep:
 
 def _bl(attrs: dict[str, Any]) -> dict[str, Any]:
     return {BASELINE_ATTR: True} if attrs.get(BASELINE_ATTR) else {}
+
+
+def _finished_elsewhere(study: optuna.Study, trial: optuna.Trial) -> bool:
+    return study._storage.get_trial(trial._trial_id).state.is_finished()
+
+
+def _status_of(t: optuna.trial.FrozenTrial) -> TrialStatus | None:
+    try:
+        return TrialStatus(t.user_attrs.get("status", ""))
+    except ValueError:
+        return None
+
+
+def config_from_params(params: dict[str, Any]) -> ServerConfig | None:
+    """The configuration a trial's Optuna params stand for (top-k 1 trials have no draft-token param)."""
+    try:
+        steps = params.get("speculative_num_steps")
+        return make_config(
+            params["mem_fraction_static"],
+            params["cuda_graph_max_bs"],
+            params["max_running_requests"],
+            int(steps) if steps is not None else None,
+            int(params["speculative_eagle_topk"]) if steps is not None else None,
+            params.get("speculative_num_draft_tokens"),
+        )
+    except (KeyError, TypeError, ValueError, SpecError):
+        return None
+
+
+def _replayed_result(
+    t: optuna.trial.FrozenTrial, config: ServerConfig, status: TrialStatus, memory: dict[str, Any]
+) -> TrialResult:
+    """The part of a finished trial's result the memory model learns from, read back from the study."""
+    stage = t.user_attrs.get(FAILURE_STAGE_ATTR)
+    failure = None
+    if stage:
+        kind = FailureKind.OOM if status is TrialStatus.OOM else FailureKind.CRASH
+        failure = Failure(FailureStage(stage), kind, "from the study's record")
+    fraction = t.user_attrs.get("resolved_mem_fraction_static", config.mem_fraction_static)
+    return TrialResult(
+        config=config,
+        status=status,
+        node_id=str(t.user_attrs.get("node_id", "")),
+        command=(),
+        failure=failure,
+        memory={k: float(v) for k, v in memory.items() if isinstance(v, int | float)},
+        resolved_args={"mem_fraction_static": float(fraction)},
+    )

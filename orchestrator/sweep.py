@@ -9,9 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from orchestrator.records import TrialStatus
@@ -88,10 +92,38 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).resolve()
     study_name = args.study or spec.name
     study_dir = out / study_name
-    study_dir.mkdir(parents=True, exist_ok=True)
     tracking_uri = args.tracking_uri or f"sqlite:///{out / 'mlflow.db'}"
     storage = args.storage or f"sqlite:///{out / 'optuna.db'}"
+    from orchestrator.study_guard import StudyRefused, check_study
+
+    try:
+        # Before anything starts: a study is never overwritten, never run by two drivers, and a
+        # finished one is not run again.
+        finished = check_study(storage, study_name, args.resume, n_trials, study_dir)
+    except StudyRefused as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if finished is not None:
+        print(finished)
+        return 0
+    study_dir.mkdir(parents=True, exist_ok=True)
     return run(spec, args, n_trials, sim_profile, study_name, study_dir, tracking_uri, storage)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (batch systems, `timeout`, `kill`): stop as cleanly as Ctrl-C does."""
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
@@ -121,7 +153,8 @@ def run(
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator import cluster
     from orchestrator.diagnosis import check_draft_config
-    from orchestrator.study import Progress, Sweep, open_study
+    from orchestrator.study import Progress, StopReason, Sweep, open_study
+    from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
 
     warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
@@ -129,6 +162,10 @@ def run(
         print(f"error: model.speculative_algorithm: {warning}", file=sys.stderr)
         return 2
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
+    shortfall = cluster.gpu_shortfall(spec)
+    if shortfall:
+        print(f"error: node.gpus: {shortfall}", file=sys.stderr)
+        return 2
     missing = cluster.preflight_paths(spec)
     if missing:
         where = "; ".join(f"node {node[:12]}: {', '.join(paths)}" for node, paths in missing.items())
@@ -139,6 +176,15 @@ def run(
         )
         return 2
     study = open_study(spec, study_name, storage, args.resume)
+    lease = DriverLease(study)
+    try:
+        lease.acquire()
+    except StudyInUse as err:
+        print(
+            f"error: study '{study_name}' is being run by another driver ({err}); wait for it",
+            file=sys.stderr,
+        )
+        return 2
     local_store = tracking_uri.startswith(("sqlite:", "file:")) or "://" not in tracking_uri
     artifacts_dir = study_dir.parent / "mlartifacts" / study_name if local_store else None
     tracker = Tracker(tracking_uri, study_name, study_dir / "spool", artifacts_dir)
@@ -193,6 +239,7 @@ def run(
         on_progress=show,
         on_record=record,
         time_budget_s=args.time_budget,
+        lease=lease,
     )
     sweep.prepare(args.resume)
     if args.warm_start and not args.resume:
@@ -208,12 +255,19 @@ def run(
         )
     failed = True
     try:
-        outcome = sweep.run()
+        with terminate_as_interrupt():
+            outcome = sweep.run()
         failed = False
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished trials are recorded; continue with --resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        why = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
+        print(
+            f"\n{why}: finished trials are recorded, running ones closed and queued again; "
+            "continue with --resume",
+            file=sys.stderr,
+        )
+        return 143 if isinstance(err, Terminated) else 130
     finally:
+        lease.release()
         tracker.flush_spool()
         if tracker.pending_spool():
             print(
@@ -225,6 +279,11 @@ def run(
             tracker.finish({}, [], failed=True)
     if tty:
         print()
+    if outcome.stop_reason is not StopReason.BUDGET_DONE:
+        print(
+            f"stopped early: {outcome.stop_reason.explain()}; {outcome.progress.done} of {n_trials} "
+            "trials ran (continue with --resume)"
+        )
     records = outcome.records
     print(render_table(records))
     best = best_record(records)

@@ -1,0 +1,86 @@
+"""What the CLI checks about a study before anything starts (no Ray, no MLflow run, no folder).
+
+A second run under a study name already taken would silently replace or mix the first one's trials;
+`--resume` of a study that does not exist is a typo; `--resume` while another driver still runs the
+study corrupts it; `--resume` of a finished study has nothing to do and must not overwrite its results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from optuna.trial import TrialState
+
+from orchestrator.study_lock import (
+    StudyInUse,
+    close_dead_drivers_trials,
+    current_driver,
+    find_study,
+    make_storage,
+    storage_exists,
+)
+
+
+class StudyRefused(RuntimeError):
+    """The study cannot be started or continued as asked; the message says the ways on."""
+
+
+def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_dir: Path) -> str | None:
+    """Raise StudyRefused if the run must not start; return a report if the study is already finished
+    (there is nothing to run); None when the sweep may go ahead."""
+    study = find_study(make_storage(storage_url), name) if storage_exists(storage_url) else None
+    if study is None:
+        if resume:
+            raise StudyRefused(
+                f"--resume: there is no study '{name}' in {storage_url} to continue; "
+                "drop --resume to start it, or check --study / --storage / --out"
+            )
+        if study_dir.is_dir() and any(study_dir.iterdir()):
+            raise StudyRefused(
+                f"--study: {study_dir} already holds the files of an earlier study '{name}' "
+                "(its Optuna study is not in this storage); choose a new --study name or another --out"
+            )
+        return None
+    if not resume:
+        raise StudyRefused(
+            f"--study: a study named '{name}' already exists in {storage_url} "
+            f"({len(study.trials)} trials); nothing was changed. Either continue it with --resume, "
+            "or start a new one with --study NEW_NAME"
+        )
+    owner = current_driver(study)
+    if owner is not None and owner.live():
+        raise StudyRefused(
+            f"--resume: study '{name}' is being run by another driver ({owner.describe()}); "
+            "wait for it to finish, or stop it (Ctrl-C) and then --resume"
+        )
+    from orchestrator.study import launched_count  # ray-heavy: only once the quick checks passed
+
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
+    done = launched_count(study)
+    if done < n_trials or running:
+        return None
+    return finished_report(name, done, n_trials, study_dir)
+
+
+def finished_report(name: str, done: int, n_trials: int, study_dir: Path) -> str:
+    """What a finished study found, from its saved results; nothing is written."""
+    lines = [
+        f"study '{name}' has already run {done} trials (budget {n_trials}): nothing to do, nothing changed.",
+    ]
+    best_path = study_dir / "best.json"
+    if best_path.is_file():
+        best = json.loads(best_path.read_text())
+        tok = best.get("output_tok_per_s")
+        config = best.get("config") or {}
+        label = " ".join(f"{k}={v}" for k, v in config.items() if v is not None)
+        lines.append(f"best: trial {best.get('trial')}, {tok:.1f} tok/s, {label}" if tok else "")
+        lines.append(f"SGLang launch command: {study_dir / 'best_command.sh'}")
+    report = study_dir / "report.html"
+    if report.is_file():
+        lines.append(f"report: {report}")
+    lines.append(f"to run more trials: --resume --trials N with N above {done}")
+    return "\n".join(lines)
+
+
+__all__ = ["StudyInUse", "StudyRefused", "check_study", "close_dead_drivers_trials"]
