@@ -17,6 +17,7 @@ from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialSt
 log = logging.getLogger(__name__)
 
 BROKEN_ACCEPT = 1.1  # EAGLE-3 that works accepts well above this; a broken draft sits at ~1.0
+WORKING_ACCEPT = 1.5  # a draft that reached this on some tree is not broken
 EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
 
 
@@ -24,13 +25,17 @@ def _gb(value: float | None) -> str:
     return f"{value:.2f} GB" if value is not None else "? GB"
 
 
-def diagnose(result: TrialResult, model: MemoryModel) -> str:
-    """One paragraph for the MLflow tag, the report and the table."""
+def diagnose(result: TrialResult, model: MemoryModel, best_accept_elsewhere: float | None = None) -> str:
+    """One paragraph for the MLflow tag, the report and the table.
+
+    `best_accept_elsewhere`: the best acceptance length other trials of the same draft reached; it tells
+    a draft that is broken from a tree shape that suits it badly.
+    """
     status, failure, m, c = result.status, result.failure, result.memory, result.config
     if status is TrialStatus.PREDICTED_OOM:
         return failure.message if failure else "skipped: predicted not to fit"
     if status is TrialStatus.OK:
-        return broken_speculation(result) or ""
+        return broken_speculation(result, best_accept_elsewhere) or ""
     if failure is None:
         return status.value
     head = ""
@@ -41,6 +46,17 @@ def diagnose(result: TrialResult, model: MemoryModel) -> str:
             + (f", leaving {_gb(m.get('avail_after_weights_gb'))}" if m.get("avail_after_weights_gb") else "")
         )
     f = c.mem_fraction_static
+    if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION and m.get("kv_cache_tokens"):
+        # The target's pool is in the log: what did not fit came after it, outside the static pool (the
+        # draft's weights or pool, as SGLang <= 0.5.9 loads the draft last). More static pool makes it
+        # worse; a smaller one leaves the draft room.
+        left = m.get("avail_end_gb") or m.get("avail_after_kv_gb")
+        return (
+            f"OOM after the target's KV pool was allocated ({int(m['kv_cache_tokens']):,} tokens, "
+            f"{_gb(m.get('kv_cache_gb'))}): {head + '; ' if head else ''}at mem_fraction_static {f:.3f} "
+            f"the static pool left {_gb(left)} for the draft model, which did not fit. "
+            f"Lower mem_fraction_static below {f:.3f} (or use a smaller draft)."
+        )
     if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION:
         minimum = model.kv_tokens.solve(1.0) if model.ready else None
         # SGLang 0.5.14+ names the minimum itself: "Raise --mem-fraction-static above 0.002".
@@ -97,14 +113,32 @@ def diagnose(result: TrialResult, model: MemoryModel) -> str:
     return f"{failure.kind.value} at {failure.stage.value}: {failure.message}"
 
 
-def broken_speculation(result: TrialResult) -> str:
-    """Acceptance near 1.0 with speculation on: the draft never helps (the users' silent failure)."""
+def accept_length(result: TrialResult) -> float | None:
+    """The trial's acceptance length: its best stage's, else the server's own average."""
+    best = result.best_stage
+    return best.accept_length if best and best.accept_length is not None else result.server_accept_length
+
+
+def broken_speculation(result: TrialResult, best_accept_elsewhere: float | None = None) -> str:
+    """Acceptance near 1.0 with speculation on: the draft never helps (the users' silent failure).
+
+    When other trials of the same draft accept well, the draft works and this tree shape is what gets
+    nothing accepted: that is said instead, and is not the loud broken-draft alarm.
+    """
     if not result.config.speculative:
         return ""
-    best = result.best_stage
-    accept = best.accept_length if best and best.accept_length is not None else result.server_accept_length
+    accept = accept_length(result)
     if accept is None or accept > BROKEN_ACCEPT:
         return ""
+    if best_accept_elsewhere is not None and best_accept_elsewhere >= WORKING_ACCEPT:
+        c = result.config
+        return (
+            f"poor_tree: acceptance length {accept:.2f} at steps {c.speculative_num_steps}, top-k "
+            f"{c.speculative_eagle_topk}, draft tokens {c.speculative_num_draft_tokens}: this tree gets "
+            "almost nothing accepted, while other trials of the same draft reach "
+            f"{best_accept_elsewhere:.2f}. "
+            "The draft works; this speculative setting does not suit it."
+        )
     return (
         f"broken_speculation: acceptance length {accept:.2f} with speculation on, so the draft never helps. "
         "Likely causes: an EAGLE-3 draft run as --speculative-algorithm EAGLE (its aux hidden states are "

@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.records import ServerConfig
+from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
+from orchestrator.secrets import flag_value, secret_values
 
 SEARCHED_PARAMS: tuple[str, ...] = (
     "mem_fraction_static",
@@ -193,12 +195,42 @@ class ServerSpec(_Model):
     python: str = Field(default="", description="interpreter on the nodes; empty = the worker's own")
     env: dict[str, str] = Field(default_factory=dict)
     enable_metrics: bool = False
+    secret_flags: list[str] = Field(
+        default_factory=list,
+        description="flags in `flags` whose values are secrets, besides --api-key, --admin-api-key, "
+        "--ssl-keyfile-password and --hf-token: masked and scrubbed from every log, artifact and record",
+    )
 
     @field_validator("flags", mode="before")
     @classmethod
     def _split_string(cls, value: Any) -> Any:
         # A single string is split like a shell would, but it is never run through one.
         return shlex.split(value) if isinstance(value, str) else value
+
+    @field_validator("secret_flags")
+    @classmethod
+    def _dashed(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not name.startswith("--") or "=" in name:
+                raise ValueError(f"{name!r}: name the flag as SGLang spells it, e.g. --api-key")
+        return names
+
+    @model_validator(mode="after")
+    def _secrets_long_enough(self) -> ServerSpec:
+        # A one-letter "secret" would be masked in every word of every log.
+        for value in secret_values(self.flags, self.secret_flags):
+            if len(value) < SECRET_MIN_LEN:
+                raise ValueError(
+                    f"flags: a secret flag's value is shorter than {SECRET_MIN_LEN} characters; "
+                    "use a real credential"
+                )
+        return self
+
+    def secrets(self) -> tuple[str, ...]:
+        return secret_values(self.flags, self.secret_flags)
+
+    def api_key(self) -> str | None:
+        return flag_value(self.flags, "--api-key")
 
     @field_validator("flags")
     @classmethod

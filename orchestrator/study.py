@@ -21,7 +21,7 @@ import ray
 from optuna.trial import TrialState
 
 from orchestrator import cluster, health
-from orchestrator.diagnosis import diagnose
+from orchestrator.diagnosis import accept_length, diagnose
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.records import (
     Failure,
@@ -229,6 +229,8 @@ class Sweep:
         self.repeats = 0
         self._measured: dict[ServerConfig, tuple[int, TrialStatus, float | None]] = {}
         self.broken_warned = False
+        self.broken_trials = 0  # speculative trials that accepted almost nothing
+        self.best_accept: float | None = None  # the draft's best acceptance length so far
 
     # -- study bookkeeping ------------------------------------------------------------------------
 
@@ -530,8 +532,14 @@ class Sweep:
         if (result.status is TrialStatus.OK and info.pruned_at is None) or result.status.infeasible:
             self._measured.setdefault(result.config, (trial.number, result.status, objective))
         corrections = self.model.observe(trial.number, result)
-        diagnosis = diagnose(result, self.model)
-        if diagnosis.startswith("broken_speculation") and not self.broken_warned:
+        diagnosis = diagnose(result, self.model, self.best_accept)
+        accept = accept_length(result) if result.config.speculative else None
+        if accept is not None:
+            self.best_accept = max(accept, self.best_accept or accept)
+        if diagnosis.startswith("broken_speculation"):
+            self.broken_trials += 1
+        # Loud once the draft has failed on two trees and worked on none: one tree can simply not suit it.
+        if self.broken_trials >= 2 and not self.broken_warned and diagnosis.startswith("broken_speculation"):
             self.broken_warned = True
             log.error("!!! %s", diagnosis)
         if info.baseline and result.output_tok_per_s:

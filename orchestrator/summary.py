@@ -22,7 +22,9 @@ def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
     """The real SGLang command for a configuration, whichever backend measured it."""
     version = record.result.server_version or "0.5.17"
     flags = sglang_flags(spec, record.result.config, version=version, port=30000, tp_size=spec.node.gpus)
-    return list(mask_secrets(["python", "-m", "sglang.launch_server", *flags]))
+    return list(
+        mask_secrets(["python", "-m", "sglang.launch_server", *flags], tuple(spec.server.secret_flags))
+    )
 
 
 def write_best(record: TrialRecord, spec: SweepSpec, study_dir: Path) -> list[Path]:

@@ -32,6 +32,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
+from orchestrator.secrets import scrub, scrub_file
 from orchestrator.server.command import LaunchPlan
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
@@ -234,7 +235,10 @@ class TrialRun:
         wl = self.spec.workload
         url = plan.base_url
         connector = aiohttp.TCPConnector(limit=0)
-        async with aiohttp.ClientSession(connector=connector) as session:
+        # SGLang with --api-key answers everything but /health and /metrics with 401 unless it is sent.
+        key = self.spec.server.api_key()
+        headers = {"Authorization": f"Bearer {key}"} if key else None
+        async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
             if not await wait_healthy(url, session, timeout_s=60.0):
                 status, failure = self._under_load_failure(
                     server, "server never answered /health after ready"
@@ -340,6 +344,8 @@ class TrialRun:
         gpu_before: tuple[GpuSample, ...] = (),
         gpu_after: tuple[GpuSample, ...] = (),
     ) -> TrialResult:
+        secrets = self.spec.server.secrets()
+        scrub_file(self.log_path, secrets)
         log_text = _read_capped(self.log_path)
         report: LogReport = self.parser.report()
         resolved: dict[str, float | int | str | bool] = {}
@@ -352,7 +358,7 @@ class TrialRun:
                 resolved["effective_max_running_requests"] = report.args.effective_max_running_requests
             if report.args.max_running_requests_reset_to is not None:
                 resolved["max_running_requests_reset_to"] = report.args.max_running_requests_reset_to
-        return TrialResult(
+        result = TrialResult(
             config=self.req.config,
             status=status,
             node_id=self.node.node_id,
@@ -374,6 +380,7 @@ class TrialRun:
             finished_unix=time.time(),
             notes=tuple(self.notes),
         )
+        return scrub(result, secrets)
 
 
 def _read_capped(path: Path) -> str:

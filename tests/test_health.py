@@ -253,12 +253,18 @@ def test_gauges_outlive_the_agents_ttl(ray_local: dict[str, Any]) -> None:
 
 
 def test_record_functions_are_silent_outside_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside Ray (the trial tests, a laptop) nothing is created, kept or started for the agent."""
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(health, "_metrics", None)
+    monkeypatch.setattr(health, "_refresher", None)
+    monkeypatch.setattr(health, "_last", {})
     health.record_gpu_samples("n", CLEAN, True)
     health.record_trial_finished(TrialStatus.OK)
     health.record_running("n", False)
     health.record_best(1.0)
     health.refresh()
+    assert health._metrics is None and health._refresher is None
+    assert health._last == {}
 
 
 @ray.remote(num_cpus=0)
@@ -283,7 +289,9 @@ def test_record_functions_never_raise(monkeypatch: pytest.MonkeyPatch) -> None:
         raise RuntimeError("metrics agent gone")
 
     monkeypatch.setattr(health, "_ensure", broken)
+    monkeypatch.setattr(health, "_last", {})
     health.record_gpu_samples("n", CLEAN, True)
     health.record_trial_finished(TrialStatus.OK)
     health.record_running("n", False)
     health.record_best(1.0)
+    assert health._last == {}  # nothing half-recorded before the failure

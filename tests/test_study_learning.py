@@ -74,3 +74,33 @@ def test_pruner_cuts_only_the_clearly_worse_and_never_after_the_last_stage() -> 
     assert prunes(50.0, 1)  # far below every other trial at the same stage
     assert not prunes(225.0, 1)  # in the middle of the pack: keep measuring
     assert not prunes(1.0, 0)  # the first stage alone is not enough to judge
+
+
+def test_each_outcome_is_told_with_its_state_and_constraints() -> None:
+    """What the sampler is told: the state and the constraint values it learns from, per outcome."""
+    import pytest
+
+    from orchestrator.study import OOM_CONSTRAINT, SLA_CONSTRAINT
+
+    study = optuna.create_study(direction="maximize")
+    cases = [
+        (TrialStatus.OOM, 900.0, False, "PRUNED", {OOM_CONSTRAINT: 1.0}),
+        (TrialStatus.OOM_UNDER_LOAD, None, False, "PRUNED", {OOM_CONSTRAINT: 1.0}),
+        (TrialStatus.PREDICTED_OOM, None, False, "PRUNED", {OOM_CONSTRAINT: 1.0}),
+        (TrialStatus.KV_PRESSURE, None, False, "PRUNED", {OOM_CONSTRAINT: 1.0}),
+        # Ran, met no latency limit: infeasible through its own constraint, not a fake value of 0.
+        (TrialStatus.SLA_MISSED, None, False, "PRUNED", {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 1.0}),
+        (TrialStatus.OK, 1234.0, False, "COMPLETE", {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 0.0}),
+        (TrialStatus.OK, 1234.0, True, "PRUNED", {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 0.0}),
+        (TrialStatus.FAILED, None, False, "FAIL", {}),
+        (TrialStatus.TIMEOUT, None, False, "FAIL", {}),
+        (TrialStatus.LOST, None, False, "FAIL", {}),
+    ]
+    for status, value, pruned, state, constraints in cases:
+        trial = study.ask()
+        tell_outcome(study, trial, status, value, pruned=pruned)
+        told = study.trials[trial.number]
+        assert told.state.name == state, status
+        assert told.constraints == constraints, status
+        if state == "COMPLETE":
+            assert told.value == pytest.approx(value)

@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from orchestrator.node import SimulatedNode, free_port, port_is_free
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
@@ -115,10 +113,16 @@ def test_a_taken_port_is_skipped_before_launch() -> None:
         assert free_port("127.0.0.1", start=taken) != taken
 
 
-@pytest.mark.parametrize("status", [TrialStatus.OOM, TrialStatus.KV_PRESSURE, TrialStatus.PREDICTED_OOM])
-def test_infeasible_statuses(status: TrialStatus) -> None:
-    assert status.infeasible
-    assert not TrialStatus.FAILED.infeasible and not TrialStatus.TIMEOUT.infeasible
+def test_infeasible_statuses() -> None:
+    """Exactly the memory outcomes are learned as infeasible: a crash, a timeout, a lost node or a
+    missed SLA says nothing about memory."""
+    infeasible = {s for s in TrialStatus if s.infeasible}
+    assert infeasible == {
+        TrialStatus.OOM,
+        TrialStatus.PREDICTED_OOM,
+        TrialStatus.KV_PRESSURE,
+        TrialStatus.OOM_UNDER_LOAD,
+    }
 
 
 def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> None:
@@ -179,3 +183,86 @@ def test_a_trial_folder_is_never_reused(tmp_path: Path) -> None:
     assert Path(second.log_path).read_text().count("server_args=") == 1
     assert second.startup_s and second.startup_s > 0
     assert_clean(node)
+
+
+SECRET = "sk-live-7f3a9c2e1b"
+MODEL_SECRET = "internal-model-name-42"
+
+
+def test_secrets_are_scrubbed_from_the_log_and_the_result(tmp_path: Path) -> None:
+    """SGLang prints `api_key='...'` in its server_args line; the simulated node does the same. The
+    server still gets the key (the benchmark authenticates with it), but no copy we keep holds it."""
+    import pickle
+
+    spec = load_spec(DEMO)
+    server = spec.server.model_copy(
+        update={
+            "flags": [*spec.server.flags, "--api-key", SECRET, "--served-model-name", MODEL_SECRET],
+            "secret_flags": ["--served-model-name"],
+        }
+    )
+    spec = spec.model_copy(
+        update={
+            "server": server,
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0}),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 8, "output_len": 16, "concurrency": [4]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    result = TrialRun(request, node, None).run()
+    # It measured: the key reached the server and the client sent it (else every request is a 401).
+    assert result.status is TrialStatus.OK, result.failure
+    assert result.stages[0].completed == 8
+    log = Path(result.log_path).read_text()
+    assert "api_key='****'" in log
+    for secret in (SECRET, MODEL_SECRET):
+        assert secret not in log
+        assert secret.encode() not in pickle.dumps(result)
+        for f in Path(result.log_path).parent.iterdir():
+            assert secret.encode() not in f.read_bytes(), f
+    assert_clean(node)
+
+
+def test_a_wrong_api_key_is_refused_by_the_simulated_node_as_by_sglang(tmp_path: Path) -> None:
+    import asyncio
+
+    import aiohttp
+
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "server": spec.server.model_copy(update={"flags": [*spec.server.flags, "--api-key", SECRET]}),
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0}),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    from orchestrator.server.process import ServerProcess
+
+    plan = node.plan(make_config(0.88, 128, 48, 3, 1, 4), free_port("127.0.0.1"), tmp_path)
+    server = ServerProcess(plan, tmp_path / "server.log")
+    server.start()
+    try:
+
+        async def ask(headers: dict[str, str] | None) -> tuple[int, int]:
+            async with aiohttp.ClientSession(headers=headers) as s:
+                for _ in range(600):
+                    try:
+                        async with s.get(plan.base_url + "/health") as h:
+                            if h.status == 200:
+                                break
+                    except aiohttp.ClientError:
+                        pass
+                    await asyncio.sleep(0.1)
+                async with s.get(plan.base_url + "/health") as h, s.get(plan.base_url + "/server_info") as i:
+                    return h.status, i.status
+
+        assert asyncio.run(ask(None)) == (200, 401)
+        assert asyncio.run(ask({"Authorization": "Bearer wrong"})) == (200, 401)
+        assert asyncio.run(ask({"Authorization": f"Bearer {SECRET}"})) == (200, 200)
+    finally:
+        server.stop(5.0)

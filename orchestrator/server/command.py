@@ -11,10 +11,8 @@ import sys
 from dataclasses import dataclass
 
 from orchestrator.records import ServerConfig
+from orchestrator.secrets import mask_argv
 from orchestrator.spec import Backend, SweepSpec
-
-SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--ssl-keyfile-password", "--hf-token"})
-MASK = "****"
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -31,6 +29,7 @@ class LaunchPlan:
     host: str
     port: int
     env: tuple[tuple[str, str], ...] = ()
+    secret_flags: tuple[str, ...] = ()  # the spec's own, beyond SGLang's credential flags
 
     @property
     def base_url(self) -> str:
@@ -38,27 +37,11 @@ class LaunchPlan:
         return f"http://{host}:{self.port}"
 
     def masked_argv(self) -> tuple[str, ...]:
-        return mask_secrets(self.argv)
+        return mask_argv(self.argv, self.secret_flags)
 
 
-def mask_secrets(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(MASK)
-            hide_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if name in SECRET_FLAGS:
-            if eq:
-                out.append(f"{name}={MASK}")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return tuple(out)
+def mask_secrets(argv: tuple[str, ...] | list[str], extra_flags: tuple[str, ...] = ()) -> tuple[str, ...]:
+    return mask_argv(argv, extra_flags)
 
 
 def graph_bs_flag(version: tuple[int, ...]) -> str:
@@ -131,5 +114,9 @@ def launch_plan(
             sim_state_dir,
         ]
     return LaunchPlan(
-        argv=tuple(argv), host=spec.server.host, port=port, env=tuple(sorted(spec.server.env.items()))
+        argv=tuple(argv),
+        host=spec.server.host,
+        port=port,
+        env=tuple(sorted(spec.server.env.items())),
+        secret_flags=tuple(spec.server.secret_flags),
     )

@@ -250,7 +250,17 @@ def make_app(node: SimNode) -> web.Application:
             return logged(web.Response(status=404, text="Not Found"), request)
         return logged(web.Response(text=metrics_text(node), content_type="text/plain"), request)
 
-    app = web.Application()
+    @web.middleware
+    async def api_key(request: web.Request, handler: Any) -> web.StreamResponse:
+        # As SGLang's add_api_key_middleware: /health* and /metrics stay open, the rest wants the key.
+        key = node.args.api_key
+        open_path = request.path.startswith(("/health", "/metrics")) or request.method == "OPTIONS"
+        if key and not open_path and request.headers.get("Authorization") != f"Bearer {key}":
+            return logged(web.json_response({"error": "Unauthorized"}, status=401), request)
+        resp: web.StreamResponse = await handler(request)
+        return resp
+
+    app = web.Application(middlewares=[api_key])
     app.router.add_get("/health", health)
     app.router.add_get("/health_generate", health)
     app.router.add_post("/generate", generate)

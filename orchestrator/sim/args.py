@@ -95,6 +95,9 @@ class SimArgs:
     sim_profile: str
     sim_state_dir: Path
     sim_startup_time_scale: float | None
+    api_key: str | None = None
+    admin_api_key: str | None = None
+    ssl_keyfile_password: str | None = None
     raw_notes: tuple[str, ...] = ()  # printed without a timestamp (the launcher's stderr warnings)
     log_notes: tuple[str, ...] = ()  # printed as log lines before server_args
     explicit: frozenset[str] = field(default_factory=frozenset)
@@ -149,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--disable-radix-cache", action="store_true")
     a("--disable-overlap-schedule", action="store_true")
     a("--watchdog-timeout", type=float, default=300)
+    a("--api-key", default=None)
+    a("--admin-api-key", default=None)
+    a("--ssl-keyfile-password", default=None)
     a("--sim-profile", required=True, help="simulated node profile: built-in name or YAML/JSON file")
     a("--sim-state-dir", required=True, type=Path, help="where the fake NVML state lives")
     a("--sim-startup-time-scale", type=float, default=None, help="override the profile's start-up scale")
@@ -292,6 +298,9 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
         )
     seed = ns.random_seed if ns.random_seed is not None else 0
     return SimArgs(
+        api_key=ns.api_key,
+        admin_api_key=ns.admin_api_key,
+        ssl_keyfile_password=ns.ssl_keyfile_password,
         model_path=ns.model_path,
         tokenizer_path=ns.tokenizer_path or ns.model_path,
         served_model_name=ns.served_model_name or ns.model_path,
@@ -413,6 +422,11 @@ def server_args_items(args: SimArgs, profile: SimProfile) -> list[tuple[str, Any
         ("host", args.host),
         ("port", args.port),
         ("skip_server_warmup", args.skip_server_warmup),
+        # 0.5.17 prints the credentials in clear, right here: what the sweep must scrub.
+        ("ssl_keyfile_password", args.ssl_keyfile_password),
+        ("enable_ssl_refresh", False),
+        ("api_key", args.api_key),
+        ("admin_api_key", args.admin_api_key),
         ("served_model_name", args.served_model_name),
         ("weight_version", "default"),
         ("log_level", args.log_level),

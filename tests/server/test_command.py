@@ -62,3 +62,22 @@ def test_secrets_masked() -> None:
         "****",
         "--hf-token=****",
     )
+
+
+def test_graph_bs_flag_boundary_versions() -> None:
+    """Read off the wheels: 0.5.9 knows only --cuda-graph-max-bs; 0.5.14 is the first with the per-phase
+    --cuda-graph-max-bs-decode (the old name an alias until 0.5.23 drops it)."""
+    spec = load_spec(DEMO)
+    cfg = make_config(0.88, 128, 48, 3, 1, None)
+    for version, flag in [
+        ("0.5.9", "--cuda-graph-max-bs"),
+        ("0.5.14", "--cuda-graph-max-bs-decode"),
+        ("0.5.14.post1", "--cuda-graph-max-bs-decode"),
+        ("0.5.19", "--cuda-graph-max-bs-decode"),
+        ("0.5.23", "--cuda-graph-max-bs-decode"),
+    ]:
+        flags = sglang_flags(spec, cfg, version=version, port=31000, tp_size=8)
+        i = flags.index(flag)
+        assert flags[i + 1] == "128", version
+        other = {"--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"} - {flag}
+        assert not other & set(flags), version

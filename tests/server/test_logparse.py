@@ -57,6 +57,11 @@ OUTCOMES = [
     ("0.5.14", "port-in-use.log", False, S.WARMUP, K.PORT_IN_USE),
     ("0.5.23", "ok.log", True, None, None),
     ("0.5.23", "draft-graph-oom.log", False, S.DRAFT_GRAPH_CAPTURE, K.OOM),
+    # specsweep's own sweep on an H200 (a subfolder of its version)
+    ("0.5.17/specsweep-h200", "ok-accept.log", True, None, None),
+    ("0.5.17/specsweep-h200", "ok-dummy.log", True, None, None),
+    ("0.5.17/specsweep-h200", "kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
+    ("0.5.17/specsweep-h200", "graph-oom.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
 ]
 
 
@@ -76,7 +81,9 @@ def test_every_fixture_is_classified(
 
 
 def test_every_fixture_folder_is_tested() -> None:
-    on_disk = {(p.parent.name, p.name) for p in FIXTURES.glob("*/*.log")}
+    # Every depth: a subfolder of a version (a sweep's own logs) is a fixture folder too.
+    on_disk = {(p.parent.relative_to(FIXTURES).as_posix(), p.name) for p in FIXTURES.rglob("*.log")}
+    assert ("0.5.17/specsweep-h200", "ok-dummy.log") in on_disk
     assert on_disk == {(v, n) for v, n, *_ in OUTCOMES}
 
 

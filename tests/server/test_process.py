@@ -95,3 +95,30 @@ def test_server_sees_sigint_even_when_its_parent_blocks_it(tmp_path: Path) -> No
     report = proc.stop(grace_s=5.0)
     assert report.signal_used == "SIGINT", report
     assert report.returncode not in (None, -9)
+
+
+# Three generations, like SGLang's launcher -> scheduler -> detokenizer / TP workers: the grandchild
+# ignores SIGINT and must be found through its parent, not only as a direct child of the server.
+GENERATIONS = (
+    "import subprocess, sys, time\n"
+    "grand = 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    'print("grandchild", "ready", flush=True); time.sleep(60)\'\n'
+    "child = 'import subprocess, sys, time, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "subprocess.Popen([sys.executable, \"-c\", ' + repr(grand) + ']); time.sleep(60)'\n"
+    "subprocess.Popen([sys.executable, '-c', child])\n"
+    "print('parent up', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_stop_kills_grandchildren_too(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    proc = ServerProcess(LaunchPlan(argv=(sys.executable, "-c", GENERATIONS), host="127.0.0.1", port=0), log)
+    proc.start()
+    _wait_for(log, "grandchild ready")
+    proc.refresh_tree()
+    pids = [p.pid for p in proc.alive_tree()]
+    assert len(pids) == 3, pids
+    proc.stop(grace_s=1.0)
+    assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie" for pid in pids)
+    assert not proc.alive_tree()
