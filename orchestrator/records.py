@@ -17,7 +17,7 @@ class TrialStatus(StrEnum):
     OOM = "oom"  # the server ran out of GPU memory at start-up (KV allocation or graph capture)
     PREDICTED_OOM = "predicted_oom"  # skipped: the learned memory model says it cannot fit
     KV_PRESSURE = "kv_pressure"  # started, but retracts requests at its own max_running_requests
-    OOM_UNDER_LOAD = "oom_under_load"  # started, then Prefill/Decode out of memory or died under load
+    OOM_UNDER_LOAD = "oom_under_load"  # started, then an out-of-memory line under load (a bare crash: FAILED)
     SLA_MISSED = "sla_missed"  # ran, but no benchmark stage met the spec's latency limits
     FAILED = "failed"  # crash or any other error that says nothing about memory
     TIMEOUT = "timeout"  # a phase ran past its deadline (never ready, or hung mid-benchmark)

@@ -114,9 +114,13 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (batch systems, `timeout`, `kill`): stop as cleanly as Ctrl-C does."""
 
 
+TERMINATED = {"seen": False}  # Ray may re-raise the interrupt as a plain KeyboardInterrupt
+
+
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
+        TERMINATED["seen"] = True
         raise Terminated()
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -259,13 +263,14 @@ def run(
             outcome = sweep.run()
         failed = False
     except KeyboardInterrupt as err:
-        why = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
+        term = isinstance(err, Terminated) or TERMINATED["seen"]
+        why = "terminated (SIGTERM)" if term else "interrupted"
         print(
             f"\n{why}: finished trials are recorded, running ones closed and queued again; "
             "continue with --resume",
             file=sys.stderr,
         )
-        return 143 if isinstance(err, Terminated) else 130
+        return 143 if term else 130
     finally:
         lease.release()
         tracker.flush_spool()

@@ -266,3 +266,43 @@ def test_a_wrong_api_key_is_refused_by_the_simulated_node_as_by_sglang(tmp_path:
         assert asyncio.run(ask({"Authorization": f"Bearer {SECRET}"})) == (200, 200)
     finally:
         server.stop(5.0)
+
+
+def test_a_crash_under_load_is_failed_not_oom(tmp_path: Path) -> None:
+    """A server killed mid-benchmark with no out-of-memory line in its log is a crash (`failed`, never
+    learned as infeasible): a crash is not evidence of memory. A runtime OOM line is `oom_under_load`."""
+    import os
+    import signal
+    import threading
+
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "timeouts": spec.timeouts.model_copy(
+                update={"benchmark_s": 30.0, "stop_s": 1.0, "gpu_clean_s": 5.0}
+            ),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 64, "output_len": 512, "concurrency": [2]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec) or {}
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile)
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.update(result=TrialRun(request, node, None).run()))
+    runner.start()
+    log = tmp_path / "t" / "server.log"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "Decode batch" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    for s in FakeNvml.for_profile(node.state_dir, profile).snapshot():
+        for p in s.processes:
+            os.kill(p.pid, signal.SIGKILL)
+    runner.join(timeout=60)
+    result = out["result"]
+    assert result.status is TrialStatus.FAILED, result.failure
+    assert not result.status.infeasible
+    assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
+    assert result.failure.kind is not FailureKind.OOM
+    assert_clean(node)

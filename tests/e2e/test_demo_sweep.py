@@ -26,12 +26,23 @@ def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str
     )
 
 
+SECRET = "sk-e2e-5d1c0a77"
+
+
 @pytest.mark.slow
 def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
-    spec = demo_spec(known_good=[GOOD, KV_OOM], budget__trials=4)
+    # A KV OOM among the known-good ones: its failure message quotes the log. The server also gets an
+    # API key, which must reach it and nothing we keep.
+    spec = demo_spec(
+        known_good=[GOOD, KV_OOM],
+        budget__trials=4,
+        server__flags=["--trust-remote-code", "--skip-tokenizer-init", f"--api-key={SECRET}"],
+    )
     out = tmp_path / "runs"
     proc = sweep(spec, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    leaks = [p for p in out.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert not leaks, leaks
     assert "mlflow ui --backend-store-uri sqlite:///" in proc.stdout
     assert "best: trial" in proc.stdout
 
@@ -48,7 +59,7 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
     assert oom.params["mem_fraction_static"] == pytest.approx(0.70)
     ok = [t for t in trials if t.user_attrs["status"] == "ok"]
     assert ok and all(
-        t.state == optuna.trial.TrialState.COMPLETE and t.constraints == {"oom": 0.0} for t in ok
+        t.state == optuna.trial.TrialState.COMPLETE and t.constraints == {"oom": 0.0, "sla": 0.0} for t in ok
     )
 
     client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")

@@ -123,15 +123,17 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
     )
     storage = f"sqlite:///{out / 'optuna.db'}"
 
-    def finished() -> int:
+    def finished_and_running() -> bool:
         try:
             trials = optuna.load_study(study_name="demo", storage=storage).trials
         except Exception:
-            return 0
-        return sum(t.state.is_finished() for t in trials) if len(trials) >= 2 else 0
+            return False
+        running = any(t.state == optuna.trial.TrialState.RUNNING for t in trials)
+        return running and any(t.state.is_finished() for t in trials)
 
     try:
-        wait_until(lambda: finished() >= 1, 180, "a first finished trial")
+        # Killed with a trial in flight: that trial must be closed and run again, not counted.
+        wait_until(finished_and_running, 180, "a finished trial and a running one")
     finally:
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and the local Ray it started
         driver.wait()
@@ -143,7 +145,9 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
     for old in before:
         if old.state.is_finished():
             assert after[old.number].state == old.state and after[old.number].params == old.params
-    stale = [t for t in after if t.user_attrs.get("closed")]
+    closed = optuna.load_study(study_name="demo", storage=storage).user_attrs.get("closed_trials") or {}
+    stale = [after[int(n)] for n in closed]
+    assert stale, "the trial the dead driver left running was not closed"
     for t in stale:
         assert t.state == optuna.trial.TrialState.FAIL
         assert any(u.user_attrs.get("requeued_from") == t.number for u in after)
@@ -151,8 +155,9 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
         t
         for t in after
         if t.state.is_finished()
-        and not t.user_attrs.get("closed")
-        and t.user_attrs.get("status") != "predicted_oom"
+        and str(t.number) not in closed
+        and t.user_attrs.get("status") not in ("predicted_oom", "lost")
+        and "repeat_of" not in t.user_attrs
     ]
     assert len(counted) == 4
     assert not [t for t in after if t.state == optuna.trial.TrialState.RUNNING]
