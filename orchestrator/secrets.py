@@ -9,8 +9,8 @@ the log file on the node and in the result it sends back: nothing downstream eve
 from __future__ import annotations
 
 import dataclasses
-from enum import Enum
 from collections.abc import Iterable, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
