@@ -41,6 +41,7 @@ class Outcome(StrEnum):
     FEASIBLE = "feasible"
     OOM = "oom"  # ran out of memory: at start-up, under load, or retracting at its own limit
     PREDICTED_OOM = "predicted_oom"  # skipped by the memory model, never launched
+    SLA_MISSED = "sla_missed"  # ran, but no stage met the spec's latency limits
     FAILED = "failed"  # crash, timeout, lost node: says nothing about memory
 
 
@@ -53,6 +54,8 @@ def outcome_of(status: str) -> Outcome:
         return Outcome.FEASIBLE
     if s is TrialStatus.PREDICTED_OOM:
         return Outcome.PREDICTED_OOM
+    if s is TrialStatus.SLA_MISSED:
+        return Outcome.SLA_MISSED
     return Outcome.OOM if s.infeasible else Outcome.FAILED
 
 

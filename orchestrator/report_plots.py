@@ -34,6 +34,11 @@ STYLE: dict[Outcome, dict[str, str]] = {
     Outcome.FEASIBLE: {"symbol": "circle", "color": "", "name": "feasible (colour: tok/s)"},
     Outcome.OOM: {"symbol": "x", "color": "#d62728", "name": "OOM (start-up, under load, KV pressure)"},
     Outcome.PREDICTED_OOM: {"symbol": "diamond-open", "color": "#ff7f0e", "name": "predicted OOM (skipped)"},
+    Outcome.SLA_MISSED: {
+        "symbol": "triangle-down-open",
+        "color": "#9467bd",
+        "name": "ran, missed the latency SLA",
+    },
     Outcome.FAILED: {"symbol": "square-open", "color": "#7f7f7f", "name": "failed / timeout / lost"},
 }
 TEMPLATE = "plotly_white"
@@ -264,7 +269,7 @@ def history_figure(rows: Sequence[TrialRow]) -> go.Figure:
                     hovertemplate="%{text}<extra></extra>",
                 )
             )
-    for outcome in (Outcome.OOM, Outcome.PREDICTED_OOM, Outcome.FAILED):
+    for outcome in (Outcome.OOM, Outcome.PREDICTED_OOM, Outcome.SLA_MISSED, Outcome.FAILED):
         sel = [r for r in rows if r.outcome is outcome]
         if sel:
             style = STYLE[outcome]

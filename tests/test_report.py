@@ -70,6 +70,7 @@ def test_outcome_and_params_parsing() -> None:
     assert outcome_of("ok") is Outcome.FEASIBLE
     assert {outcome_of(s) for s in ("oom", "oom_under_load", "kv_pressure")} == {Outcome.OOM}
     assert outcome_of("predicted_oom") is Outcome.PREDICTED_OOM
+    assert outcome_of("sla_missed") is Outcome.SLA_MISSED  # shown as such, neither feasible nor a crash
     assert {outcome_of(s) for s in ("failed", "timeout", "lost", "nonsense")} == {Outcome.FAILED}
     assert parse_param("16") == 16 and isinstance(parse_param("16"), int)
     assert parse_param("0.85") == 0.85
@@ -190,12 +191,23 @@ def test_feasibility_map_draws_each_outcome_with_its_own_symbol(rows: list[Trial
     fig = feasibility_figure(rows)
     first = [t for t in fig.data if t.xaxis == "x"]  # the mem_fraction_static / cuda_graph_max_bs panel
     symbols = {t.legendgroup: t.marker.symbol for t in first}
-    assert set(symbols) == {o.value for o in Outcome}
+    assert set(symbols) == {o.value for o in Outcome if o is not Outcome.SLA_MISSED}  # none in the fixture
     assert len(set(symbols.values())) == 4
     feasible = next(t for t in first if t.legendgroup == "feasible")
     assert sorted(feasible.marker.color) == sorted(p.tok_s for p in PLAN if p.tok_s)
     oom = next(t for t in first if t.legendgroup == "oom")
     assert list(oom.x) == [0.95] and list(oom.y) == [512]
+
+
+def test_a_trial_that_missed_its_sla_is_drawn_as_such(rows: list[TrialRow]) -> None:
+    import dataclasses
+
+    missed = dataclasses.replace(rows[1], status="sla_missed")
+    fig = feasibility_figure([*rows, missed])
+    first = [t for t in fig.data if t.xaxis == "x"]
+    symbols = {t.legendgroup: t.marker.symbol for t in first}
+    assert set(symbols) == {o.value for o in Outcome}
+    assert len(set(symbols.values())) == 5
 
 
 def test_latency_figure_draws_the_pareto_front(rows: list[TrialRow]) -> None:
