@@ -252,7 +252,13 @@ class TrialRun:
             for step, concurrency in enumerate(wl.concurrency):
                 await flush_cache(url, session)
                 outcomes, duration = await run_stage(
-                    url, requests, concurrency, timeout_s=self.spec.timeouts.benchmark_s, session=session
+                    url,
+                    requests,
+                    concurrency,
+                    timeout_s=self.spec.timeouts.benchmark_s,
+                    session=session,
+                    min_duration_s=wl.min_stage_s,
+                    min_tokens=wl.min_stage_tokens,
                 )
                 metrics = stage_metrics(concurrency, outcomes, duration)
                 self._stages_done.append(metrics)

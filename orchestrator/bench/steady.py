@@ -66,9 +66,7 @@ class Interval:
     batches: int
 
 
-def steady_window(
-    first_wave_ready_s: Sequence[float], last_sent_s: float, duration_s: float
-) -> Window:
+def steady_window(first_wave_ready_s: Sequence[float], last_sent_s: float, duration_s: float) -> Window:
     """The window in which every slot is busy.
 
     ``first_wave_ready_s``: when each request of the first wave (the first ``concurrency`` sent) got its

@@ -84,7 +84,7 @@ def test_stage_tok_s_is_the_steady_rate_not_diluted_by_ramp_and_tail() -> None:
     # 0.5 s prefill. Whole-stage tok/s counts the prefills at the start and the draining end; the steady
     # window starts once both slots stream and ends with the last request sent.
     outcomes: list[RequestOutcome] = []
-    for slot in range(2):
+    for _slot in range(2):
         t = 0.0
         for _ in range(10):
             outcomes.append(_sent(t, 0.5, 20, 0.01))
