@@ -71,12 +71,20 @@ def stage_metrics(concurrency: int, outcomes: Sequence[RequestOutcome], duration
     rate = 1.0 / duration_s if duration_s > 0 else 0.0
     window, tok_per_s, ci95 = Window(0.0, duration_s, False), output_tokens * rate, None
     if ok and all(o.sent_s is not None for o in outcomes):
-        window = steady_window(
-            [(o.sent_s or 0.0) + o.ttft_s for o in outcomes[:concurrency] if o.success],
-            max(o.sent_s or 0.0 for o in outcomes),
-            duration_s,
-        )
-        interval = rate_interval([a for o in ok for a in arrivals(o)], window)
+        # A failed request ends at once and breaks the closed loop the steady window relies on: a stage
+        # with failures is measured whole, as bench_serving does.
+        if len(ok) == len(outcomes):
+            window = steady_window(
+                [o.sent_s or 0.0 for o in outcomes],
+                [(o.sent_s or 0.0) + o.ttft_s for o in outcomes[:concurrency]],
+                concurrency,
+                duration_s,
+            )
+        if window.steady:  # the tokens of the requests sent in the window (see steady.py)
+            events = [Arrival(o.sent_s or 0.0, o.completion_tokens) for o in ok]
+        else:  # the whole stage: every token when it arrived
+            events = [a for o in ok for a in arrivals(o)]
+        interval = rate_interval(events, window)
         tok_per_s, ci95 = interval.tok_per_s, (interval.low, interval.high)
     return StageMetrics(
         concurrency=concurrency,
@@ -100,6 +108,14 @@ def stage_metrics(concurrency: int, outcomes: Sequence[RequestOutcome], duration
     )
 
 
+def _ms_percentiles(values_s: Sequence[float]) -> tuple[float, float]:
+    """p50 and p99 in milliseconds; 0.0 for no samples, as bench_serving reports."""
+    if not values_s:
+        return 0.0, 0.0
+    p50, p99 = percentiles(values_s, (50.0, 99.0))
+    return p50 * 1000.0, p99 * 1000.0
+
+
 def arrivals(outcome: RequestOutcome) -> list[Arrival]:
     """When each of a request's tokens arrived, in seconds after the stage began: the first chunk's
     tokens at its TTFT, then one token per inter-token latency (a speculative chunk's tokens are spread
@@ -112,11 +128,3 @@ def arrivals(outcome: RequestOutcome) -> list[Arrival]:
         t += itl
         out.append(Arrival(t, 1))
     return out
-
-
-def _ms_percentiles(values_s: Sequence[float]) -> tuple[float, float]:
-    """p50 and p99 in milliseconds; 0.0 for no samples, as bench_serving reports."""
-    if not values_s:
-        return 0.0, 0.0
-    p50, p99 = percentiles(values_s, (50.0, 99.0))
-    return p50 * 1000.0, p99 * 1000.0

@@ -3,8 +3,16 @@
 A stage starts with a ramp-up (every slot sends its first request and waits for its prefill) and ends
 with a tail (no request is left to send, so the slots empty one by one). Neither is the throughput a
 user gets from a loaded server, and in a short stage they are most of it. The steady window runs from
-the moment every slot of the first wave has its first token to the moment the last request is sent:
-all the while, ``concurrency`` requests are in flight.
+the first time a slot sends its *second* request (the first wave has been prefilled and one of its
+requests has finished) to the moment the last request is sent: all the while, ``concurrency`` requests
+are in flight. Both ends are send times on purpose: with equal lengths the requests move in waves
+(prefill together, decode together, finish together), and a window from one send to another spans whole
+waves, so it neither catches a wave's fast decode without the prefill that pays for it nor the reverse.
+
+Within the window the stage runs a closed loop: a slot sends its next request the moment its last one
+finishes, so sends keep pace with completions. The throughput is the output tokens of the requests sent
+in the window over its length; counting sends rather than token arrivals keeps a window of a few waves
+from depending on where in a wave it happens to start.
 
 The interval comes from batch means: the window is cut into equal batches and the tok/s of each batch
 is one sample. Consecutive seconds of one server are correlated (its throughput drifts), so treating
@@ -27,6 +35,9 @@ _T975 = (
 MAX_BATCHES = 10
 MIN_BATCH_S = 1.0  # a batch of a second or more: about one drift period of a real server
 MIN_STEADY_SHARE = 0.2  # a window shorter than this share of the stage is mostly ramp: use the whole stage
+# Every slot must turn over this often inside the window: a window of a wave or two hangs on where the
+# waves fall, and the whole stage is the steadier figure then.
+MIN_TURNOVERS = 3
 
 
 def t975(dof: int) -> float:
@@ -38,7 +49,8 @@ def t975(dof: int) -> float:
 
 @dataclass(frozen=True)
 class Arrival:
-    """``tokens`` output tokens of one request arrived ``at_s`` seconds after the stage started."""
+    """An event of ``tokens`` output tokens ``at_s`` seconds after the stage started (a request sent
+    with its output tokens, or tokens received)."""
 
     at_s: float
     tokens: int
@@ -66,18 +78,26 @@ class Interval:
     batches: int
 
 
-def steady_window(first_wave_ready_s: Sequence[float], last_sent_s: float, duration_s: float) -> Window:
+def steady_window(
+    sent_s: Sequence[float], first_wave_ready_s: Sequence[float], concurrency: int, duration_s: float
+) -> Window:
     """The window in which every slot is busy.
 
-    ``first_wave_ready_s``: when each request of the first wave (the first ``concurrency`` sent) got its
-    first token; ``last_sent_s``: when the last request was sent; ``duration_s``: the whole stage.
+    ``sent_s``: when each request was sent, in the order sent; ``first_wave_ready_s``: when each request
+    of the first wave (the first ``concurrency`` sent) got its first token; ``duration_s``: the stage.
+    Without a second wave (one pass at full concurrency), or with fewer than ``MIN_TURNOVERS`` sends per
+slot inside the window, there is no steady part to trust: the whole stage.
     """
-    start = max(first_wave_ready_s, default=0.0)
-    end = min(last_sent_s, duration_s)
     if duration_s <= 0:
         return Window(0.0, 0.0, False)
-    if end - start < MIN_STEADY_SHARE * duration_s or end <= start:
-        return Window(0.0, duration_s, False)
+    whole = Window(0.0, duration_s, False)
+    if len(sent_s) <= concurrency:
+        return whole
+    start = max(sent_s[concurrency], max(first_wave_ready_s, default=0.0))
+    end = min(max(sent_s), duration_s)
+    sends_inside = sum(1 for t in sent_s if start <= t < end)
+    if end - start < MIN_STEADY_SHARE * duration_s or sends_inside < MIN_TURNOVERS * concurrency:
+        return whole
     return Window(start, end, True)
 
 
@@ -89,7 +109,12 @@ def rate_interval(arrivals: Sequence[Arrival], window: Window) -> Interval:
     length, the interval is the point 0.
     """
     length = window.length_s
-    inside = [a for a in arrivals if window.start_s <= a.at_s <= window.end_s]
+    # A steady window leaves its end out: it ends at the last send, whose request is the tail's.
+    inside = [
+        a
+        for a in arrivals
+        if window.start_s <= a.at_s < window.end_s or (not window.steady and a.at_s == window.end_s)
+    ]
     tokens = sum(a.tokens for a in inside)
     if length <= 0 or tokens == 0:
         return Interval(0.0, 0.0, 0.0, tokens, 0)

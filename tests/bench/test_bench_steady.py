@@ -19,17 +19,36 @@ def test_t_quantiles_are_students_and_approach_the_normal() -> None:
         t975(0)
 
 
-def test_window_runs_from_the_first_wave_ready_to_the_last_request_sent() -> None:
-    w = steady_window([0.2, 0.5, 0.4], last_sent_s=9.0, duration_s=10.0)
-    assert (w.start_s, w.end_s, w.steady) == (0.5, 9.0, True)
+def test_window_runs_from_the_first_second_request_of_a_slot_to_the_last_request_sent() -> None:
+    # Concurrency 2: requests 0 and 1 open the stage, request 2 is the first one a slot sends again.
+    sent = [0.0, 0.0, 1.5, 1.7, 3.0, 3.3, 4.5, 4.8, 6.0, 6.2, 9.0]
+    w = steady_window(sent, [0.4, 0.5], concurrency=2, duration_s=10.0)
+    assert (w.start_s, w.end_s, w.steady) == (1.5, 9.0, True)
+    # The first wave's first tokens bound it too (a slot freed before every slot had started).
+    assert steady_window(sent, [0.4, 2.0], concurrency=2, duration_s=10.0).start_s == 2.0
+    # Fewer than three turnovers of every slot inside: a window that short hangs on where waves fall.
+    assert not steady_window(sent[:7], [0.4, 0.5], concurrency=2, duration_s=6.0).steady
 
 
 def test_a_stage_without_a_steady_part_is_measured_whole() -> None:
     # Every request sent at once (one pass at full concurrency): ramp and tail are all there is.
-    w = steady_window([0.3, 0.3], last_sent_s=0.0, duration_s=2.0)
+    w = steady_window([0.0, 0.0], [0.3, 0.3], concurrency=2, duration_s=2.0)
     assert (w.start_s, w.end_s, w.steady) == (0.0, 2.0, False)
     # A window under a fifth of the stage is mostly ramp-up: the whole stage again.
-    assert not steady_window([1.0], last_sent_s=1.3, duration_s=2.0).steady
+    assert not steady_window([0.0, 1.0, 1.3], [0.2], concurrency=1, duration_s=2.0).steady
+
+
+def test_whole_waves_give_the_wave_rate_whatever_the_decode_speed() -> None:
+    # Equal lengths move in waves: 4 requests prefill for 0.3 s, then decode 20 tokens each at 10 ms a
+    # token, finish together, and the next 4 are sent. The true rate is 80 tokens per 0.5 s wave.
+    outcomes = []
+    for wave in range(6):
+        for _ in range(4):
+            outcomes.append(_sent(wave * 0.5, 0.3 + 0.01, 20, 0.01))
+    duration = 6 * 0.5
+    m = stage_metrics(4, outcomes, duration)
+    assert m.steady
+    assert m.output_tok_per_s == pytest.approx(160.0, rel=0.05)
 
 
 def test_a_constant_rate_has_a_tight_interval_around_it() -> None:
@@ -80,21 +99,22 @@ def test_arrivals_put_the_first_chunk_at_ttft_and_then_one_token_per_itl() -> No
 
 
 def test_stage_tok_s_is_the_steady_rate_not_diluted_by_ramp_and_tail() -> None:
-    # Concurrency 2: each slot sends 20-token requests back to back, a token every 10 ms after a
-    # 0.5 s prefill. Whole-stage tok/s counts the prefills at the start and the draining end; the steady
-    # window starts once both slots stream and ends with the last request sent.
+    # Concurrency 2, staggered slots: each sends 20-token requests back to back (0.2 s prefill, then a
+    # token every 10 ms: 0.39 s a request), but the very first request of each slot waits 1 s for a cold
+    # prefill. Whole-stage tok/s counts that ramp and the draining end; the steady rate is 2 x 20 / 0.39.
     outcomes: list[RequestOutcome] = []
-    for _slot in range(2):
-        t = 0.0
-        for _ in range(10):
-            outcomes.append(_sent(t, 0.5, 20, 0.01))
-            t += 0.5 + 19 * 0.01
+    for slot in range(2):
+        t = slot * 0.2
+        for i in range(12):
+            ttft = 1.0 if i == 0 else 0.2
+            outcomes.append(_sent(t, ttft, 20, 0.01))
+            t += ttft + 19 * 0.01
     outcomes.sort(key=lambda o: o.sent_s or 0.0)
     duration = max((o.sent_s or 0.0) + o.latency_s for o in outcomes)
     m = stage_metrics(2, outcomes, duration)
-    whole = 400 / duration
     assert m.steady and m.window_s < duration
-    assert m.output_tok_per_s > whole
+    assert m.output_tok_per_s == pytest.approx(40 / 0.39, rel=0.05)
+    assert 480 / duration < 0.9 * m.output_tok_per_s
     assert m.output_tok_per_s_ci95 is not None
     low, high = m.output_tok_per_s_ci95
     assert low <= m.output_tok_per_s <= high
