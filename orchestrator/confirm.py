@@ -74,19 +74,48 @@ def confirmation_note(budget: BudgetSpec, n_trials: int) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Spread:
+    """Launch-to-launch spread pooled over every configuration launched more than once: relative
+    standard deviation and its degrees of freedom. The spread is the machine's (its per-launch offset and
+    drift), not one configuration's, so pooling gives one with three launches a usable interval and one
+    launched once an honest one."""
+
+    relative_sd: float
+    dof: int
+
+
+def pooled_spread(groups: Sequence[Sequence[float]]) -> Spread | None:
+    """The pooled relative spread of the groups with two values or more (None without any)."""
+    num, dof = 0.0, 0
+    for values in groups:
+        if len(values) < 2:
+            continue
+        mean = statistics.fmean(values)
+        if mean <= 0:
+            continue
+        num += (len(values) - 1) * (statistics.stdev(values) / mean) ** 2
+        dof += len(values) - 1
+    return Spread(math.sqrt(num / dof), dof) if dof else None
+
+
 def launch_interval(
-    values: Sequence[float], stage_ci: tuple[float, float] | None = None
+    values: Sequence[float], stage_ci: tuple[float, float] | None = None, spread: Spread | None = None
 ) -> tuple[float, float]:
     """95 % interval of a configuration's throughput from its launches (Student t on their mean).
 
-    With one launch there is no launch-to-launch spread to go on: the stage's own interval (which
-    misses the per-launch offset, so it is too narrow) or, without it, the point itself.
+    With a pooled ``spread`` the launches' own standard deviation is replaced by it. Without one, a single
+    launch has no launch-to-launch spread to go on: the stage's own interval (which misses the per-launch
+    offset, so it is too narrow) or, without that, the point itself.
     """
     if not values:
         raise ValueError("no launch values")
+    mean = statistics.fmean(values)
+    if spread is not None:
+        half = t975(spread.dof) * spread.relative_sd * mean / math.sqrt(len(values))
+        return (mean - half, mean + half)
     if len(values) == 1:
         return stage_ci if stage_ci is not None else (values[0], values[0])
-    mean = statistics.fmean(values)
     half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
     return (mean - half, mean + half)
 
@@ -103,10 +132,12 @@ def _measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
 
 
 def rank(records: Sequence[TrialRecord]) -> list[Ranked]:
-    """Every measured configuration, best median first (ties broken by more launches, then the first)."""
+    """Every measured configuration, best median first (ties broken by more launches, then the first),
+    each with its interval from the launch-to-launch spread pooled over all of them."""
     groups: dict[ServerConfig, list[TrialRecord]] = {}
     for r in sorted(_measured(records), key=lambda r: r.number):
         groups.setdefault(r.result.config, []).append(r)
+    spread = pooled_spread([[float(r.objective or 0.0) for r in launches] for launches in groups.values()])
     ranked = []
     for config, launches in groups.items():
         values = tuple(float(r.objective or 0.0) for r in launches)
@@ -120,7 +151,7 @@ def rank(records: Sequence[TrialRecord]) -> list[Ranked]:
                 numbers=tuple(r.number for r in launches),
                 values=values,
                 median=statistics.median(values),
-                ci95=launch_interval(values, stage_ci),
+                ci95=launch_interval(values, stage_ci, spread),
             )
         )
     ranked.sort(key=lambda c: (-c.median, -c.repeats, c.first))

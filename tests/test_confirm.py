@@ -109,3 +109,19 @@ def test_a_clear_winner_is_distinguishable() -> None:
     assert v.confidence()["tied_with"] == []
     assert "beyond noise" in v.summary()
     assert verdict([]) is None
+
+
+def test_the_launch_spread_is_pooled_over_configurations_and_covers_single_launches() -> None:
+    from orchestrator.confirm import pooled_spread
+
+    spread = pooled_spread([[900.0, 1000.0, 1100.0], [450.0, 500.0, 550.0], [700.0]])
+    assert spread is not None and spread.dof == 4
+    assert spread.relative_sd == pytest.approx(0.1)
+    assert pooled_spread([[1.0], [2.0]]) is None
+    # A configuration launched once gets the machine's launch spread, not its stage's narrow interval.
+    records = [rec(0, A, 1000.0), rec(1, A, 900.0), rec(2, A, 1100.0), rec(3, B, 800.0, ci=(799.0, 801.0))]
+    b = next(c for c in rank(records) if c.config == B)
+    half = 4.303 * 0.1 * 800.0  # t(2) x pooled relative sd (from A alone) x value, over sqrt(1)
+    assert b.ci95 == pytest.approx((800.0 - half, 800.0 + half), rel=1e-3)
+    a = next(c for c in rank(records) if c.config == A)
+    assert a.ci95 == pytest.approx((1000 - 4.303 * 100 / 3**0.5, 1000 + 4.303 * 100 / 3**0.5), rel=1e-3)

@@ -83,10 +83,10 @@ def steady_window(
 ) -> Window:
     """The window in which every slot is busy.
 
-    ``sent_s``: when each request was sent, in the order sent; ``first_wave_ready_s``: when each request
-    of the first wave (the first ``concurrency`` sent) got its first token; ``duration_s``: the stage.
-    Without a second wave (one pass at full concurrency), or with fewer than ``MIN_TURNOVERS`` sends per
-slot inside the window, there is no steady part to trust: the whole stage.
+        ``sent_s``: when each request was sent, in the order sent; ``first_wave_ready_s``: when each request
+        of the first wave (the first ``concurrency`` sent) got its first token; ``duration_s``: the stage.
+        Without a second wave (one pass at full concurrency), or with fewer than ``MIN_TURNOVERS`` sends per
+    slot inside the window, there is no steady part to trust: the whole stage.
     """
     if duration_s <= 0:
         return Window(0.0, 0.0, False)
