@@ -147,6 +147,11 @@ class StageMetrics:
     accept_length: float | None  # sum(completion_tokens) / sum(spec_verify_ct) over the requests
     retractions: int = 0
     errors: tuple[str, ...] = ()
+    # output_tok_per_s is measured over this window: the steady part of the stage, or the whole stage
+    # (steady False) when it had none long enough.
+    window_s: float = 0.0
+    steady: bool = False
+    output_tok_per_s_ci95: tuple[float, float] | None = None  # 95 % batch-means interval
 
 
 @dataclass(frozen=True)

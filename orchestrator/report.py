@@ -14,8 +14,9 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
@@ -132,14 +133,45 @@ def best_section(best: BestConfig | None) -> str:
         ("start-up (s)", _num(r.metrics.get("startup_s"))),
     ]
     params = [(p, _num(r.value(p), "g")) for p in SEARCH_PARAMS if r.value(p) is not None]
+    facts += confidence_facts(best.confidence)
     return "\n".join(
         [
+            confidence_note(best.confidence),
             _table(["", "value"], [[_e(k), _e(v)] for k, v in facts]),
             "<h3>Searched values</h3>",
             _table(["flag", "value"], [[f"--{_e(k.replace('_', '-'))}", _e(v)] for k, v in params]),
             f'<h3>Launch command <span class="muted">(from {_e(best.command_source)})</span></h3>',
             f'<pre id="best-command">{_e(best.command)}</pre>',
         ]
+    )
+
+
+def confidence_facts(conf: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The winner's interval across its launches and what it is tied with, from best.json."""
+    if not conf:
+        return []
+    ci = conf.get("ci95") or [None, None]
+    tied = conf.get("tied_with") or []
+    launches = conf.get("launches") or []
+    return [
+        ("median tok/s of its launches", _num(conf.get("median_tok_per_s"))),
+        ("95 % interval (tok/s)", f"{_num(ci[0])} to {_num(ci[1])}"),
+        ("launches", f"{conf.get('repeats', '-')} (trials {', '.join(map(str, launches))})"),
+        ("tied with (overlapping intervals)", ", ".join(f"trial {t}" for t in tied) or "none"),
+    ]
+
+
+def confidence_note(conf: Mapping[str, Any] | None) -> str:
+    """A plain sentence when the winner cannot be told apart from the runner-up."""
+    if not conf:
+        return ""
+    if conf.get("distinguishable_from_runner_up", True):
+        return ""
+    tied = ", ".join(str(t) for t in conf.get("tied_with") or [])
+    return (
+        '<p class="note" id="not-distinguishable"><strong>The winner is not distinguishable from the '
+        f"runner-up:</strong> their 95 % intervals overlap (tied with trial(s) {_e(tied)}). Either is as "
+        "good a pick on this evidence; more launches would be needed to tell them apart.</p>"
     )
 
 

@@ -238,6 +238,7 @@ class BestConfig:
     command_source: str  # where the command came from, said under it in the report
     memory: tuple[tuple[str, float], ...]
     speedup_vs_baseline: float | None = None
+    confidence: Mapping[str, Any] | None = None  # best.json's block: interval, repeats, ties
 
 
 MEMORY_SUFFIXES = ("_gb", "_gib", "_mib", "_bytes")
@@ -302,6 +303,7 @@ def _best_from_json(rows: Sequence[TrialRow], best_json: Path) -> BestConfig | N
         best_json.name,
         tuple(memory.items()),
         float(speedup) if isinstance(speedup, int | float) else None,
+        data.get("confidence") if isinstance(data.get("confidence"), dict) else None,
     )
 
 

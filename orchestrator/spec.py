@@ -51,6 +51,11 @@ OWNED_FLAGS: frozenset[str] = frozenset(
 )
 
 
+# What a stage needs on real hardware to measure the server rather than its ramp-up.
+MIN_STAGE_S = 20.0
+MIN_STAGE_TOKENS = 5000
+
+
 class SpecError(ValueError):
     """A spec that cannot be run. The message names the field and the fix."""
 
@@ -264,6 +269,10 @@ class WorkloadSpec(_Model):
     range_ratio: float = Field(default=1.0, gt=0, le=1)
     seed: int = 0
     warmup_prompts: int = Field(default=2, ge=0)
+    # A stage cycles through its prompts until it has run this long and produced this many output
+    # tokens: shorter stages measure their ramp-up (a sub-second stage moves about 15 % between repeats).
+    min_stage_s: float = Field(default=MIN_STAGE_S, ge=0)
+    min_stage_tokens: int = Field(default=MIN_STAGE_TOKENS, ge=0)
 
     @field_validator("concurrency")
     @classmethod
@@ -291,6 +300,10 @@ class TimeoutSpec(_Model):
 class BudgetSpec(_Model):
     trials: int = Field(default=20, ge=1)
     baseline: bool = Field(default=False, description="also run one trial without speculation")
+    # Kept back from `trials` for the end of the sweep: the best `confirm_top` configurations are launched
+    # again until each has `confirm_repeats` launches, and ranked by their median (0 turns it off).
+    confirm_top: int = Field(default=3, ge=0)
+    confirm_repeats: int = Field(default=3, ge=1)
 
 
 class SweepSpec(_Model):
@@ -315,6 +328,25 @@ class SweepSpec(_Model):
                 "backend is 'simulated' but there is no 'simulated:' section; add one with a profile"
             )
         return self
+
+
+def short_stage_warning(spec: SweepSpec) -> str:
+    """One warning naming the workload keys when stages may be too short for real hardware ('' if not)."""
+    wl = spec.workload
+    short = []
+    if wl.min_stage_s < MIN_STAGE_S:
+        short.append(f"workload.min_stage_s is {wl.min_stage_s:g} (real hardware needs {MIN_STAGE_S:g})")
+    if wl.min_stage_tokens < MIN_STAGE_TOKENS and wl.num_prompts * wl.output_len < MIN_STAGE_TOKENS:
+        short.append(
+            f"workload.min_stage_tokens is {wl.min_stage_tokens} (real hardware needs {MIN_STAGE_TOKENS})"
+        )
+    if not short:
+        return ""
+    return (
+        "warning: stages may be too short to measure steady throughput: " + "; ".join(short) + ". "
+        "Short stages measure their ramp-up and move by about 15 % between repeats; "
+        "remove these keys (or raise them) for a sweep on real GPUs."
+    )
 
 
 def make_config(

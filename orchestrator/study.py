@@ -20,7 +20,7 @@ import optuna
 import ray
 from optuna.trial import TrialState
 
-from orchestrator import cluster, health
+from orchestrator import cluster, confirm, health
 from orchestrator.diagnosis import accept_length, diagnose
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.records import (
@@ -193,6 +193,8 @@ def launched_count(study: optuna.Study) -> int:
 
 
 class Sweep:
+    confirm_reserve = 0  # launches kept back for confirmation (reserve_for_confirmation)
+
     def __init__(
         self,
         spec: SweepSpec,
@@ -371,7 +373,9 @@ class Sweep:
                 self.lease.track(trial._trial_id)
             config = suggest_config(trial, self.spec.search)
             baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
-            requeued = REQUEUED_ATTR in trial.user_attrs
+            # A confirmation launch is launched whatever the record or the memory model says (and, like a
+            # re-queued trial, is not re-queued again if its node dies).
+            requeued = REQUEUED_ATTR in trial.user_attrs or confirm.CONFIRM_ATTR in trial.user_attrs
             seen = self._measured.get(config)
             if seen is not None and not requeued:
                 self._repeat(trial, seen)
@@ -393,6 +397,25 @@ class Sweep:
             self._inflight[ref] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = ref
             log.info("trial %d started: %s", trial.number, config.label())
+
+    # -- confirmation (orchestrator.confirm) ---------------------------------------------------------
+
+    def reserve_for_confirmation(self) -> int:
+        """Keep the budget's confirmation launches back from the search (call before ``run``); returns
+        how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""
+        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, self.n_trials)
+        self.n_trials -= self.confirm_reserve
+        return self.confirm_reserve
+
+    def confirm_best(self) -> SweepOutcome:
+        """After the search: launch the top configurations again until each has ``confirm_repeats``
+        launches, through the same loop (the confirmation bypasses the repeat-from-record rule)."""
+        enqueued = confirm.enqueue(self.study, self.outcome.records, self.spec.budget, self.confirm_reserve)
+        if not enqueued:
+            return self.outcome
+        # Exactly the enqueued launches: the loop asks the sampler for nothing new.
+        self.n_trials = self._finished_count() + enqueued
+        return self.run()
 
     def _repeat(self, trial: optuna.Trial, seen: tuple[int, TrialStatus, float | None]) -> None:
         """TPE proposes a configuration it has already measured once it settles: answer from the record
@@ -433,7 +456,9 @@ class Sweep:
             info.trial.report(value, step)
             last = step >= len(self.spec.workload.concurrency) - 1
             # After the last stage there is nothing left to save: a finished trial is never pruned.
-            keep_going = info.baseline or last or not info.trial.should_prune()
+            # A confirmation launch is never pruned: its whole point is one more full measurement.
+            confirming = confirm.CONFIRM_ATTR in info.trial.user_attrs
+            keep_going = info.baseline or last or confirming or not info.trial.should_prune()
             if not keep_going:
                 info.pruned_at = step
             broker.decide.remote(number, step, keep_going)
@@ -555,12 +580,18 @@ class Sweep:
             diagnosis=diagnosis,
             baseline=info.baseline,
             extra_tags=tuple([("pruned_at_stage", str(info.pruned_at))] if info.pruned_at is not None else [])
-            + tuple(("memory_model_correction", c.what) for c in corrections[:1]),
+            + tuple(("memory_model_correction", c.what) for c in corrections[:1])
+            + _confirm_tag(trial),
         )
         self.tracker.log_trial(record)
         self.outcome.records.append(record)
         self.on_record(record)
         log.info("trial %d %s: %s", trial.number, result.status.value, result.config.label())
+
+
+def _confirm_tag(trial: optuna.Trial) -> tuple[tuple[str, str], ...]:
+    of = trial.user_attrs.get(confirm.CONFIRM_ATTR)
+    return ((confirm.CONFIRM_ATTR, str(of)),) if of is not None else ()
 
 
 def _bl(attrs: dict[str, Any]) -> dict[str, Any]:

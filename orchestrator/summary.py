@@ -6,6 +6,7 @@ import json
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from orchestrator.records import TrialStatus
 from orchestrator.server.command import mask_secrets, sglang_flags
@@ -27,7 +28,10 @@ def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
     )
 
 
-def write_best(record: TrialRecord, spec: SweepSpec, study_dir: Path) -> list[Path]:
+def write_best(
+    record: TrialRecord, spec: SweepSpec, study_dir: Path, confidence: dict[str, Any] | None = None
+) -> list[Path]:
+    """best.json and best_command.sh; ``confidence`` (orchestrator.confirm) says how sure the pick is."""
     argv = sglang_command(record, spec)
     r = record.result
     best = {
@@ -42,6 +46,8 @@ def write_best(record: TrialRecord, spec: SweepSpec, study_dir: Path) -> list[Pa
         "server_version": r.server_version,
         "command": argv,
     }
+    if confidence is not None:
+        best["confidence"] = confidence
     json_path = study_dir / "best.json"
     json_path.write_text(json.dumps(best, indent=1, default=str))
     sh_path = study_dir / "best_command.sh"

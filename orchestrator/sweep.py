@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any
 
 from orchestrator.records import TrialStatus
-from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec
+from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec, short_stage_warning
 from orchestrator.summary import best_record, render_table, write_best
 from orchestrator.tracking import TrialRecord
 
@@ -156,6 +156,7 @@ def run(
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator import cluster
+    from orchestrator.confirm import confirmation_note, verdict
     from orchestrator.diagnosis import check_draft_config
     from orchestrator.study import Progress, StopReason, Sweep, open_study
     from orchestrator.study_lock import DriverLease, StudyInUse
@@ -246,6 +247,16 @@ def run(
         lease=lease,
     )
     sweep.prepare(args.resume)
+    reserved = sweep.reserve_for_confirmation()
+    if reserved:
+        print(
+            f"  confirmation: {reserved} of the {n_trials} launches kept to relaunch the best "
+            f"{spec.budget.confirm_top} configuration(s) ({spec.budget.confirm_repeats} launches each)"
+        )
+    elif confirmation_note(spec.budget, n_trials):
+        print(f"warning: {confirmation_note(spec.budget, n_trials)}", file=sys.stderr)
+    if short_stage_warning(spec):
+        print(short_stage_warning(spec), file=sys.stderr)
     if args.warm_start and not args.resume:
         from orchestrator.history import find_history, seed_study
 
@@ -260,7 +271,8 @@ def run(
     failed = True
     try:
         with terminate_as_interrupt():
-            outcome = sweep.run()
+            sweep.run()
+            outcome = sweep.confirm_best()
         failed = False
     except KeyboardInterrupt as err:
         term = isinstance(err, Terminated) or TERMINATED["seen"]
@@ -292,15 +304,20 @@ def run(
     records = outcome.records
     print(render_table(records))
     best = best_record(records)
+    judged = verdict(records)
+    if judged is not None:  # the median of the launches, not the luckiest one
+        best = next(r for r in records if r.number == judged.winner.representative)
     artifacts = []
     if best is None:
         print("no configuration completed; see the failures above and the server logs in MLflow")
     else:
-        paths = write_best(best, spec, study_dir)
+        paths = write_best(best, spec, study_dir, judged.confidence() if judged else None)
         artifacts.extend(paths)
         cmd = (study_dir / "best_command.sh").read_text()
         tok_s = best.result.output_tok_per_s or 0.0
         print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s, {best.result.config.label()}")
+        if judged is not None:
+            print(f"confidence: {judged.summary()}")
         print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):\n{cmd}")
     report_path = study_dir / "report.html"
     try:

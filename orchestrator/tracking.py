@@ -75,7 +75,12 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
             tpot_p50_ms=best.tpot_p50_ms,
             request_per_s=best.request_per_s,
             best_concurrency=float(best.concurrency),
+            stage_window_s=best.window_s,
         )
+        if best.output_tok_per_s_ci95 is not None:
+            metrics["output_tok_per_s_ci95_low"], metrics["output_tok_per_s_ci95_high"] = (
+                best.output_tok_per_s_ci95
+            )
         accept = best.accept_length if best.accept_length is not None else r.server_accept_length
         if accept is not None:
             metrics["accept_length"] = accept

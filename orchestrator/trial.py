@@ -81,8 +81,17 @@ def fresh_folder(path: Path) -> Path:
 
 def run_trial(request: TrialRequest, on_stage: StageHook | None = None) -> TrialResult:
     """Run one trial; never raises for anything the server or the benchmark does."""
-    node = make_node(request.spec, current_node_id(), request.sim_profile)
+    node = make_node(request.spec, current_node_id(), launch_profile(request))
     return TrialRun(request, node, on_stage).run()
+
+
+def launch_profile(request: TrialRequest) -> dict[str, Any] | None:
+    """The simulated profile of this launch: each trial draws its own launch noise, as each start of a
+    real server does, from the spec's seed and the trial number (the same sweep is the same again)."""
+    if request.sim_profile is None:
+        return None
+    base = request.spec.simulated.seed if request.spec.simulated is not None else 0
+    return {**request.sim_profile, "launch_seed": base * 1_000_003 + request.number}
 
 
 class TrialRun:
@@ -263,7 +272,13 @@ class TrialRun:
             for step, concurrency in enumerate(wl.concurrency):
                 await flush_cache(url, session)
                 outcomes, duration = await run_stage(
-                    url, requests, concurrency, timeout_s=self.spec.timeouts.benchmark_s, session=session
+                    url,
+                    requests,
+                    concurrency,
+                    timeout_s=self.spec.timeouts.benchmark_s,
+                    session=session,
+                    min_duration_s=wl.min_stage_s,
+                    min_tokens=wl.min_stage_tokens,
                 )
                 metrics = stage_metrics(concurrency, outcomes, duration)
                 self._stages_done.append(metrics)

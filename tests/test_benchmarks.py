@@ -83,7 +83,15 @@ def test_oracle_matches_the_simulated_server(
     """The oracle's outcome and memory account are what the trial reads from the real server's log, and
     its throughput is close to what the real benchmark client measures."""
     profile = profile_dict("h200-tiny", startup_time_scale=0.002)
-    workload = WorkloadSpec(num_prompts=8, input_len=64, output_len=64, concurrency=[4], warmup_prompts=0)
+    workload = WorkloadSpec(
+        num_prompts=8,
+        input_len=64,
+        output_len=64,
+        concurrency=[4],
+        warmup_prompts=0,
+        min_stage_s=0,
+        min_stage_tokens=0,
+    )
     spec = live_spec("oracle-check", profile, workload=workload)
     expected = Oracle(spec, SimProfile.model_validate(profile)).evaluate(config)
     measured = _sim_trial(tmp_path, spec, profile, config)
@@ -113,7 +121,15 @@ def test_kv_probe_replay_follows_the_scheduler_rules() -> None:
 def test_oracle_kv_pressure_matches_the_trial_probe(tmp_path: Path, pool: int, status: TrialStatus) -> None:
     """A KV pool capped below the requests' demand: the oracle's replay and the trial's real probe agree."""
     profile = profile_dict("h200-tiny", startup_time_scale=0.002)
-    workload = WorkloadSpec(num_prompts=4, input_len=64, output_len=64, concurrency=[4], warmup_prompts=0)
+    workload = WorkloadSpec(
+        num_prompts=4,
+        input_len=64,
+        output_len=64,
+        concurrency=[4],
+        warmup_prompts=0,
+        min_stage_s=0,
+        min_stage_tokens=0,
+    )
     spec = live_spec("kv-check", profile, workload=workload)
     spec = spec.model_copy(
         update={"server": spec.server.model_copy(update={"flags": ["--max-total-tokens", str(pool)]})}

@@ -150,6 +150,28 @@ def test_find_best_prefers_best_json_but_not_a_stale_one(
     assert best is not None and best.command_source != "stale.json" and "--tp-size" not in best.command
 
 
+def test_the_best_section_says_plainly_when_the_winner_is_tied(
+    rows: list[TrialRow], store: Store, tmp_path: Path
+) -> None:
+    from orchestrator.report import best_section
+
+    config = next(p.config for p in PLAN if p.number == BEST).as_params()
+    argv = ["python", "-m", "sglang.launch_server", "--tp-size", "8"]
+    confidence = {"ci95": [900.0, 1100.0], "repeats": 3, "tied_with": [4, 7], "median_tok_per_s": 1000.0,
+                  "launches": [BEST, 12, 13], "distinguishable_from_runner_up": False}  # fmt: skip
+    path = tmp_path / "best.json"
+    path.write_text(json.dumps({"trial": BEST, "config": config, "command": argv, "confidence": confidence}))
+    best = find_best(rows, path, store.tracking_uri)
+    assert best is not None and best.confidence == confidence
+    html_text = best_section(best)
+    assert "not distinguishable from the runner-up" in html_text and "trial(s) 4, 7" in html_text
+    assert "900.0 to 1100.0" in html_text and f"3 (trials {BEST}, 12, 13)" in html_text
+    clear = {**confidence, "tied_with": [], "distinguishable_from_runner_up": True}
+    path.write_text(json.dumps({"trial": BEST, "config": config, "command": argv, "confidence": clear}))
+    best = find_best(rows, path, store.tracking_uri)
+    assert best is not None and "not distinguishable" not in best_section(best)
+
+
 def test_importances_cover_the_conditional_speculative_values(store: Store) -> None:
     trials = optuna.load_study(study_name=STUDY, storage=store.storage).get_trials()
     result = importances_of(trials)

@@ -149,3 +149,33 @@ def test_int_step_zero_names_the_field() -> None:
 def test_known_good_inside_the_space_is_accepted() -> None:
     spec = parse_spec(_known(speculative_eagle_topk=2, speculative_num_draft_tokens=6))
     assert spec.known_good[0].to_config().speculative_num_draft_tokens == 6
+
+
+def test_stages_default_to_what_real_hardware_needs_and_short_ones_are_named_in_one_warning() -> None:
+    from orchestrator.spec import short_stage_warning
+
+    data = demo_data()
+    for key in ("min_stage_s", "min_stage_tokens"):
+        data["workload"].pop(key, None)
+    for key in ("confirm_top", "confirm_repeats"):
+        data["budget"].pop(key, None)
+    spec = parse_spec(data)
+    assert (spec.workload.min_stage_s, spec.workload.min_stage_tokens) == (20.0, 5000)
+    assert (spec.budget.confirm_top, spec.budget.confirm_repeats) == (3, 3)
+    assert short_stage_warning(spec) == ""
+    demo = load_spec(DEMO)  # sets both below the defaults, on purpose
+    warning = short_stage_warning(demo)
+    assert warning.startswith("warning:") and warning.count("\n") == 0
+    assert "workload.min_stage_s" in warning and "workload.min_stage_tokens" in warning
+    # Enough tokens from the prompts themselves: only the duration is named.
+    data["workload"].update(min_stage_s=1, min_stage_tokens=0, num_prompts=100, output_len=64)
+    only_time = short_stage_warning(parse_spec(data))
+    assert "workload.min_stage_s" in only_time and "min_stage_tokens" not in only_time
+
+
+@pytest.mark.parametrize(("key", "value"), [("min_stage_s", -1), ("min_stage_tokens", -5)])
+def test_negative_stage_minimums_are_refused_by_name(key: str, value: float) -> None:
+    data = demo_data()
+    data["workload"][key] = value
+    with pytest.raises(SpecError, match=f"workload.{key}"):
+        parse_spec(data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,25 @@ def test_trials_spooled_while_mlflow_is_down_are_written_later(
     assert run.data.metrics["output_tok_per_s"] == 512.0
     assert run.data.metrics["accept_length"] == 2.5
     assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"server.log", "launch_command.sh"}
+
+
+def test_the_stage_interval_goes_to_mlflow_as_two_metrics(tmp_path: Path) -> None:
+    base = record(0)
+    stage = StageMetrics(
+        8, 16, 16, 0, 21.0, 512.0, 8.0, 30.0, 60.0, 5.0, 9.0, 6.0, 2.5,
+        window_s=18.5, steady=True, output_tok_per_s_ci95=(498.0, 526.0),
+    )  # fmt: skip
+    rec = TrialRecord(number=0, result=replace(base.result, stages=(stage,)), objective=512.0)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "ci", tmp_path / "spool")
+    tracker.start("sweep", {}, {})
+    assert tracker.log_trial(rec) is not None
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("ci")
+    assert exp is not None
+    run = next(r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") != "sweep")
+    m = run.data.metrics
+    assert (m["output_tok_per_s_ci95_low"], m["output_tok_per_s"], m["output_tok_per_s_ci95_high"]) == (
+        498.0, 512.0, 526.0,
+    )  # fmt: skip
+    assert m["stage_window_s"] == 18.5

@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -50,6 +50,7 @@ class RequestOutcome:
     spec_verify_ct: int | None  # verify steps, final chunk only, when speculation is on
     num_retractions: int  # times the server retracted this request for lack of KV cache
     finish_reason: str  # "length", "stop", "abort", or "" when the server never said
+    sent_s: float | None = None  # when it was sent, in seconds after the stage began (None: unknown)
 
 
 class StageTimeout(TimeoutError):
@@ -189,9 +190,16 @@ async def run_stage(
     *,
     timeout_s: float,
     session: aiohttp.ClientSession | None = None,
+    min_duration_s: float = 0.0,
+    min_tokens: int = 0,
 ) -> tuple[list[RequestOutcome], float]:
-    """Send every request, at most ``concurrency`` in flight; return the outcomes (in request order)
-    and the stage's duration in seconds, from the first request sent to the last one finished.
+    """Send every request, at most ``concurrency`` in flight; return the outcomes (in the order they were
+    sent) and the stage's duration in seconds, from the first request sent to the last one finished.
+
+    After one pass over ``requests`` the stage cycles through them again until it has run for
+    ``min_duration_s`` and finished requests hold ``min_tokens`` output tokens: a short stage measures
+    its ramp-up, not the server. Cycling stops at the first failed request (a failing server is not
+    measured for longer). Each outcome says when it was sent (``sent_s``).
 
     Raises StageTimeout when the stage is still running after ``timeout_s``.
     """
@@ -204,6 +212,7 @@ async def run_stage(
     url = base_url.rstrip("/") + "/generate"
     # Serialized before the clock starts: the measurement is of the server, not of json.dumps.
     bodies = [_generate_body(r) for r in requests]
+    prompt_lens = [len(r.input_ids) for r in requests]
     per_request = aiohttp.ClientTimeout(total=None, sock_read=timeout_s)
     own_session = session is None
     http = session if session is not None else new_session(timeout_s)
@@ -214,26 +223,43 @@ async def run_stage(
             connector.limit,
             concurrency,
         )
-    slots = asyncio.Semaphore(concurrency)
+    perf = time.perf_counter
+    start = perf()
+    done: dict[int, RequestOutcome] = {}
+    state = {"next": 0, "tokens": 0, "failed": 0}
 
-    async def limited(body: bytes, prompt_len: int) -> RequestOutcome:
-        async with slots:
-            return await _stream_one(http, url, body, prompt_len, per_request)
+    def more() -> bool:
+        if state["next"] < len(bodies):
+            return True
+        if state["failed"]:
+            return False
+        return perf() - start < min_duration_s or state["tokens"] < min_tokens
 
-    tasks: list[asyncio.Task[RequestOutcome]] = []
+    async def worker() -> None:
+        while more():
+            index = state["next"]
+            state["next"] += 1
+            which = index % len(bodies)
+            sent = perf()
+            outcome = await _stream_one(http, url, bodies[which], prompt_lens[which], per_request)
+            done[index] = replace(outcome, sent_s=sent - start)
+            if outcome.success:
+                state["tokens"] += outcome.completion_tokens
+            else:
+                state["failed"] += 1
+
+    tasks: list[asyncio.Task[None]] = []
     try:
-        start = time.perf_counter()
-        tasks = [
-            asyncio.create_task(limited(body, len(r.input_ids)))
-            for body, r in zip(bodies, requests, strict=True)
-        ]
-        done, pending = await asyncio.wait(tasks, timeout=timeout_s)
-        duration = time.perf_counter() - start
+        start = perf()
+        tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        duration = perf() - start
+        finished = [done[i] for i in sorted(done)]
         if pending:  # cancelled on the way out, in the finally clause
-            finished = [t.result() for t in tasks if t in done]
-            log.warning("stage timed out after %.1f s with %d unfinished request(s)", duration, len(pending))
-            raise StageTimeout(timeout_s, finished, len(pending))
-        return [t.result() for t in tasks], duration
+            unfinished = max(state["next"], len(bodies)) - len(done)
+            log.warning("stage timed out after %.1f s with %d unfinished request(s)", duration, unfinished)
+            raise StageTimeout(timeout_s, finished, unfinished)
+        return finished, duration
     finally:
         await _cancel([t for t in tasks if not t.done()])  # after a timeout, or when our caller cancels us
         if own_session:

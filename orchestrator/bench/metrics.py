@@ -1,6 +1,8 @@
 """A stage's figures from its request outcomes, computed as SGLang's bench_serving computes them.
 
-Output throughput is Σ completion_tokens of the successful requests / stage duration; TTFT and ITL
+Output throughput is Σ completion_tokens of the successful requests / stage duration, over the steady
+window of the stage when the outcomes say when they were sent (``orchestrator.bench.steady``), with a
+95 % confidence interval; TTFT and ITL
 percentiles pool the successful requests; TPOT is ``(latency - ttft) / (completion_tokens - 1)`` per
 request with more than one token. As in bench_serving, a figure with no sample (every request failed)
 reads 0.0; ``completed`` says whether any figure means something.
@@ -12,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from orchestrator.bench.client import RequestOutcome
+from orchestrator.bench.steady import Arrival, Window, rate_interval, steady_window
 from orchestrator.records import StageMetrics
 
 _MAX_ERRORS = 5
@@ -66,13 +69,30 @@ def stage_metrics(concurrency: int, outcomes: Sequence[RequestOutcome], duration
                 break
 
     rate = 1.0 / duration_s if duration_s > 0 else 0.0
+    window, tok_per_s, ci95 = Window(0.0, duration_s, False), output_tokens * rate, None
+    if ok and all(o.sent_s is not None for o in outcomes):
+        # A failed request ends at once and breaks the closed loop the steady window relies on: a stage
+        # with failures is measured whole, as bench_serving does.
+        if len(ok) == len(outcomes):
+            window = steady_window(
+                [o.sent_s or 0.0 for o in outcomes],
+                [(o.sent_s or 0.0) + o.ttft_s for o in outcomes[:concurrency]],
+                concurrency,
+                duration_s,
+            )
+        if window.steady:  # the tokens of the requests sent in the window (see steady.py)
+            events = [Arrival(o.sent_s or 0.0, o.completion_tokens) for o in ok]
+        else:  # the whole stage: every token when it arrived
+            events = [a for o in ok for a in arrivals(o)]
+        interval = rate_interval(events, window)
+        tok_per_s, ci95 = interval.tok_per_s, (interval.low, interval.high)
     return StageMetrics(
         concurrency=concurrency,
         num_requests=len(outcomes),
         completed=len(ok),
         failed=len(outcomes) - len(ok),
         duration_s=duration_s,
-        output_tok_per_s=output_tokens * rate,
+        output_tok_per_s=tok_per_s,
         request_per_s=len(ok) * rate,
         ttft_p50_ms=ttft_p50,
         ttft_p99_ms=ttft_p99,
@@ -82,6 +102,9 @@ def stage_metrics(concurrency: int, outcomes: Sequence[RequestOutcome], duration
         accept_length=accept_length,
         retractions=sum(o.num_retractions for o in outcomes),
         errors=tuple(errors),
+        window_s=window.length_s,
+        steady=window.steady,
+        output_tok_per_s_ci95=ci95,
     )
 
 
@@ -91,3 +114,17 @@ def _ms_percentiles(values_s: Sequence[float]) -> tuple[float, float]:
         return 0.0, 0.0
     p50, p99 = percentiles(values_s, (50.0, 99.0))
     return p50 * 1000.0, p99 * 1000.0
+
+
+def arrivals(outcome: RequestOutcome) -> list[Arrival]:
+    """When each of a request's tokens arrived, in seconds after the stage began: the first chunk's
+    tokens at its TTFT, then one token per inter-token latency (a speculative chunk's tokens are spread
+    evenly over its gap, as its ITLs are)."""
+    if outcome.sent_s is None or outcome.completion_tokens == 0:
+        return []
+    t = outcome.sent_s + outcome.ttft_s
+    out = [Arrival(t, outcome.completion_tokens - len(outcome.itls_s))]
+    for itl in outcome.itls_s:
+        t += itl
+        out.append(Arrival(t, 1))
+    return out

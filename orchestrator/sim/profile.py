@@ -151,6 +151,17 @@ class SimProfile(BaseModel):
     """Prefill time per prompt token."""
     step_noise: float = Field(default=0.0, ge=0, le=0.5)
     """Relative standard deviation of a step's duration (seeded; 0 = none)."""
+    launch_noise: float = Field(default=0.0, ge=0, le=0.3)
+    """Relative standard deviation of a launch's throughput offset: two starts of one configuration
+    differ by several percent on real hardware (6-9 % on an H200), whatever the stage length."""
+    drift_noise: float = Field(default=0.0, ge=0, le=0.3)
+    """Relative standard deviation of the slow drift of throughput within one server; it averages out
+    over long stages (a 12 s stage moves 2-10 %) but not over sub-second ones (about 15 %)."""
+    drift_period_s: float = Field(default=0.75, gt=0)
+    """How long the drift holds one value (real seconds) before it draws the next."""
+    launch_seed: int = 0
+    """Seeds the launch's offset and drift; the driver sets it per trial, so each launch is a new sample
+    and the same sweep is the same again."""
 
     # --- draft acceptance -------------------------------------------------------------------------
     accept_p0: float = Field(default=0.0, ge=0, le=1)

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
-from orchestrator.sim.speed import SpeedModel, sample_accepted
+from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
 
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO = 0.1
@@ -122,6 +122,8 @@ class Scheduler:
         self._last_prefill = time.monotonic()
         self._interval = (0, 0, 0, time.monotonic())  # steps, tokens, verifies, start
         self._last_graph = True
+        self._slow = SlowNoise.for_profile(speed.profile)
+        self._born = time.monotonic()
 
     # ------------------------------------------------------------------------------------------
     @property
@@ -182,6 +184,8 @@ class Scheduler:
         await asyncio.sleep(max(0.0, self._deadline - loop.time()))
 
     def _noisy(self, seconds: float) -> float:
+        # A faster moment of the launch (factor above 1) makes each step shorter.
+        seconds /= self._slow.factor(time.monotonic() - self._born)
         noise = self.speed.profile.step_noise
         if noise <= 0:
             return seconds

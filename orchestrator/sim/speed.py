@@ -144,3 +144,47 @@ class SpeedModel:
         """Steady-state generation rate of ``batch`` requests (for tests and reports, not the server)."""
         per_step = expected_accept_length(probs) if (self.spec is not None and probs is not None) else 1.0
         return batch * per_step / self.step_time(batch)
+
+
+class SlowNoise:
+    """What one launch's throughput does besides its per-step jitter, seeded by ``launch_seed``.
+
+    Real servers show two slow effects that per-step noise cannot: a launch-wide offset (two starts of one
+    configuration differ by several percent) and a drift within one server that holds for a while, so a
+    sub-second stage sees one value of it and a long stage averages many. The drift is a fresh draw every
+    ``drift_period_s`` of the server's life; ``factor(t)`` is the throughput multiplier at ``t`` seconds
+    after the launch started serving.
+    """
+
+    _CLIP = (0.5, 1.5)
+
+    def __init__(self, launch_sd: float, drift_sd: float, period_s: float, seed: int) -> None:
+        self.drift_sd = drift_sd
+        self.period_s = period_s
+        # A separate stream per purpose: the drift's draws do not depend on how often factor() is called.
+        self._rng = random.Random(seed * 2 + 1)
+        self.offset = self._draw(random.Random(seed * 2), launch_sd)
+        self._drift: list[float] = []
+
+    @classmethod
+    def for_profile(cls, profile: SimProfile) -> SlowNoise:
+        return cls(profile.launch_noise, profile.drift_noise, profile.drift_period_s, profile.launch_seed)
+
+    def _draw(self, rng: random.Random, sd: float) -> float:
+        if sd <= 0:
+            return 1.0
+        low, high = self._CLIP
+        return min(high, max(low, rng.gauss(1.0, sd)))
+
+    def factor(self, t: float) -> float:
+        segment = max(0, int(t / self.period_s))
+        while len(self._drift) <= segment:
+            self._drift.append(self._draw(self._rng, self.drift_sd))
+        return self.offset * self._drift[segment]
+
+    def mean_factor(self, start: float, duration: float, resolution_s: float = 0.01) -> float:
+        """The throughput multiplier a stage from ``start`` lasting ``duration`` seconds sees on average:
+        the tokens it gets are the integral of the rate, so it averages the factor over time."""
+        n = max(1, round(duration / resolution_s))
+        dt = duration / n
+        return sum(self.factor(start + (i + 0.5) * dt) for i in range(n)) / n

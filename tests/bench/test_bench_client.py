@@ -355,6 +355,41 @@ def test_ttft_starts_when_the_request_is_sent_not_while_it_waits_for_a_slot() ->
     assert max(o.ttft_s for o in outcomes) < 0.1, [o.ttft_s for o in outcomes]
 
 
+def test_a_stage_cycles_its_prompts_until_its_minimum_duration_and_tokens() -> None:
+    scripts = {1: Script(steps=[(0.01, 1), (0.01, 2)]), 2: Script(steps=[(0.02, 3)])}
+
+    async def scenario(min_s: float, min_tokens: int) -> tuple[list[RequestOutcome], float]:
+        async with fake_sglang(scripts) as (_, url):
+            return await run_stage(
+                url, [req(1), req(2)], 2, timeout_s=5, min_duration_s=min_s, min_tokens=min_tokens
+            )
+
+    outcomes, duration = run(lambda: scenario(0.3, 0))
+    assert duration >= 0.3 and len(outcomes) > 4
+    assert all(o.success for o in outcomes)
+    sent = [o.sent_s for o in outcomes]
+    assert sent == sorted(sent) and sent[0] == pytest.approx(0.0, abs=0.01)
+    # After the first pass, the prompts come round again in order.
+    assert [o.completion_tokens for o in outcomes[:4]] == [3, 3, 3, 3]
+    outcomes, _ = run(lambda: scenario(0.0, 40))
+    assert sum(o.completion_tokens for o in outcomes) >= 40
+    # Without minimums: one pass, as before.
+    outcomes, _ = run(lambda: scenario(0.0, 0))
+    assert len(outcomes) == 2
+
+
+def test_cycling_stops_at_the_first_failed_request() -> None:
+    scripts = {1: Script(steps=[(0.01, 1)]), 2: Script(steps=[], status=500)}
+
+    async def scenario() -> list[RequestOutcome]:
+        async with fake_sglang(scripts) as (_, url):
+            outcomes, _ = await run_stage(url, [req(1), req(2)], 1, timeout_s=5, min_duration_s=30.0)
+            return outcomes
+
+    outcomes = run(scenario)
+    assert [o.success for o in outcomes] == [True, False]
+
+
 def test_failing_requests_are_data_and_do_not_abort_the_stage() -> None:
     scripts = {
         1: Script(steps=[(0.01, 1), (0.01, 1)]),
@@ -374,6 +409,8 @@ def test_failing_requests_are_data_and_do_not_abort_the_stage() -> None:
     assert "aborted" in outcomes[3].error
     m = stage_metrics(2, outcomes, duration)
     assert (m.completed, m.failed) == (2, 3)
+    # Failures break the closed loop of a steady window: the stage is measured whole.
+    assert not m.steady
     assert m.output_tok_per_s == pytest.approx(4 / duration)
     assert len(m.errors) == 3
 

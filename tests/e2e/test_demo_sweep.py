@@ -102,6 +102,10 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
     best = json.loads((out / "demo" / "best.json").read_text())
     assert best["command"][:3] == ["python", "-m", "sglang.launch_server"]
     assert "--speculative-num-draft-tokens" in best["command"]
+    # Four trials cannot spare the demo's confirmation launches: it says so, and still says how sure it is.
+    assert "no confirmation launches" in proc.stderr
+    assert best["confidence"]["repeats"] >= 1 and "tied_with" in best["confidence"]
+    assert "confidence: median of" in proc.stdout
     assert (out / "demo" / "best_command.sh").read_text().startswith("#!/bin/sh")
 
 

@@ -1,0 +1,127 @@
+"""Confirmation: which configurations to launch again, the ranking by median, the interval, the ties."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.confirm import (
+    confirmation_note,
+    launch_interval,
+    rank,
+    reserved_launches,
+    to_confirm,
+    verdict,
+)
+from orchestrator.records import StageMetrics, TrialResult, TrialStatus
+from orchestrator.spec import BudgetSpec, make_config
+from orchestrator.tracking import TrialRecord
+
+A = make_config(0.85, 64, 16, 3, 1, 4)
+B = make_config(0.80, 128, 32, 2, 1, 3)
+C = make_config(0.90, 256, 48, 1, 1, 2)
+
+
+def rec(
+    number: int,
+    config: object,
+    tok_s: float | None,
+    status: TrialStatus = TrialStatus.OK,
+    pruned: bool = False,
+    ci: tuple[float, float] | None = None,
+) -> TrialRecord:
+    stages = ()
+    if tok_s is not None:
+        stages = (StageMetrics(8, 16, 16, 0, 2.0, tok_s, 8.0, 30.0, 60.0, 5.0, 9.0, 6.0, 2.5,
+                               output_tok_per_s_ci95=ci),)  # fmt: skip
+    result = TrialResult(config=config, status=status, node_id="n", command=(), stages=stages)  # type: ignore[arg-type]
+    tags = (("pruned_at_stage", "0"),) if pruned else ()
+    return TrialRecord(number=number, result=result, objective=tok_s, extra_tags=tags)
+
+
+def test_reserve_is_top_times_missing_repeats_and_never_over_half_the_budget() -> None:
+    budget = BudgetSpec(trials=20, confirm_top=3, confirm_repeats=3)
+    assert reserved_launches(budget, 20) == 6
+    assert reserved_launches(budget, 12) == 6
+    assert reserved_launches(budget, 11) == 0
+    assert "raise budget.trials to 12" in confirmation_note(budget, 11)
+    assert confirmation_note(budget, 12) == ""
+    assert reserved_launches(BudgetSpec(confirm_top=0), 20) == 0
+    assert confirmation_note(BudgetSpec(confirm_top=0), 4) == ""
+
+
+def test_the_luckiest_draw_loses_to_the_better_median() -> None:
+    # A's single lucky launch is the highest figure of all; B is faster launch after launch.
+    records = [rec(0, A, 1100.0), rec(1, B, 1050.0), rec(2, A, 900.0), rec(3, B, 1040.0),
+               rec(4, A, 920.0), rec(5, B, 1060.0)]  # fmt: skip
+    ranked = rank(records)
+    assert [r.config for r in ranked] == [B, A]
+    assert ranked[0].median == 1050.0 and ranked[0].numbers == (1, 3, 5)
+    assert ranked[0].representative == 1
+    assert ranked[1].median == 920.0 and ranked[1].representative == 4
+
+
+def test_failed_pruned_and_unmeasured_launches_do_not_count() -> None:
+    records = [rec(0, A, 1000.0), rec(1, A, 5000.0, pruned=True), rec(2, A, None, TrialStatus.OOM_UNDER_LOAD),
+               rec(3, B, None, TrialStatus.OOM)]  # fmt: skip
+    ranked = rank(records)
+    assert len(ranked) == 1 and ranked[0].values == (1000.0,)
+
+
+def test_interval_across_launches_is_a_t_interval_and_one_launch_falls_back_to_its_stage() -> None:
+    low, high = launch_interval([900.0, 1000.0, 1100.0])
+    # mean 1000, sd 100, t(2) = 4.303: 1000 +- 248.4
+    assert low == pytest.approx(1000 - 4.303 * 100 / 3**0.5, rel=1e-4)
+    assert high == pytest.approx(1000 + 4.303 * 100 / 3**0.5, rel=1e-4)
+    assert launch_interval([1000.0], (980.0, 1020.0)) == (980.0, 1020.0)
+    assert launch_interval([1000.0]) == (1000.0, 1000.0)
+    assert rank([rec(0, A, 1000.0, ci=(990.0, 1010.0))])[0].ci95 == (990.0, 1010.0)
+
+
+def test_to_confirm_asks_for_the_missing_launches_of_the_top_configurations() -> None:
+    records = [rec(0, A, 1000.0), rec(1, B, 1100.0), rec(2, C, 900.0), rec(3, B, 1090.0)]
+    budget = BudgetSpec(confirm_top=2, confirm_repeats=3)
+    asked = [(c.config, n) for c, n in to_confirm(records, budget)]
+    assert asked == [(B, 1), (A, 2)]
+    records += [rec(4, B, 1080.0)]
+    assert [(c.config, n) for c, n in to_confirm(records, budget)] == [(A, 2)]
+
+
+def test_overlapping_intervals_are_ties_and_the_verdict_says_so() -> None:
+    records = [rec(0, A, 1000.0), rec(1, A, 1060.0), rec(2, A, 940.0),
+               rec(3, B, 990.0), rec(4, B, 1030.0), rec(5, B, 950.0),
+               rec(6, C, 500.0), rec(7, C, 510.0), rec(8, C, 505.0)]  # fmt: skip
+    v = verdict(records)
+    assert v is not None
+    assert v.winner.config == A and v.runner_up is not None and v.runner_up.config == B
+    assert not v.distinguishable
+    block = v.confidence()
+    assert block["repeats"] == 3
+    assert block["tied_with"] == [3]  # B's median launch; C is far below
+    assert block["ci95"][0] < 1000.0 < block["ci95"][1]
+    assert "NOT distinguishable" in v.summary()
+
+
+def test_a_clear_winner_is_distinguishable() -> None:
+    records = [rec(0, A, 1000.0), rec(1, A, 1010.0), rec(2, A, 990.0),
+               rec(3, B, 800.0), rec(4, B, 805.0), rec(5, B, 795.0)]  # fmt: skip
+    v = verdict(records)
+    assert v is not None and v.distinguishable
+    assert v.confidence()["tied_with"] == []
+    assert "beyond noise" in v.summary()
+    assert verdict([]) is None
+
+
+def test_the_launch_spread_is_pooled_over_configurations_and_covers_single_launches() -> None:
+    from orchestrator.confirm import pooled_spread
+
+    spread = pooled_spread([[900.0, 1000.0, 1100.0], [450.0, 500.0, 550.0], [700.0]])
+    assert spread is not None and spread.dof == 4
+    assert spread.relative_sd == pytest.approx(0.1)
+    assert pooled_spread([[1.0], [2.0]]) is None
+    # A configuration launched once gets the machine's launch spread, not its stage's narrow interval.
+    records = [rec(0, A, 1000.0), rec(1, A, 900.0), rec(2, A, 1100.0), rec(3, B, 800.0, ci=(799.0, 801.0))]
+    b = next(c for c in rank(records) if c.config == B)
+    half = 4.303 * 0.1 * 800.0  # t(2) x pooled relative sd (from A alone) x value, over sqrt(1)
+    assert b.ci95 == pytest.approx((800.0 - half, 800.0 + half), rel=1e-3)
+    a = next(c for c in rank(records) if c.config == A)
+    assert a.ci95 == pytest.approx((1000 - 4.303 * 100 / 3**0.5, 1000 + 4.303 * 100 / 3**0.5), rel=1e-3)
