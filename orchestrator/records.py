@@ -128,6 +128,18 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class DatasetMetrics:
+    """One dataset's requests within a stage: its acceptance and its share of the stage's tok/s."""
+
+    name: str
+    num_requests: int
+    completed: int
+    output_tok_per_s: float  # this dataset's output tokens / the stage's duration
+    accept_length: float | None
+    tpot_p50_ms: float
+
+
+@dataclass(frozen=True)
 class StageMetrics:
     """One benchmark stage (one concurrency level), computed as SGLang's bench_serving does."""
 
@@ -146,6 +158,7 @@ class StageMetrics:
     accept_length: float | None  # sum(completion_tokens) / sum(spec_verify_ct) over the requests
     retractions: int = 0
     errors: tuple[str, ...] = ()
+    by_dataset: tuple[DatasetMetrics, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,6 +185,7 @@ class TrialResult:
     started_unix: float = 0.0  # wall-clock span on the node, to show placement (one trial per node)
     finished_unix: float = 0.0
     notes: tuple[str, ...] = ()
+    dataset: str = ""  # the workload's datasets and weights, as one line
 
     @property
     def best_stage(self) -> StageMetrics | None:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from orchestrator.bench.textdata import DatasetRef, parse_ref, resolve_source
 from orchestrator.records import ServerConfig
 
 SEARCHED_PARAMS: tuple[str, ...] = (
@@ -221,7 +222,29 @@ class NodeSpec(_Model):
     clean_threshold_mib: float = Field(default=1024.0, ge=0)
 
 
+class WeightedDataset(_Model):
+    """One dataset of a mix: its share of the requests is its weight over the sum of the weights."""
+
+    source: str = Field(description="random, generated-chat, 'sharegpt: PATH' or 'jsonl: PATH'")
+    weight: float = Field(default=1.0, gt=0)
+
+    @field_validator("source")
+    @classmethod
+    def _known(cls, source: str) -> str:
+        parse_ref(source)  # ValueError names the accepted forms
+        return source
+
+
 class WorkloadSpec(_Model):
+    dataset: str | list[WeightedDataset] = Field(
+        default="random",
+        description="the prompts: one dataset, or a list of {source, weight} sent mixed by weight",
+    )
+    tokenizer: str = Field(
+        default="",
+        description="folder with the model's tokenizer for text datasets; empty = model.path "
+        "(the simulated backend then uses its built-in tokenizer)",
+    )
     num_prompts: int = Field(ge=1)
     input_len: int = Field(ge=1)
     output_len: int = Field(ge=1)
@@ -236,6 +259,30 @@ class WorkloadSpec(_Model):
     def _sorted(cls, levels: list[int]) -> list[int]:
         # Stages run from light to heavy so a pruner sees comparable intermediate values first.
         return sorted(set(levels))
+
+    @field_validator("dataset")
+    @classmethod
+    def _datasets_known(cls, dataset: str | list[WeightedDataset]) -> str | list[WeightedDataset]:
+        if isinstance(dataset, str):
+            parse_ref(dataset)
+        elif not dataset:
+            raise ValueError("an empty list: name at least one dataset, or write dataset: random")
+        return dataset
+
+    def datasets(self) -> list[tuple[DatasetRef, float]]:
+        """Each dataset of the workload with its weight (1.0 for a single one)."""
+        if isinstance(self.dataset, str):
+            return [(parse_ref(self.dataset), 1.0)]
+        return [(parse_ref(d.source), d.weight) for d in self.dataset]
+
+    @property
+    def dataset_label(self) -> str:
+        """The mix in one line, for MLflow's ``dataset`` param: ``generated-chat`` or ``a 0.7, b 0.3``."""
+        pairs = self.datasets()
+        if len(pairs) == 1:
+            return str(pairs[0][0])
+        total = sum(w for _, w in pairs)
+        return ", ".join(f"{ref} {w / total:.2g}" for ref, w in pairs)
 
 
 class ObjectiveSpec(_Model):
@@ -350,6 +397,19 @@ def _resolve_relative_paths(spec: SweepSpec, base: Path) -> SweepSpec:
         value = getattr(spec.model, field_name)
         if value.startswith("./") or value.startswith("../"):
             updates[field_name] = str((base / value).resolve())
-    if not updates:
-        return spec
-    return spec.model_copy(update={"model": spec.model.model_copy(update=updates)})
+    if updates:
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update=updates)})
+    return _resolve_dataset_paths(spec, base)
+
+
+def _resolve_dataset_paths(spec: SweepSpec, base: Path) -> SweepSpec:
+    """Dataset files and the tokenizer folder, when relative, are read from beside the spec."""
+    wl = spec.workload
+    dataset: str | list[WeightedDataset] = (
+        resolve_source(wl.dataset, base)
+        if isinstance(wl.dataset, str)
+        else [d.model_copy(update={"source": resolve_source(d.source, base)}) for d in wl.dataset]
+    )
+    tokenizer = str((base / wl.tokenizer).resolve()) if wl.tokenizer else ""
+    workload = wl.model_copy(update={"dataset": dataset, "tokenizer": tokenizer})
+    return spec.model_copy(update={"workload": workload})

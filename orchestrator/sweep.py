@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.bench.traffic import check_workload
 from orchestrator.records import TrialStatus
 from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec
 from orchestrator.summary import best_record, render_table, write_best
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if n_trials < 1:
             raise SpecError("--trials: must be at least 1")
         sim_profile = resolve_profile(spec)
+        check_workload(spec)
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -79,6 +79,10 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
         accept = best.accept_length if best.accept_length is not None else r.server_accept_length
         if accept is not None:
             metrics["accept_length"] = accept
+        for per in best.by_dataset:  # acceptance and tok/s of each dataset of the mix
+            metrics[f"output_tok_per_s.{per.name}"] = per.output_tok_per_s
+            if per.accept_length is not None:
+                metrics[f"accept_length.{per.name}"] = per.accept_length
     if r.server_accept_length is not None:
         metrics["server_accept_length"] = r.server_accept_length
     if record.objective is not None:
@@ -182,6 +186,8 @@ class Tracker:
         params = {**{k: str(v) for k, v in r.config.as_params().items()}, **flag_params(r.command)}
         if not r.config.speculative:
             params["speculative_algorithm"] = "none"
+        if r.dataset:
+            params["dataset"] = r.dataset
         metrics = [Metric(k, float(v), 0, 0) for k, v in trial_metrics(record).items()]
         for step, stage in enumerate(r.stages):
             metrics.append(Metric("stage_output_tok_per_s", stage.output_tok_per_s, 0, step))

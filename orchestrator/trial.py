@@ -19,6 +19,7 @@ import aiohttp
 from orchestrator import health
 from orchestrator.bench.client import flush_cache, run_stage, server_accept_length, wait_healthy
 from orchestrator.bench.metrics import stage_metrics
+from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
 from orchestrator.gpu import wait_clean
 from orchestrator.node import NodeBackend, current_node_id, free_port, make_node
@@ -236,9 +237,7 @@ class TrialRun:
             pressure = await self._kv_probe(url, session)
             if pressure is not None:
                 return TrialStatus.KV_PRESSURE, pressure, (), None
-            requests = synthetic_requests(
-                wl.num_prompts, wl.input_len, wl.output_len, wl.vocab_size, wl.seed, wl.range_ratio
-            )
+            requests = build_requests(self.spec)
             accept: float | None = None
             for step, concurrency in enumerate(wl.concurrency):
                 await flush_cache(url, session)
@@ -246,6 +245,9 @@ class TrialRun:
                     url, requests, concurrency, timeout_s=self.spec.timeouts.benchmark_s, session=session
                 )
                 metrics = stage_metrics(concurrency, outcomes, duration)
+                metrics = replace(
+                    metrics, by_dataset=dataset_breakdown(concurrency, requests, outcomes, duration)
+                )
                 self._stages_done.append(metrics)
                 self._drain_log()
                 if server.poll() is not None or metrics.completed == 0:
@@ -357,6 +359,7 @@ class TrialRun:
             started_unix=self.t0_unix,
             finished_unix=time.time(),
             notes=tuple(self.notes),
+            dataset=self.spec.workload.dataset_label,
         )
 
 

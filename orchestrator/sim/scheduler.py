@@ -35,6 +35,8 @@ class SimRequest:
     max_new_tokens: int
     rng: random.Random
     vocab: int
+    probs: list[float] | None = None  # acceptance for this prompt; None = the scheduler's
+    greedy: random.Random | None = None  # the prompt's greedy continuation (None: drawn from rng)
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     kv: int = 0
@@ -56,8 +58,13 @@ class SimRequest:
     def remaining(self) -> int:
         return self.max_new_tokens - len(self.output_ids)
 
-    def emit(self, n: int) -> None:
-        self.output_ids.extend(self.rng.randrange(self.vocab) for _ in range(n))
+    def emit(self, n: int, wrong_at: int = -1) -> None:
+        """``n`` more output ids; the one at ``wrong_at`` (an index into these n) is corrupted."""
+        source = self.greedy or self.rng
+        new = [source.randrange(self.vocab) for _ in range(n)]
+        if 0 <= wrong_at < n:
+            new[wrong_at] = (new[wrong_at] + 1) % self.vocab
+        self.output_ids.extend(new)
         self.kv += n
 
     def record_verify(self, accepted: int) -> None:
@@ -101,9 +108,11 @@ class Scheduler:
         vocab: int,
         seed: int,
         log: SglangLog,
+        lossy_rate: float = 0.0,
     ) -> None:
         self.speed = speed
         self.probs = probs
+        self.lossy_rate = lossy_rate
         self.pool = pool_tokens
         self.max_running = max_running
         self.chunked = chunked_prefill
@@ -132,11 +141,21 @@ class Scheduler:
     def idle(self) -> bool:
         return not self.waiting and not self.running
 
-    def submit(self, input_len: int, max_new_tokens: int) -> SimRequest:
-        """Queue a request; its output ids come from its own seeded generator (same seed, same ids)."""
+    def submit(
+        self,
+        input_len: int,
+        max_new_tokens: int,
+        *,
+        probs: list[float] | None = None,
+        greedy: random.Random | None = None,
+    ) -> SimRequest:
+        """Queue a request; its output ids come from ``greedy`` (the prompt's own continuation) or its
+        own seeded generator (same seed, same ids)."""
         rng = random.Random(self.seed * 1_000_003 + self._count)
         self._count += 1
-        req = SimRequest(uuid.UUID(int=rng.getrandbits(128)).hex, input_len, max_new_tokens, rng, self.vocab)
+        req = SimRequest(
+            uuid.UUID(int=rng.getrandbits(128)).hex, input_len, max_new_tokens, rng, self.vocab, probs, greedy
+        )
         self.waiting.append(req)
         self.stats.requests += 1
         self._wake.set()
@@ -273,16 +292,18 @@ class Scheduler:
         for req in list(self.running):
             if req.aborted:
                 continue
-            gained = 1
+            gained, wrong_at = 1, -1
             if spec is not None:
-                accepted = sample_accepted(req.rng, self.probs)
+                accepted = sample_accepted(req.rng, self.probs if req.probs is None else req.probs)
                 req.record_verify(accepted)
                 gained += accepted
                 verifies += 1
                 self.stats.life_tokens += gained
                 self.stats.life_verify += 1
+                if accepted and self.lossy_rate and req.rng.random() < self.lossy_rate:
+                    wrong_at = req.rng.randrange(accepted)  # an accepted draft the target would not emit
             n = min(gained, req.remaining)
-            req.emit(n)
+            req.emit(n, wrong_at)
             produced += n
             self._finish_if_done(req)
             req.changed.set()

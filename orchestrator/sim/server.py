@@ -37,6 +37,7 @@ from orchestrator.sim.args import (
 from orchestrator.sim.memory import MemFailure, MemStep, OomKind, StepKind, plan_startup
 from orchestrator.sim.nvml import GpuStateWriter, visible_gpu_indices
 from orchestrator.sim.profile import SimProfile, load_profile
+from orchestrator.sim.prompts import probs_by_kind
 from orchestrator.sim.scheduler import Scheduler
 from orchestrator.sim.speed import SpeedModel, broken_draft_reason, position_probs
 
@@ -63,6 +64,7 @@ class SimNode:
         self.broken_draft = broken_draft_reason(profile, args)
         spec = self.speed.spec
         self.probs = position_probs(profile, spec, broken=bool(self.broken_draft)) if spec else []
+        self.probs_by_kind = probs_by_kind(profile, spec, broken=bool(self.broken_draft))
         self.scale = args.sim_startup_time_scale
         if self.scale is None:
             self.scale = profile.startup_time_scale
@@ -325,6 +327,7 @@ class SimNode:
             speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
             max_running=plan.max_running_requests, chunked_prefill=a.chunked_prefill_size,
             decode_log_interval=a.decode_log_interval, vocab=p.vocab_size, seed=a.random_seed, log=log,
+            lossy_rate=p.lossy_rate,
         )  # fmt: skip
         self._tasks.add(asyncio.create_task(self.scheduler.run()))
         await self._wait(p.server_start_s)
