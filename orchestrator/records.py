@@ -75,6 +75,7 @@ class ServerConfig:
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
+    speculative_adaptive: str | None = None  # "default" or "tiers" (orchestrator.adaptive); None = off
 
     @property
     def speculative(self) -> bool:
@@ -92,6 +93,8 @@ class ServerConfig:
                 f" s{self.speculative_num_steps}"
                 f"k{self.speculative_eagle_topk}d{self.speculative_num_draft_tokens}"
             )
+        if self.speculative_adaptive:
+            spec += f" adaptive-{self.speculative_adaptive}"
         base = f"mf{self.mem_fraction_static:.3f} gbs{self.cuda_graph_max_bs}"
         return f"{base} mrr{self.max_running_requests}{spec}"
 
@@ -186,6 +189,8 @@ class TrialResult:
     finished_unix: float = 0.0
     notes: tuple[str, ...] = ()
     dataset: str = ""  # the workload's datasets and weights, as one line
+    adaptive_config: str = ""  # the --speculative-adaptive-config file it launched with (JSON)
+    greedy_outputs: tuple[tuple[int, ...], ...] = ()  # the lossless check's outputs (budget.baseline)
 
     @property
     def best_stage(self) -> StageMetrics | None:

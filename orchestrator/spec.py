@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from orchestrator.adaptive import AdaptiveMode, launch_steps
 from orchestrator.bench.textdata import DatasetRef, parse_ref, resolve_source
 from orchestrator.records import ServerConfig
 
@@ -113,6 +114,20 @@ class SearchSpace(_Model):
     speculative_num_steps: IntDim
     speculative_eagle_topk: IntDim
     speculative_num_draft_tokens: IntDim
+    speculative_adaptive: list[AdaptiveMode] = Field(
+        default_factory=lambda: [AdaptiveMode.OFF],
+        min_length=1,
+        description="SGLang's runtime speculation policy (0.5.17+, top-k 1 only): off, default "
+        "(SGLang's tiers) and/or tiers (built from the trial's steps)",
+    )
+
+    @field_validator("speculative_adaptive", mode="before")
+    @classmethod
+    def _yaml_off(cls, modes: Any) -> Any:
+        # YAML reads a bare `off` as false: take it as the mode it was meant to be.
+        if isinstance(modes, list):
+            return [AdaptiveMode.OFF if m is False else m for m in modes]
+        return modes
 
     @field_validator("mem_fraction_static")
     @classmethod
@@ -337,8 +352,13 @@ def make_config(
     steps: int | None = None,
     topk: int | None = None,
     draft_tokens: int | None = None,
+    adaptive: AdaptiveMode = AdaptiveMode.OFF,
 ) -> ServerConfig:
     """Build a configuration applying SGLang's own rules to the speculative values."""
+    if adaptive is not AdaptiveMode.OFF:
+        if steps is None or topk != 1:
+            raise SpecError("speculative_adaptive: SGLang supports it with speculative_eagle_topk 1 only")
+        steps = launch_steps(adaptive, steps)  # launched at the largest tier, as SGLang needs
     if steps is not None:
         if topk is None:
             raise SpecError("speculative_eagle_topk: set it together with speculative_num_steps")
@@ -353,6 +373,7 @@ def make_config(
         speculative_num_steps=steps,
         speculative_eagle_topk=topk,
         speculative_num_draft_tokens=draft_tokens,
+        speculative_adaptive=None if adaptive is AdaptiveMode.OFF else adaptive.value,
     )
 
 

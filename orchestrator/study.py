@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 
 from orchestrator import cluster, health
 from orchestrator.diagnosis import diagnose
+from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.records import (
     Failure,
@@ -169,6 +170,7 @@ class Sweep:
         self.repeats = 0
         self._measured: dict[ServerConfig, tuple[int, TrialStatus, float | None]] = {}
         self.broken_warned = False
+        self.lossless = LosslessCheck(spec, tracker)
 
     # -- study bookkeeping ------------------------------------------------------------------------
 
@@ -441,6 +443,7 @@ class Sweep:
             extra_tags=tuple([("pruned_at_stage", str(info.pruned_at))] if info.pruned_at is not None else [])
             + tuple(("memory_model_correction", c.what) for c in corrections[:1]),
         )
+        record = self.lossless.review(record)
         self.tracker.log_trial(record)
         self.outcome.records.append(record)
         self.on_record(record)

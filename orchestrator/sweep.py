@@ -17,7 +17,7 @@ from typing import Any
 from orchestrator.bench.traffic import check_workload
 from orchestrator.records import TrialStatus
 from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec
-from orchestrator.summary import best_record, render_table, write_best
+from orchestrator.summary import best_record, render_levels, render_table, write_best
 from orchestrator.tracking import TrialRecord
 
 log = logging.getLogger("orchestrator")
@@ -183,6 +183,10 @@ def run(
             msg += f"  [{res.failure.stage.value}: {res.failure.message[:80]}]"
         if r.diagnosis.startswith("broken_speculation"):
             msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis
+        lossless = dict(r.extra_tags)
+        if lossless.get("lossless") == "mismatch":
+            msg += "\n  !!! LOSSY SPECULATION (output differs from the baseline at temperature 0): "
+            msg += lossless.get("lossless_detail", "")
         print(("\r" if tty else "") + msg.ljust(100), flush=True)
 
     sweep = Sweep(
@@ -234,11 +238,12 @@ def run(
     if best is None:
         print("no configuration completed; see the failures above and the server logs in MLflow")
     else:
-        paths = write_best(best, spec, study_dir)
+        paths = write_best(best, spec, study_dir, records)
         artifacts.extend(paths)
         cmd = (study_dir / "best_command.sh").read_text()
         tok_s = best.result.output_tok_per_s or 0.0
         print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s, {best.result.config.label()}")
+        print(render_levels(json.loads((study_dir / "best.json").read_text())))
         print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):\n{cmd}")
     report_path = study_dir / "report.html"
     try:

@@ -16,8 +16,9 @@ from typing import Any
 
 import aiohttp
 
-from orchestrator import health
+from orchestrator import adaptive, health
 from orchestrator.bench.client import flush_cache, run_stage, server_accept_length, wait_healthy
+from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
@@ -33,7 +34,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.server.command import LaunchPlan
+from orchestrator.server.command import LaunchPlan, parse_version
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.spec import SweepSpec
@@ -82,6 +83,7 @@ class TrialRun:
         self.t0_unix = time.time()
         self.notes: list[str] = []
         self._stages_done: list[StageMetrics] = []
+        self._greedy: tuple[tuple[int, ...], ...] = ()
 
     # -- the phases ---------------------------------------------------------------------------------
 
@@ -104,6 +106,18 @@ class TrialRun:
                 TrialStatus.FAILED,
                 failure=Failure(FailureStage.GPU_CHECK, FailureKind.GPU_NOT_CLEAN, before.describe()),
                 gpu_before=before.samples,
+            )
+        if self.req.config.speculative_adaptive and not adaptive.supported(
+            parse_version(self.node.version())
+        ):
+            return self._result(
+                TrialStatus.FAILED,
+                failure=Failure(
+                    FailureStage.LAUNCH,
+                    FailureKind.CRASH,
+                    f"SGLang {self.node.version()} has no --speculative-adaptive (0.5.17 and later); "
+                    "remove 'default' and 'tiers' from search.speculative_adaptive",
+                ),
             )
         port = free_port(self.spec.server.host)
         plan = self.node.plan(self.req.config, port, self.workdir)
@@ -258,6 +272,11 @@ class TrialRun:
                 if self.on_stage is not None and not self.on_stage(step, metrics):
                     self.notes.append(f"pruned after stage {step} (concurrency {concurrency})")
                     break
+            if self.spec.budget.baseline:  # the lossless check: compared with the baseline's on the driver
+                try:
+                    self._greedy = await greedy_outputs(url, session, check_requests(self.spec))
+                except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
+                    self.notes.append(f"lossless check: no greedy outputs: {err}")
         return TrialStatus.OK, None, tuple(self._stages_done), accept
 
     async def _kv_probe(self, url: str, session: aiohttp.ClientSession) -> Failure | None:
@@ -360,7 +379,16 @@ class TrialRun:
             finished_unix=time.time(),
             notes=tuple(self.notes),
             dataset=self.spec.workload.dataset_label,
+            adaptive_config=_read_text(self.workdir / adaptive.CONFIG_FILE) if plan else "",
+            greedy_outputs=self._greedy,
         )
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def _read_capped(path: Path) -> str:

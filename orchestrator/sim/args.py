@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.server.command import parse_version
 from orchestrator.sim.profile import SimProfile
+from orchestrator.sim.tiers import TierConfigError, load_tier_config
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 MRR_RESET_LINE = (
@@ -95,6 +97,8 @@ class SimArgs:
     sim_profile: str
     sim_state_dir: Path
     sim_startup_time_scale: float | None
+    speculative_adaptive: bool = False
+    speculative_adaptive_config: str | None = None
     raw_notes: tuple[str, ...] = ()  # printed without a timestamp (the launcher's stderr warnings)
     log_notes: tuple[str, ...] = ()  # printed as log lines before server_args
     explicit: frozenset[str] = field(default_factory=frozenset)
@@ -118,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--speculative-num-steps", type=int, default=None)
     a("--speculative-eagle-topk", type=int, default=None)
     a("--speculative-num-draft-tokens", type=int, default=None)
+    a("--speculative-adaptive", action="store_true")
+    a("--speculative-adaptive-config", default=None)
     a("--mem-fraction-static", type=float, default=None)
     a("--cuda-graph-max-bs", dest="cuda_graph_max_bs_legacy", type=int, default=None)
     a("--cuda-graph-max-bs-decode", type=int, default=None)
@@ -274,6 +280,9 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
     elif any(v is not None for v in (steps, topk, draft_tokens)):
         steps = topk = draft_tokens = None  # SGLang ignores them without an algorithm
 
+    if ns.speculative_adaptive or ns.speculative_adaptive_config:
+        _check_adaptive(ns, profile, algo, topk)
+
     fraction = ns.mem_fraction_static
     if fraction is None:
         base = auto_mem_fraction(
@@ -330,10 +339,29 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
         sim_profile=ns.sim_profile,
         sim_state_dir=ns.sim_state_dir,
         sim_startup_time_scale=ns.sim_startup_time_scale,
+        speculative_adaptive=bool(ns.speculative_adaptive) and algo is not None,
+        speculative_adaptive_config=ns.speculative_adaptive_config,
         raw_notes=tuple(raw_notes),
         log_notes=tuple(log_notes),
         explicit=explicit,
     )
+
+
+def _check_adaptive(ns: argparse.Namespace, profile: SimProfile, algo: str | None, topk: int | None) -> None:
+    """SGLang before 0.5.17 has no such flags; 0.5.17 refuses adaptive speculation beyond top-k 1."""
+    if parse_version(profile.sglang_version) < (0, 5, 17):
+        flag = "--speculative-adaptive" if ns.speculative_adaptive else "--speculative-adaptive-config"
+        raise ArgsError(f"launch_server.py: error: unrecognized arguments: {flag}\n")
+    if ns.speculative_adaptive and algo is not None and topk != 1:
+        raise ArgsError(
+            "ValueError: --speculative-adaptive is not supported with "
+            f"speculative_eagle_topk={topk} (only topk=1 is supported)\n"
+        )
+    if ns.speculative_adaptive:
+        try:
+            load_tier_config(ns.speculative_adaptive_config)
+        except TierConfigError as err:
+            raise ArgsError(f"ValueError: {err}\n") from None
 
 
 def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> frozenset[str]:

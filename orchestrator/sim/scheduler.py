@@ -16,10 +16,11 @@ import random
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
-from orchestrator.sim.speed import SpeedModel, sample_accepted
+from orchestrator.sim.speed import SpecShape, SpeedModel, sample_accepted
+from orchestrator.sim.tiers import TierController
 
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO = 0.1
@@ -109,10 +110,13 @@ class Scheduler:
         seed: int,
         log: SglangLog,
         lossy_rate: float = 0.0,
+        tiers: TierController | None = None,
     ) -> None:
         self.speed = speed
         self.probs = probs
         self.lossy_rate = lossy_rate
+        self.tiers = tiers
+        self._tier_speeds: dict[int, SpeedModel] = {}
         self.pool = pool_tokens
         self.max_running = max_running
         self.chunked = chunked_prefill
@@ -286,15 +290,22 @@ class Scheduler:
         batch = len(self.running)
         if batch == 0:
             return
-        graph = self.speed.uses_graph(batch)
-        await self._sleep(self._noisy(self.speed.step_time(batch)))
+        speed, steps = self.speed, None
+        if self.tiers is not None and spec is not None:
+            steps = self.tiers.steps_for(batch)  # adaptive: this bucket's current tier
+            speed = self._tier_speed(steps)
+        graph = speed.uses_graph(batch)
+        await self._sleep(self._noisy(speed.step_time(batch)))
         produced = verifies = 0
+        accepted_now: list[int] = []
         for req in list(self.running):
             if req.aborted:
                 continue
             gained, wrong_at = 1, -1
             if spec is not None:
-                accepted = sample_accepted(req.rng, self.probs if req.probs is None else req.probs)
+                probs = self.probs if req.probs is None else req.probs
+                accepted = sample_accepted(req.rng, probs if steps is None else probs[:steps])
+                accepted_now.append(accepted)
                 req.record_verify(accepted)
                 gained += accepted
                 verifies += 1
@@ -308,6 +319,10 @@ class Scheduler:
             self._finish_if_done(req)
             req.changed.set()
         self.stats.generation_tokens += produced
+        if self.tiers is not None and steps is not None:
+            switched = self.tiers.observe(batch, accepted_now)
+            if switched:
+                self.log.line(switched, rank=True)
         self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
         steps, tokens, vsum, start = self._interval
         steps, tokens, vsum = steps + 1, tokens + produced, vsum + verifies
@@ -317,6 +332,14 @@ class Scheduler:
             self._interval = (0, 0, 0, time.monotonic())
         else:
             self._interval = (steps, tokens, vsum, start)
+
+    def _tier_speed(self, steps: int) -> SpeedModel:
+        """The speed of a step at ``steps`` (0: plain decoding), each tier with its own graphs."""
+        speed = self._tier_speeds.get(steps)
+        if speed is None:
+            shape = SpecShape(steps, 1, steps + 1) if steps > 0 else None
+            speed = self._tier_speeds[steps] = replace(self.speed, spec=shape)
+        return speed
 
     def _log_decode(self, batch: int, tokens: int, verifies: int, start: float, graph: bool) -> None:
         elapsed = max(time.monotonic() - start, 1e-6)
