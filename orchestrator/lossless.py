@@ -32,6 +32,7 @@ class LosslessCheck:
         self.tracker = tracker
         self.reference: tuple[tuple[int, ...], ...] | None = None
         self.waiting: list[TrialRecord] = []  # speculative trials that finished before the baseline
+        self.lossy: set[int] = set()  # trial numbers whose output differed: never recommended
 
     def review(self, record: TrialRecord) -> TrialRecord:
         """The record with its verdict among its tags (when it can be judged now)."""
@@ -55,6 +56,7 @@ class LosslessCheck:
         found = compare(self.requests, self.reference, record.result.greedy_outputs)
         if not found:
             return ((TAG, "ok"),)
+        self.lossy.add(record.number)
         text = "; ".join(m.describe() for m in found)
         log.error(
             "!!! LOSSY SPECULATION in trial %d (%s): %d of %d prompts differ from the baseline at "

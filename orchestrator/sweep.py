@@ -99,12 +99,12 @@ def main(argv: list[str] | None = None) -> int:
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
     if spec.backend is not Backend.SIMULATED:
         return None
-    from orchestrator.sim.profile import SimProfile, load_profile
+    from orchestrator.sim.profile import load_profile
 
     assert spec.simulated is not None
     try:
         source = spec.simulated.profile
-        profile = SimProfile.model_validate(source) if isinstance(source, dict) else load_profile(source)
+        profile = load_profile(source)  # a name, a file, or a mapping (which may name a base profile)
     except Exception as err:
         raise SpecError(f"simulated.profile: {err}") from None
     return profile.model_dump(mode="json")
@@ -233,7 +233,7 @@ def run(
         print()
     records = outcome.records
     print(render_table(records))
-    best = best_record(records)
+    best = best_record([r for r in records if r.number not in sweep.lossless.lossy])  # never a lossy one
     artifacts = []
     if best is None:
         print("no configuration completed; see the failures above and the server logs in MLflow")

@@ -51,15 +51,17 @@ class Mismatch:
 
     prompt: int  # index into check_requests
     dataset: str
-    prompt_head: tuple[int, ...]  # its first ids, to find it again
+    prompt_len: int
+    prompt_tail: tuple[int, ...]  # its last ids (the start is often a shared system prompt)
     position: int
     expected: int | None  # the baseline's token there (None: the baseline's output ended)
     got: int | None
 
     def describe(self) -> str:
-        head = ", ".join(str(i) for i in self.prompt_head)
+        tail = ", ".join(str(i) for i in self.prompt_tail)
         return (
-            f"prompt {self.prompt} ({self.dataset}, ids [{head}, ...]): first difference at output "
+            f"prompt {self.prompt} ({self.dataset}, {self.prompt_len} ids ending [..., {tail}]): "
+            "first difference at output "
             f"position {self.position}: baseline token {self.expected}, speculative token {self.got}"
         )
 
@@ -76,6 +78,6 @@ def compare(
             a = want[pos] if pos < len(want) else None
             b = got[pos] if pos < len(got) else None
             if a != b:
-                found.append(Mismatch(index, req.dataset, tuple(req.input_ids[:8]), pos, a, b))
+                found.append(Mismatch(index, req.dataset, len(req.input_ids), req.input_ids[-8:], pos, a, b))
                 break
     return found
