@@ -47,7 +47,7 @@ def test_the_check_uses_a_few_fixed_prompts_of_the_workload() -> None:
     spec = demo_spec(baseline=True)
     requests = check_requests(spec)
     assert len(requests) == 4 and requests == check_requests(spec)
-    assert all(r.dataset == "generated-chat" and r.max_new_tokens <= 64 for r in requests)
+    assert all(r.dataset == "generated-chat" and r.max_new_tokens <= 32 for r in requests)
 
 
 def _record(number: int, outputs: tuple[tuple[int, ...], ...], *, baseline: bool = False) -> TrialRecord:
