@@ -42,6 +42,16 @@ def supported(version: tuple[int, ...]) -> bool:
     return version >= FIRST_VERSION
 
 
+def unsupported(config: ServerConfig, version: str, parsed: tuple[int, ...]) -> str:
+    """Why this configuration cannot launch on this SGLang (``version``, ``parsed``); '' when it can."""
+    if not config.speculative_adaptive or supported(parsed):
+        return ""
+    return (
+        f"SGLang {version} has no --speculative-adaptive (0.5.17 and later); "
+        "remove 'default' and 'tiers' from search.speculative_adaptive"
+    )
+
+
 def proposed_config(steps: int) -> dict[str, dict[str, Any]]:
     """Tiers shaped like SGLang's defaults but topped at ``steps``: a light batch may speculate up to
     ``steps``, heavier buckets fewer, the heaviest not at all (the best steps fall as the batch grows)."""
@@ -92,6 +102,12 @@ def trial_config(config: ServerConfig) -> dict[str, dict[str, Any]] | None:
     if not config.speculative_adaptive or config.speculative_num_steps is None:
         return None
     return config_for(AdaptiveMode(config.speculative_adaptive), config.speculative_num_steps)
+
+
+def saved_config(folder: Path) -> str:
+    """The config file a trial launched with ('' for none), kept with its record."""
+    path = folder / CONFIG_FILE
+    return path.read_text() if path.is_file() else ""
 
 
 def write_config(config: ServerConfig, folder: Path) -> str:

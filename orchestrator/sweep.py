@@ -153,6 +153,7 @@ def run(
             "model_path": spec.model.path,
             "draft_model_path": spec.model.draft_path,
             "trials": str(n_trials),
+            "dataset": spec.workload.dataset_label,
         },
         tags={"study": study_name, "resume": str(args.resume).lower()},
     )

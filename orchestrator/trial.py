@@ -99,6 +99,12 @@ class TrialRun:
                     f"model path not found on node {self.node.node_id}: {', '.join(missing)}",
                 ),
             )
+        version = self.node.version()
+        refused = adaptive.unsupported(self.req.config, version, parse_version(version))
+        if refused:
+            return self._result(
+                TrialStatus.FAILED, failure=Failure(FailureStage.LAUNCH, FailureKind.CRASH, refused)
+            )
         before = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
         health.record_gpu_samples(self.node.node_id, before.samples, before.clean)
         if not before.clean:
@@ -106,18 +112,6 @@ class TrialRun:
                 TrialStatus.FAILED,
                 failure=Failure(FailureStage.GPU_CHECK, FailureKind.GPU_NOT_CLEAN, before.describe()),
                 gpu_before=before.samples,
-            )
-        if self.req.config.speculative_adaptive and not adaptive.supported(
-            parse_version(self.node.version())
-        ):
-            return self._result(
-                TrialStatus.FAILED,
-                failure=Failure(
-                    FailureStage.LAUNCH,
-                    FailureKind.CRASH,
-                    f"SGLang {self.node.version()} has no --speculative-adaptive (0.5.17 and later); "
-                    "remove 'default' and 'tiers' from search.speculative_adaptive",
-                ),
             )
         port = free_port(self.spec.server.host)
         plan = self.node.plan(self.req.config, port, self.workdir)
@@ -379,16 +373,9 @@ class TrialRun:
             finished_unix=time.time(),
             notes=tuple(self.notes),
             dataset=self.spec.workload.dataset_label,
-            adaptive_config=_read_text(self.workdir / adaptive.CONFIG_FILE) if plan else "",
+            adaptive_config=adaptive.saved_config(self.workdir) if plan else "",
             greedy_outputs=self._greedy,
         )
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return ""
 
 
 def _read_capped(path: Path) -> str:

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.server.command import parse_version
 from orchestrator.sim.profile import SimProfile
-from orchestrator.sim.tiers import TierConfigError, load_tier_config
+from orchestrator.sim.tiers import adaptive_refusal
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 MRR_RESET_LINE = (
@@ -281,7 +280,11 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
         steps = topk = draft_tokens = None  # SGLang ignores them without an algorithm
 
     if ns.speculative_adaptive or ns.speculative_adaptive_config:
-        _check_adaptive(ns, profile, algo, topk)
+        refused = adaptive_refusal(
+            ns.speculative_adaptive, ns.speculative_adaptive_config, profile.sglang_version, algo, topk
+        )
+        if refused:
+            raise ArgsError(refused)
 
     fraction = ns.mem_fraction_static
     if fraction is None:
@@ -345,23 +348,6 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
         log_notes=tuple(log_notes),
         explicit=explicit,
     )
-
-
-def _check_adaptive(ns: argparse.Namespace, profile: SimProfile, algo: str | None, topk: int | None) -> None:
-    """SGLang before 0.5.17 has no such flags; 0.5.17 refuses adaptive speculation beyond top-k 1."""
-    if parse_version(profile.sglang_version) < (0, 5, 17):
-        flag = "--speculative-adaptive" if ns.speculative_adaptive else "--speculative-adaptive-config"
-        raise ArgsError(f"launch_server.py: error: unrecognized arguments: {flag}\n")
-    if ns.speculative_adaptive and algo is not None and topk != 1:
-        raise ArgsError(
-            "ValueError: --speculative-adaptive is not supported with "
-            f"speculative_eagle_topk={topk} (only topk=1 is supported)\n"
-        )
-    if ns.speculative_adaptive:
-        try:
-            load_tier_config(ns.speculative_adaptive_config)
-        except TierConfigError as err:
-            raise ArgsError(f"ValueError: {err}\n") from None
 
 
 def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> frozenset[str]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.adaptive import SGLANG_DEFAULT, bucket_key
+from orchestrator.adaptive import FIRST_VERSION, SGLANG_DEFAULT, bucket_key
+from orchestrator.server.command import parse_version
 
 EMA_ALPHA = 0.2
 WARMUP_STEPS = 10
@@ -52,6 +53,28 @@ def load_tier_config(path: str | None) -> dict[str, dict[str, Any]]:
             f'e.g. {{"1": {{"candidate_steps": [1,3,7]}}}}. Got keys: {list(data)}'
         )
     return buckets
+
+
+def adaptive_refusal(
+    enabled: bool, config_path: str | None, version: str, algo: str | None, topk: int | None
+) -> str:
+    """What SGLang prints when it refuses these flags ('' when it takes them): before 0.5.17 it has no
+    such flags, and 0.5.17 supports adaptive speculation with top-k 1 only."""
+    if parse_version(version) < FIRST_VERSION:
+        flag = "--speculative-adaptive" if enabled else "--speculative-adaptive-config"
+        return f"launch_server.py: error: unrecognized arguments: {flag}\n"
+    if not enabled:
+        return ""
+    if algo is not None and topk != 1:
+        return (
+            "ValueError: --speculative-adaptive is not supported with "
+            f"speculative_eagle_topk={topk} (only topk=1 is supported)\n"
+        )
+    try:
+        load_tier_config(config_path)
+    except TierConfigError as err:
+        return f"ValueError: {err}\n"
+    return ""
 
 
 @dataclass
