@@ -234,12 +234,13 @@ def run(
         print()
     records = outcome.records
     print(render_table(records))
-    best = best_record([r for r in records if r.number not in sweep.lossless.lossy])  # never a lossy one
+    trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
+    best = best_record(trusted)
     artifacts = []
     if best is None:
         print("no configuration completed; see the failures above and the server logs in MLflow")
     else:
-        paths = write_best(best, spec, study_dir, records)
+        paths = write_best(best, spec, study_dir, trusted)
         artifacts.extend(paths)
         cmd = (study_dir / "best_command.sh").read_text()
         tok_s = best.result.output_tok_per_s or 0.0
