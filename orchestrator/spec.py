@@ -257,8 +257,8 @@ class WorkloadSpec(_Model):
     )
     tokenizer: str = Field(
         default="",
-        description="folder with the model's tokenizer for text datasets; empty = model.path "
-        "(the simulated backend then uses its built-in tokenizer)",
+        description="folder with the model's tokenizer for text datasets, on the driver and the nodes "
+        "alike (read on both); empty = model.path (the simulated backend: its built-in tokenizer)",
     )
     num_prompts: int = Field(ge=1)
     input_len: int = Field(ge=1)
