@@ -175,3 +175,22 @@ def test_tokenizer_is_trained_locally_and_loads_offline_with_its_chat_template(t
     ours = HfTokenizer(str(folders[1])).encode_chat([Message(Role.USER, turns[0]["content"])])
     assert ours == tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ours) == text
+
+
+def test_h200_chat_spec_tokenizes_through_the_tiny_models_template(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("transformers")
+    import yaml
+
+    from orchestrator.bench.traffic import check_workload
+    from orchestrator.spec import parse_spec
+
+    model = tmp_path / "tiny-llama"
+    model.mkdir()
+    assert mw.write_tokenizer([model], vocab_size=32000)
+    data = yaml.safe_load((MODELS.parent / "h200-chat.yaml").read_text())
+    data["model"]["path"] = str(model)
+    requests = check_workload(parse_spec(data))
+    assert len(requests) == data["workload"]["num_prompts"]
+    assert all(r.dataset == "generated-chat" and max(r.input_ids) < 32000 for r in requests)
+    assert any(r.input_ids[0] == 1 for r in requests)  # <s> from the template where the prompt fits whole
