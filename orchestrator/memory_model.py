@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from orchestrator.adaptive import candidate_steps, trial_config
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,13 @@ DISAGREEMENT = 0.15  # a measured figure this far from the prediction corrects t
 
 
 def graph_width(config: ServerConfig) -> float:
-    """What the CUDA-graph memory grows with: captured batch sizes x tokens per request."""
+    """What the CUDA-graph memory grows with: captured batch sizes x tokens per request. An adaptive
+    launch captures graphs for every tier, so each other tier adds its own tokens per request."""
     bs = min(config.cuda_graph_max_bs, config.max_running_requests)
     per_req = config.speculative_num_draft_tokens or 1
+    tiers = trial_config(config)
+    if tiers is not None:
+        per_req += sum(s + 1 for s in candidate_steps(tiers) if s != config.speculative_num_steps)
     return float(bs * per_req)
 
 

@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator import adaptive
 from orchestrator.gpu import GpuProbe, NvmlProbe, visible_indices
 from orchestrator.records import ServerConfig
 from orchestrator.server.command import LaunchPlan, launch_plan
@@ -73,7 +74,14 @@ class SglangNode:
         return NvmlProbe(visible_indices(self.spec.node.gpus)[: self.spec.node.gpus])
 
     def plan(self, config: ServerConfig, port: int, workdir: Path) -> LaunchPlan:
-        return launch_plan(self.spec, config, version=self.version(), port=port, tp_size=self.spec.node.gpus)
+        return launch_plan(
+            self.spec,
+            config,
+            version=self.version(),
+            port=port,
+            tp_size=self.spec.node.gpus,
+            adaptive_config_path=adaptive.write_config(config, workdir),
+        )
 
     def missing_paths(self) -> list[str]:
         if not self.spec.model.check_paths:
@@ -128,6 +136,7 @@ class SimulatedNode:
             tp_size=self.spec.node.gpus,
             sim_profile_path=str(profile_path),
             sim_state_dir=str(self.state_dir),
+            adaptive_config_path=adaptive.write_config(config, workdir),
         )
 
     def missing_paths(self) -> list[str]:

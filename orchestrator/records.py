@@ -76,6 +76,7 @@ class ServerConfig:
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
+    speculative_adaptive: str | None = None  # "default" or "tiers" (orchestrator.adaptive); None = off
 
     @property
     def speculative(self) -> bool:
@@ -93,6 +94,8 @@ class ServerConfig:
                 f" s{self.speculative_num_steps}"
                 f"k{self.speculative_eagle_topk}d{self.speculative_num_draft_tokens}"
             )
+        if self.speculative_adaptive:
+            spec += f" adaptive-{self.speculative_adaptive}"
         base = f"mf{self.mem_fraction_static:.3f} gbs{self.cuda_graph_max_bs}"
         return f"{base} mrr{self.max_running_requests}{spec}"
 
@@ -129,6 +132,18 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class DatasetMetrics:
+    """One dataset's requests within a stage: its acceptance and its share of the stage's tok/s."""
+
+    name: str
+    num_requests: int
+    completed: int
+    output_tok_per_s: float  # this dataset's output tokens / the stage's duration
+    accept_length: float | None
+    tpot_p50_ms: float
+
+
+@dataclass(frozen=True)
 class StageMetrics:
     """One benchmark stage (one concurrency level), computed as SGLang's bench_serving does."""
 
@@ -152,6 +167,7 @@ class StageMetrics:
     window_s: float = 0.0
     steady: bool = False
     output_tok_per_s_ci95: tuple[float, float] | None = None  # 95 % batch-means interval
+    by_dataset: tuple[DatasetMetrics, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,6 +194,9 @@ class TrialResult:
     started_unix: float = 0.0  # wall-clock span on the node, to show placement (one trial per node)
     finished_unix: float = 0.0
     notes: tuple[str, ...] = ()
+    dataset: str = ""  # the workload's datasets and weights, as one line
+    adaptive_config: str = ""  # the --speculative-adaptive-config file it launched with (JSON)
+    greedy_outputs: tuple[tuple[int, ...], ...] = ()  # the lossless check's outputs (budget.baseline)
 
     @property
     def best_stage(self) -> StageMetrics | None:

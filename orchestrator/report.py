@@ -22,6 +22,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from orchestrator.importances import Importances, study_importances
+from orchestrator.records import TrialStatus
 from orchestrator.report_data import (
     SEARCH_PARAMS,
     BestConfig,
@@ -78,6 +79,7 @@ pre { background: #f6f8fa; padding: 12px; overflow-x: auto; font-size: 13px; }
 tr.feasible td:nth-child(2) { color: #1a7f37; } tr.oom td:nth-child(2) { color: #d62728; }
 tr.predicted_oom td:nth-child(2) { color: #e36209; } tr.failed td:nth-child(2) { color: #666; }
 div.msg { max-width: 520px; font-size: 12px; }
+p.bad, tr.bad td { color: #d62728; }
 """
 
 
@@ -215,6 +217,45 @@ def trials_section(rows: Sequence[TrialRow]) -> str:
     return _table(head, body, [r.outcome.value for r in rows])
 
 
+def traffic_section(rows: Sequence[TrialRow]) -> str:
+    """Per trial: the dataset mix, the speculation policy, acceptance and tok/s per dataset, and the
+    lossless check's verdict (a mismatch in red, with the prompt, position and both tokens)."""
+    lossy = [r for r in rows if r.lossless == "mismatch"]
+    notes = []
+    if lossy:
+        notes.append(
+            f'<p class="bad"><b>Lossy speculation: {len(lossy)} trial(s) changed the greedy output.</b> '
+            "At temperature 0 speculative decoding must reproduce the baseline exactly.</p>"
+        )
+    body, classes = [], []
+    for r in rows:
+        if r.status != TrialStatus.OK.value:
+            continue
+        per = sorted({k.split(".", 1)[1] for k in r.metrics if k.startswith("accept_length.")})
+        accept = ", ".join(f"{d} {r.metrics[f'accept_length.{d}']:.2f}" for d in per) or "-"
+        tok = ", ".join(
+            f"{d} {r.metrics[f'output_tok_per_s.{d}']:.1f}"
+            for d in sorted({k.split(".", 1)[1] for k in r.metrics if k.startswith("output_tok_per_s.")})
+        )
+        verdict = r.lossless or "-"
+        if r.lossless == "mismatch":
+            verdict = f"MISMATCH: {r.lossless_detail}"
+        body.append(
+            [
+                str(r.number),
+                r.config,
+                str(r.params.get("dataset", "random")),
+                str(r.params.get("speculative_adaptive", "off")),
+                accept,
+                tok or "-",
+                verdict,
+            ]
+        )
+        classes.append("bad" if r.lossless == "mismatch" else "")
+    head = ["#", "configuration", "dataset", "adaptive", "accept length", "tok/s", "lossless"]
+    return "".join(notes) + _table(head, [[_e(c) for c in row] for row in body], classes)
+
+
 def _plot(fig: object, div_id: str) -> str:
     height = getattr(getattr(fig, "layout", None), "height", None) or 450
     return str(
@@ -250,6 +291,7 @@ def render_html(
         ),
         ("latency", "Throughput against tail latency", _plot(latency_figure(rows), "plot-pareto")),
         ("acceptance", "Acceptance length", _plot(acceptance_figure(rows), "plot-acceptance")),
+        ("traffic", "Traffic, speculation policy and the lossless check", traffic_section(rows)),
         ("history", "Optimisation history", _plot(history_figure(rows), "plot-history")),
         (
             "importance",

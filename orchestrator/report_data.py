@@ -77,6 +77,8 @@ class TrialRow:
     diagnosis: str = ""
     pruned_at_stage: int | None = None
     start_time_ms: int = 0
+    lossless: str = ""  # "ok" or "mismatch" when the lossless check ran (budget.baseline)
+    lossless_detail: str = ""
 
     @property
     def outcome(self) -> Outcome:
@@ -163,6 +165,8 @@ def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
             diagnosis=tags.get("diagnosis", ""),
             pruned_at_stage=int(pruned) if pruned and pruned.isdigit() else None,
             start_time_ms=run.info.start_time or 0,
+            lossless=tags.get("lossless", ""),
+            lossless_detail=tags.get("lossless_detail", ""),
         )
         old = by_number.get(number)
         if old is None or row.start_time_ms >= old.start_time_ms:

@@ -11,6 +11,7 @@ from typing import Any
 
 import optuna
 
+from orchestrator.adaptive import AdaptiveMode
 from orchestrator.records import ServerConfig
 from orchestrator.spec import Choices, FloatRange, IntRange, SearchSpace, make_config
 
@@ -51,7 +52,11 @@ def suggest_config(trial: optuna.Trial, space: SearchSpace) -> ServerConfig:
     steps = _suggest_int(trial, "speculative_num_steps", space.speculative_num_steps)
     topk = _suggest_int(trial, "speculative_eagle_topk", space.speculative_eagle_topk)
     if topk == 1:
-        return make_config(mem, graph_bs, mrr, steps, topk, steps + 1)
+        adaptive = AdaptiveMode.OFF
+        if space.speculative_adaptive != [AdaptiveMode.OFF]:
+            modes = [m.value for m in space.speculative_adaptive]
+            adaptive = AdaptiveMode(trial.suggest_categorical("speculative_adaptive", modes))
+        return make_config(mem, graph_bs, mrr, steps, topk, steps + 1, adaptive)
     draft = _suggest_int(
         trial, "speculative_num_draft_tokens", space.speculative_num_draft_tokens, steps + 1, topk * steps + 1
     )
@@ -63,6 +68,7 @@ def config_params(config: ServerConfig) -> dict[str, Any]:
     params: dict[str, Any] = config.as_params()
     if config.speculative_eagle_topk == 1:
         params.pop("speculative_num_draft_tokens", None)  # derived, not a searched value there
+        params.setdefault("speculative_adaptive", AdaptiveMode.OFF.value)
     return params
 
 

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from orchestrator.adaptive import AdaptiveMode, launch_steps
+from orchestrator.bench.textdata import DatasetRef, parse_ref, resolve_source
 from orchestrator.records import ServerConfig
 from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.secrets import flag_value, secret_values
@@ -121,6 +123,20 @@ class SearchSpace(_Model):
     speculative_num_steps: IntDim
     speculative_eagle_topk: IntDim
     speculative_num_draft_tokens: IntDim
+    speculative_adaptive: list[AdaptiveMode] = Field(
+        default_factory=lambda: [AdaptiveMode.OFF],
+        min_length=1,
+        description="SGLang's runtime speculation policy (0.5.17+, top-k 1 only): off, default "
+        "(SGLang's tiers) and/or tiers (built from the trial's steps)",
+    )
+
+    @field_validator("speculative_adaptive", mode="before")
+    @classmethod
+    def _yaml_off(cls, modes: Any) -> Any:
+        # YAML reads a bare `off` as false: take it as the mode it was meant to be.
+        if isinstance(modes, list):
+            return [AdaptiveMode.OFF if m is False else m for m in modes]
+        return modes
 
     @field_validator("mem_fraction_static")
     @classmethod
@@ -260,7 +276,29 @@ class NodeSpec(_Model):
     clean_threshold_mib: float = Field(default=1024.0, ge=0)
 
 
+class WeightedDataset(_Model):
+    """One dataset of a mix: its share of the requests is its weight over the sum of the weights."""
+
+    source: str = Field(description="random, generated-chat, 'sharegpt: PATH' or 'jsonl: PATH'")
+    weight: float = Field(default=1.0, gt=0)
+
+    @field_validator("source")
+    @classmethod
+    def _known(cls, source: str) -> str:
+        parse_ref(source)  # ValueError names the accepted forms
+        return source
+
+
 class WorkloadSpec(_Model):
+    dataset: str | list[WeightedDataset] = Field(
+        default="random",
+        description="the prompts: one dataset, or a list of {source, weight} sent mixed by weight",
+    )
+    tokenizer: str = Field(
+        default="",
+        description="folder with the model's tokenizer for text datasets, on the driver and the nodes "
+        "alike (read on both); empty = model.path (the simulated backend: its built-in tokenizer)",
+    )
     num_prompts: int = Field(ge=1)
     input_len: int = Field(ge=1)
     output_len: int = Field(ge=1)
@@ -279,6 +317,30 @@ class WorkloadSpec(_Model):
     def _sorted(cls, levels: list[int]) -> list[int]:
         # Stages run from light to heavy so a pruner sees comparable intermediate values first.
         return sorted(set(levels))
+
+    @field_validator("dataset")
+    @classmethod
+    def _datasets_known(cls, dataset: str | list[WeightedDataset]) -> str | list[WeightedDataset]:
+        if isinstance(dataset, str):
+            parse_ref(dataset)
+        elif not dataset:
+            raise ValueError("an empty list: name at least one dataset, or write dataset: random")
+        return dataset
+
+    def datasets(self) -> list[tuple[DatasetRef, float]]:
+        """Each dataset of the workload with its weight (1.0 for a single one)."""
+        if isinstance(self.dataset, str):
+            return [(parse_ref(self.dataset), 1.0)]
+        return [(parse_ref(d.source), d.weight) for d in self.dataset]
+
+    @property
+    def dataset_label(self) -> str:
+        """The mix in one line, for MLflow's ``dataset`` param: ``generated-chat`` or ``a 0.7, b 0.3``."""
+        pairs = self.datasets()
+        if len(pairs) == 1:
+            return str(pairs[0][0])
+        total = sum(w for _, w in pairs)
+        return ", ".join(f"{ref} {w / total:.2g}" for ref, w in pairs)
 
 
 class ObjectiveSpec(_Model):
@@ -356,8 +418,13 @@ def make_config(
     steps: int | None = None,
     topk: int | None = None,
     draft_tokens: int | None = None,
+    adaptive: AdaptiveMode = AdaptiveMode.OFF,
 ) -> ServerConfig:
     """Build a configuration applying SGLang's own rules to the speculative values."""
+    if adaptive is not AdaptiveMode.OFF:
+        if steps is None or topk != 1:
+            raise SpecError("speculative_adaptive: SGLang supports it with speculative_eagle_topk 1 only")
+        steps = launch_steps(adaptive, steps)  # launched at the largest tier, as SGLang needs
     if steps is not None:
         if topk is None:
             raise SpecError("speculative_eagle_topk: set it together with speculative_num_steps")
@@ -372,6 +439,7 @@ def make_config(
         speculative_num_steps=steps,
         speculative_eagle_topk=topk,
         speculative_num_draft_tokens=draft_tokens,
+        speculative_adaptive=None if adaptive is AdaptiveMode.OFF else adaptive.value,
     )
 
 
@@ -482,6 +550,19 @@ def _resolve_relative_paths(spec: SweepSpec, base: Path) -> SweepSpec:
         value = getattr(spec.model, field_name)
         if value.startswith("./") or value.startswith("../"):
             updates[field_name] = str((base / value).resolve())
-    if not updates:
-        return spec
-    return spec.model_copy(update={"model": spec.model.model_copy(update=updates)})
+    if updates:
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update=updates)})
+    return _resolve_dataset_paths(spec, base)
+
+
+def _resolve_dataset_paths(spec: SweepSpec, base: Path) -> SweepSpec:
+    """Dataset files and the tokenizer folder, when relative, are read from beside the spec."""
+    wl = spec.workload
+    dataset: str | list[WeightedDataset] = (
+        resolve_source(wl.dataset, base)
+        if isinstance(wl.dataset, str)
+        else [d.model_copy(update={"source": resolve_source(d.source, base)}) for d in wl.dataset]
+    )
+    tokenizer = str((base / wl.tokenizer).resolve()) if wl.tokenizer else ""
+    workload = wl.model_copy(update={"dataset": dataset, "tokenizer": tokenizer})
+    return spec.model_copy(update={"workload": workload})

@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from orchestrator import cluster, confirm, health
 from orchestrator.diagnosis import accept_length, diagnose
+from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.records import (
     Failure,
@@ -233,6 +234,7 @@ class Sweep:
         self.broken_warned = False
         self.broken_trials = 0  # speculative trials that accepted almost nothing
         self.best_accept: float | None = None  # the draft's best acceptance length so far
+        self.lossless = LosslessCheck(spec, tracker)
 
     # -- study bookkeeping ------------------------------------------------------------------------
 
@@ -583,6 +585,7 @@ class Sweep:
             + tuple(("memory_model_correction", c.what) for c in corrections[:1])
             + _confirm_tag(trial),
         )
+        record = self.lossless.review(record)
         self.tracker.log_trial(record)
         self.outcome.records.append(record)
         self.on_record(record)

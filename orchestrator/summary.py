@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.adaptive import CONFIG_FILE
+from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import TrialStatus
 from orchestrator.server.command import mask_secrets, sglang_flags
 from orchestrator.spec import SweepSpec
@@ -29,11 +31,16 @@ def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
 
 
 def write_best(
-    record: TrialRecord, spec: SweepSpec, study_dir: Path, confidence: dict[str, Any] | None = None
+    record: TrialRecord,
+    spec: SweepSpec,
+    study_dir: Path,
+    records: Sequence[TrialRecord] = (),
+    confidence: dict[str, Any] | None = None,
 ) -> list[Path]:
     """best.json and best_command.sh; ``confidence`` (orchestrator.confirm) says how sure the pick is."""
     argv = sglang_command(record, spec)
     r = record.result
+    levels = best_by_concurrency(records or [record])
     best = {
         "trial": record.number,
         "config": r.config.as_params(),
@@ -45,15 +52,22 @@ def write_best(
         "resolved_args": r.resolved_args,
         "server_version": r.server_version,
         "command": argv,
+        "dataset": r.dataset,
+        "best_by_concurrency": levels,
+        "runtime_policy": runtime_policy(record, levels),
     }
     if confidence is not None:
         best["confidence"] = confidence
+    written = []
+    if r.adaptive_config:  # best_command.sh passes it by its file name
+        (study_dir / CONFIG_FILE).write_text(r.adaptive_config)
+        written.append(study_dir / CONFIG_FILE)
     json_path = study_dir / "best.json"
     json_path.write_text(json.dumps(best, indent=1, default=str))
     sh_path = study_dir / "best_command.sh"
     sh_path.write_text("#!/bin/sh\nexec " + " \\\n  ".join(shlex.quote(a) for a in argv) + "\n")
     sh_path.chmod(0o755)
-    return [json_path, sh_path]
+    return [json_path, sh_path, *written]
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -78,4 +92,20 @@ def render_table(records: Sequence[TrialRecord]) -> str:
             f"{_fmt(r.startup_s, '7.1f')} {_fmt(r.memory.get('weights_gb'), '7.2f')} "
             f"{_fmt(kv, '10.0f')}  {r.config.label()}{' (baseline)' if rec.baseline else ''}"
         )
+    return "\n".join(lines)
+
+
+def render_levels(best: dict[str, Any]) -> str:
+    """The best speculative setting per concurrency level and the policy to launch with, for the CLI."""
+    lines = ["best speculative setting per concurrency level:"]
+    for lv in best.get("best_by_concurrency", []):
+        lines.append(
+            f"  {lv['concurrency']:>5} concurrent: steps {lv['speculative_num_steps']} "
+            f"(adaptive {lv['speculative_adaptive']}), {lv['output_tok_per_s']:.1f} tok/s, "
+            f"accept {_fmt(lv['accept_length'], '.2f')}  trial {lv['trial']}"
+        )
+    policy = best.get("runtime_policy", {})
+    lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")
+    if "suggested_adaptive_config" in policy:
+        lines.append(f"  suggested tiers (not measured): {json.dumps(policy['suggested_adaptive_config'])}")
     return "\n".join(lines)

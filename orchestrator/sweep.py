@@ -18,9 +18,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from orchestrator.bench.traffic import check_workload
 from orchestrator.records import TrialStatus
 from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec, short_stage_warning
-from orchestrator.summary import best_record, render_table, write_best
+from orchestrator.summary import best_record, render_levels, render_table, write_best
 from orchestrator.tracking import TrialRecord
 
 log = logging.getLogger("orchestrator")
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         if n_trials < 1:
             raise SpecError("--trials: must be at least 1")
         sim_profile = resolve_profile(spec)
+        check_workload(spec)
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -133,12 +135,12 @@ def terminate_as_interrupt() -> Iterator[None]:
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
     if spec.backend is not Backend.SIMULATED:
         return None
-    from orchestrator.sim.profile import SimProfile, load_profile
+    from orchestrator.sim.profile import load_profile
 
     assert spec.simulated is not None
     try:
         source = spec.simulated.profile
-        profile = SimProfile.model_validate(source) if isinstance(source, dict) else load_profile(source)
+        profile = load_profile(source)  # a name, a file, or a mapping (which may name a base profile)
     except Exception as err:
         raise SpecError(f"simulated.profile: {err}") from None
     return profile.model_dump(mode="json")
@@ -202,6 +204,7 @@ def run(
             "model_path": spec.model.path,
             "draft_model_path": spec.model.draft_path,
             "trials": str(n_trials),
+            "dataset": spec.workload.dataset_label,
         },
         tags={"study": study_name, "resume": str(args.resume).lower()},
     )
@@ -232,6 +235,10 @@ def run(
             msg += f"  [{res.failure.stage.value}: {res.failure.message[:80]}]"
         if r.diagnosis.startswith("broken_speculation"):
             msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis
+        lossless = dict(r.extra_tags)
+        if lossless.get("lossless") == "mismatch":
+            msg += "\n  !!! LOSSY SPECULATION (output differs from the baseline at temperature 0): "
+            msg += lossless.get("lossless_detail", "")
         print(("\r" if tty else "") + msg.ljust(100), flush=True)
 
     sweep = Sweep(
@@ -303,21 +310,23 @@ def run(
         )
     records = outcome.records
     print(render_table(records))
-    best = best_record(records)
-    judged = verdict(records)
+    trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
+    best = best_record(trusted)
+    judged = verdict(trusted)
     if judged is not None:  # the median of the launches, not the luckiest one
-        best = next(r for r in records if r.number == judged.winner.representative)
+        best = next(r for r in trusted if r.number == judged.winner.representative)
     artifacts = []
     if best is None:
         print("no configuration completed; see the failures above and the server logs in MLflow")
     else:
-        paths = write_best(best, spec, study_dir, judged.confidence() if judged else None)
+        paths = write_best(best, spec, study_dir, trusted, judged.confidence() if judged else None)
         artifacts.extend(paths)
         cmd = (study_dir / "best_command.sh").read_text()
         tok_s = best.result.output_tok_per_s or 0.0
         print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s, {best.result.config.label()}")
         if judged is not None:
             print(f"confidence: {judged.summary()}")
+        print(render_levels(json.loads((study_dir / "best.json").read_text())))
         print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):\n{cmd}")
     report_path = study_dir / "report.html"
     try:

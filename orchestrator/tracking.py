@@ -84,6 +84,10 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
         accept = best.accept_length if best.accept_length is not None else r.server_accept_length
         if accept is not None:
             metrics["accept_length"] = accept
+        for per in best.by_dataset:  # acceptance and tok/s of each dataset of the mix
+            metrics[f"output_tok_per_s.{per.name}"] = per.output_tok_per_s
+            if per.accept_length is not None:
+                metrics[f"accept_length.{per.name}"] = per.accept_length
     if r.server_accept_length is not None:
         metrics["server_accept_length"] = r.server_accept_length
     if record.objective is not None:
@@ -114,6 +118,7 @@ class Tracker:
         self.spool_dir.mkdir(parents=True, exist_ok=True)
         self.experiment_id = ""
         self.parent_run_id = ""
+        self._run_ids: dict[int, str] = {}
         # With a local store MLflow would put artifacts in ./mlruns of whatever folder the driver ran
         # in; they belong next to the database. A tracking server chooses for itself.
         self.artifact_root = artifact_root
@@ -132,6 +137,10 @@ class Tracker:
         self.parent_run_id = run.info.run_id
         self.client.log_batch(self.parent_run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
         return self.parent_run_id
+
+    def run_id_of(self, number: int) -> str | None:
+        """The MLflow run of a trial written by this tracker (None while it is spooled)."""
+        return self._run_ids.get(number)
 
     def log_trial(self, record: TrialRecord) -> str | None:
         """Write one trial; on failure spool it, so it is written by a later `flush_spool`."""
@@ -184,9 +193,14 @@ class Tracker:
         name = f"trial-{record.number} {r.status.value} {r.config.label()}"
         run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
         run_id = run.info.run_id
+        self._run_ids[record.number] = run_id
         params = {**{k: str(v) for k, v in r.config.as_params().items()}, **flag_params(r.command)}
         if not r.config.speculative:
             params["speculative_algorithm"] = "none"
+        if r.dataset:
+            params["dataset"] = r.dataset
+        params.pop("speculative_adaptive_config", None)  # a per-trial path; the file is an artifact
+        params["speculative_adaptive"] = r.config.speculative_adaptive or "off"
         metrics = [Metric(k, float(v), 0, 0) for k, v in trial_metrics(record).items()]
         for step, stage in enumerate(r.stages):
             metrics.append(Metric("stage_output_tok_per_s", stage.output_tok_per_s, 0, step))
@@ -201,6 +215,8 @@ class Tracker:
             folder = Path(tmp)
             (folder / "server.log").write_text(r.log_tail)
             (folder / "launch_command.sh").write_text(shell_command(r.command))
+            if r.adaptive_config:
+                (folder / "speculative_adaptive.json").write_text(r.adaptive_config)
             (folder / "result.json").write_text(json.dumps(_jsonable(asdict(r)), indent=1, default=str))
             self.client.log_artifacts(run_id, str(folder))
         status = "FINISHED" if r.status is TrialStatus.OK else "FAILED"

@@ -16,9 +16,11 @@ from typing import Any
 
 import aiohttp
 
-from orchestrator import health
+from orchestrator import adaptive, health
 from orchestrator.bench.client import flush_cache, run_stage, server_accept_length, wait_healthy
+from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
+from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
 from orchestrator.gpu import wait_clean
 from orchestrator.node import NodeBackend, current_node_id, free_port, make_node
@@ -33,7 +35,7 @@ from orchestrator.records import (
     TrialStatus,
 )
 from orchestrator.secrets import scrub, scrub_file
-from orchestrator.server.command import LaunchPlan
+from orchestrator.server.command import LaunchPlan, parse_version
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.spec import SweepSpec
@@ -107,6 +109,7 @@ class TrialRun:
         self.t0_unix = time.time()
         self.notes: list[str] = []
         self._stages_done: list[StageMetrics] = []
+        self._greedy: tuple[tuple[int, ...], ...] = ()
 
     # -- the phases ---------------------------------------------------------------------------------
 
@@ -121,6 +124,12 @@ class TrialRun:
                     FailureKind.CRASH,
                     f"model path not found on node {self.node.node_id}: {', '.join(missing)}",
                 ),
+            )
+        version = self.node.version()
+        refused = adaptive.unsupported(self.req.config, version, parse_version(version))
+        if refused:
+            return self._result(
+                TrialStatus.FAILED, failure=Failure(FailureStage.LAUNCH, FailureKind.CRASH, refused)
             )
         before = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
         health.record_gpu_samples(self.node.node_id, before.samples, before.clean)
@@ -265,9 +274,7 @@ class TrialRun:
             pressure = await self._kv_probe(url, session)
             if pressure is not None:
                 return TrialStatus.KV_PRESSURE, pressure, (), None
-            requests = synthetic_requests(
-                wl.num_prompts, wl.input_len, wl.output_len, wl.vocab_size, wl.seed, wl.range_ratio
-            )
+            requests = build_requests(self.spec)
             accept: float | None = None
             for step, concurrency in enumerate(wl.concurrency):
                 await flush_cache(url, session)
@@ -281,6 +288,9 @@ class TrialRun:
                     min_tokens=wl.min_stage_tokens,
                 )
                 metrics = stage_metrics(concurrency, outcomes, duration)
+                metrics = replace(
+                    metrics, by_dataset=dataset_breakdown(concurrency, requests, outcomes, duration)
+                )
                 self._stages_done.append(metrics)
                 self._drain_log()
                 if server.poll() is not None or metrics.completed == 0:
@@ -291,6 +301,11 @@ class TrialRun:
                 if self.on_stage is not None and not self.on_stage(step, metrics):
                     self.notes.append(f"pruned after stage {step} (concurrency {concurrency})")
                     break
+            if self.spec.budget.baseline:  # the lossless check: compared with the baseline's on the driver
+                try:
+                    self._greedy = await greedy_outputs(url, session, check_requests(self.spec))
+                except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
+                    self.notes.append(f"lossless check: no greedy outputs: {err}")
         return TrialStatus.OK, None, tuple(self._stages_done), accept
 
     async def _kv_probe(self, url: str, session: aiohttp.ClientSession) -> Failure | None:
@@ -394,6 +409,9 @@ class TrialRun:
             started_unix=self.t0_unix,
             finished_unix=time.time(),
             notes=tuple(self.notes),
+            dataset=self.spec.workload.dataset_label,
+            adaptive_config=adaptive.saved_config(self.workdir) if plan else "",
+            greedy_outputs=self._greedy,
         )
         return scrub(result, secrets)
 

@@ -154,3 +154,43 @@ def test_loads_with_safetensors_where_installed(tmp_path: Path) -> None:
     tensors = torch_st.load_file(str(out / mw.TARGET / mw.WEIGHTS_FILE))
     assert float(tensors["lm_head.weight"].abs().max()) == 0.0
     assert 0.015 < float(tensors["model.embed_tokens.weight"].abs().mean()) < 0.032
+
+
+def test_tokenizer_is_trained_locally_and_loads_offline_with_its_chat_template(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    from orchestrator.bench.textdata import Message, Role
+    from orchestrator.bench.tokenizer import HfTokenizer
+
+    folders = [tmp_path / "target", tmp_path / "draft"]
+    for folder in folders:
+        folder.mkdir()
+    assert mw.write_tokenizer(folders, vocab_size=32000)
+    tok = transformers.AutoTokenizer.from_pretrained(str(folders[0]), local_files_only=True)
+    assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2)  # as config.json says
+    assert len(tok) <= 32000  # every id is inside the model's vocabulary
+    turns = [{"role": "user", "content": "How often should I water a snake plant?"}]
+    text = tok.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+    assert text == "<s><|user|>\nHow often should I water a snake plant?<|end|>\n<|assistant|>\n"
+    ours = HfTokenizer(str(folders[1])).encode_chat([Message(Role.USER, turns[0]["content"])])
+    assert ours == tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ours) == text
+
+
+def test_h200_chat_spec_tokenizes_through_the_tiny_models_template(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("transformers")
+    import yaml
+
+    from orchestrator.bench.traffic import check_workload
+    from orchestrator.spec import parse_spec
+
+    model = tmp_path / "tiny-llama"
+    model.mkdir()
+    assert mw.write_tokenizer([model], vocab_size=32000)
+    data = yaml.safe_load((MODELS.parent / "h200-chat.yaml").read_text())
+    data["model"]["path"] = str(model)
+    requests = check_workload(parse_spec(data))
+    assert len(requests) == data["workload"]["num_prompts"]
+    assert all(r.dataset == "generated-chat" and max(r.input_ids) < 32000 for r in requests)
+    assert any(r.input_ids[0] == 1 for r in requests)  # <s> from the template where the prompt fits whole

@@ -17,6 +17,7 @@ class RequestSpec:
 
     input_ids: tuple[int, ...]
     max_new_tokens: int
+    dataset: str = "random"  # which dataset of the workload it came from, for per-dataset figures
 
 
 def synthetic_requests(

@@ -10,6 +10,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+from orchestrator import adaptive
 from orchestrator.records import ServerConfig
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import Backend, SweepSpec
@@ -51,7 +52,13 @@ def graph_bs_flag(version: tuple[int, ...]) -> str:
 
 
 def sglang_flags(
-    spec: SweepSpec, config: ServerConfig, *, version: str, port: int, tp_size: int
+    spec: SweepSpec,
+    config: ServerConfig,
+    *,
+    version: str,
+    port: int,
+    tp_size: int,
+    adaptive_config_path: str = adaptive.CONFIG_FILE,
 ) -> list[str]:
     """SGLang's own flags for one trial, in a stable order."""
     v = parse_version(version)
@@ -81,6 +88,11 @@ def sglang_flags(
             "--speculative-num-draft-tokens",
             str(config.speculative_num_draft_tokens),
         ]
+        # Rendered only where SGLang has it; a trial checks support before it launches anything.
+        if config.speculative_adaptive and adaptive.supported(v):
+            flags.append("--speculative-adaptive")
+            if config.speculative_adaptive == adaptive.AdaptiveMode.TIERS:
+                flags += ["--speculative-adaptive-config", adaptive_config_path]
     if spec.server.enable_metrics:
         flags.append("--enable-metrics")
     flags += list(spec.server.flags)
@@ -97,9 +109,12 @@ def launch_plan(
     tp_size: int,
     sim_profile_path: str = "",
     sim_state_dir: str = "",
+    adaptive_config_path: str = adaptive.CONFIG_FILE,
 ) -> LaunchPlan:
     python = spec.server.python or sys.executable
-    flags = sglang_flags(spec, config, version=version, port=port, tp_size=tp_size)
+    flags = sglang_flags(
+        spec, config, version=version, port=port, tp_size=tp_size, adaptive_config_path=adaptive_config_path
+    )
     if spec.backend is Backend.SGLANG:
         argv = [python, "-m", "sglang.launch_server", *flags]
     else:

@@ -253,6 +253,12 @@ class LogParser:
             self._stage = FailureStage.KV_ALLOCATION
         elif m := shapes.CAPTURE.match(msg):
             self._capture(m)
+        elif m := shapes.ADAPTIVE_STATE.match(msg):
+            # --speculative-adaptive: each extra tier is one more set of draft CUDA graphs.
+            steps, elapsed, mem = int(m.group(1)), float(m.group(2)), float(m.group(3))
+            self._graphs.append(
+                GraphCapture(f"adaptive steps={steps}", True, None, mem, None, elapsed, (), finished=True)
+            )
         elif m := shapes.MAX_TOTAL.match(msg):
             values = dict(shapes.KEYVAL_INT.findall(msg))
             self._max_total = int(m.group(1))

@@ -38,6 +38,9 @@ CAPTURE = re.compile(
     r"^Capture (?P<name>[\w -]*?)\s*(?:cuda|CUDA|cpu|npu) graph(?: for [^.]*?)? "
     r"(?P<phase>begin|end)\b(?P<rest>.*)"
 )
+# 0.5.17 with --speculative-adaptive, once per extra tier: `Built adaptive runtime state steps=0:
+# elapsed=1.76s, mem=0.10GB`.
+ADAPTIVE_STATE = re.compile(r"^Built adaptive runtime state steps=(\d+): elapsed=([\d.]+)s, mem=([\d.]+)GB")
 AVAIL = re.compile(rf"avail mem={GB}")
 USAGE = re.compile(rf"mem usage={GB}")
 ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )([\d.]+) s")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from orchestrator.sim.args import server_args_items
+from orchestrator.sim.prompts import greedy_stream, prompt_kind
 from orchestrator.sim.scheduler import SimRequest
 
 if TYPE_CHECKING:
@@ -194,7 +195,14 @@ def make_app(node: SimNode) -> web.Application:
             prompt_len, max_new = node.parse_generate(data)
         except (ValueError, TypeError) as err:
             return logged(_error(400, str(err)), request)
-        req = node.scheduler.submit(prompt_len, max_new)
+        ids = data.get("input_ids")
+        if isinstance(ids, list):
+            kind = prompt_kind(ids)
+            req = node.scheduler.submit(
+                prompt_len, max_new, probs=node.probs_by_kind[kind], greedy=greedy_stream(ids)
+            )
+        else:
+            req = node.scheduler.submit(prompt_len, max_new)
         if not data.get("stream"):
             await req.done.wait()
             return logged(web.json_response(body(node, req, final=True)), request)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.sim.profile import SimProfile
+from orchestrator.sim.tiers import adaptive_refusal
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 MRR_RESET_LINE = (
@@ -98,6 +99,8 @@ class SimArgs:
     api_key: str | None = None
     admin_api_key: str | None = None
     ssl_keyfile_password: str | None = None
+    speculative_adaptive: bool = False
+    speculative_adaptive_config: str | None = None
     raw_notes: tuple[str, ...] = ()  # printed without a timestamp (the launcher's stderr warnings)
     log_notes: tuple[str, ...] = ()  # printed as log lines before server_args
     explicit: frozenset[str] = field(default_factory=frozenset)
@@ -121,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--speculative-num-steps", type=int, default=None)
     a("--speculative-eagle-topk", type=int, default=None)
     a("--speculative-num-draft-tokens", type=int, default=None)
+    a("--speculative-adaptive", action="store_true")
+    a("--speculative-adaptive-config", default=None)
     a("--mem-fraction-static", type=float, default=None)
     a("--cuda-graph-max-bs", dest="cuda_graph_max_bs_legacy", type=int, default=None)
     a("--cuda-graph-max-bs-decode", type=int, default=None)
@@ -280,6 +285,13 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
     elif any(v is not None for v in (steps, topk, draft_tokens)):
         steps = topk = draft_tokens = None  # SGLang ignores them without an algorithm
 
+    if ns.speculative_adaptive or ns.speculative_adaptive_config:
+        refused = adaptive_refusal(
+            ns.speculative_adaptive, ns.speculative_adaptive_config, profile.sglang_version, algo, topk
+        )
+        if refused:
+            raise ArgsError(refused)
+
     fraction = ns.mem_fraction_static
     if fraction is None:
         base = auto_mem_fraction(
@@ -339,6 +351,8 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
         sim_profile=ns.sim_profile,
         sim_state_dir=ns.sim_state_dir,
         sim_startup_time_scale=ns.sim_startup_time_scale,
+        speculative_adaptive=bool(ns.speculative_adaptive) and algo is not None,
+        speculative_adaptive_config=ns.speculative_adaptive_config,
         raw_notes=tuple(raw_notes),
         log_notes=tuple(log_notes),
         explicit=explicit,

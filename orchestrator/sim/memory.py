@@ -19,6 +19,7 @@ from enum import StrEnum
 from orchestrator.records import FailureStage
 from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, SimArgs, capture_batch_sizes
 from orchestrator.sim.profile import SimProfile
+from orchestrator.sim.tiers import load_tier_config
 
 GIB = float(1 << 30)
 MIB_PER_GIB = 1024.0
@@ -318,8 +319,25 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
         )  # fmt: skip
         if not ok:
             return done()
-    _graph_runner(
+    ok = _graph_runner(
         w, profile, role="draft", name="draft extend", sizes=sizes, tokens_per_req=args.num_draft_tokens,
         per_token=profile.draft_graph_gib_per_token, vocab=profile.vocab_size, stage=drf,
     )  # fmt: skip
+    # --speculative-adaptive builds one more runtime state (its own CUDA graphs) per other tier.
+    for steps in adaptive_tiers(args) if ok else ():
+        if not _graph_runner(
+            w, profile, role="draft", name=f"adaptive steps={steps}", sizes=sizes, tokens_per_req=steps + 1,
+            per_token=profile.target_graph_gib_per_token, vocab=profile.vocab_size, stage=drf,
+        ):  # fmt: skip
+            break
     return done()
+
+
+def adaptive_tiers(args: SimArgs) -> list[int]:
+    """The tiers other than the launch's that an adaptive launch captures graphs for."""
+    if not args.speculative_adaptive:
+        return []
+    config = load_tier_config(args.speculative_adaptive_config)
+    return [
+        s for s in sorted({s for e in config.values() for s in e["candidate_steps"]}) if s != args.num_steps
+    ]

@@ -165,11 +165,19 @@ class SimProfile(BaseModel):
 
     # --- draft acceptance -------------------------------------------------------------------------
     accept_p0: float = Field(default=0.0, ge=0, le=1)
-    """Probability that the target accepts the draft's first token (0 = a broken draft)."""
+    """Probability that the target accepts the draft's first token on a prompt of random ids
+    (0 = a broken draft)."""
     accept_decay: float = Field(default=0.85, ge=0, le=1)
     """Each later draft position's acceptance is the previous one's times this."""
     topk_gain: float = Field(default=0.2, ge=0, le=2)
     """Top-k > 1 shrinks each position's rejection by ``topk ** -topk_gain``."""
+    text_accept_p0: float | None = Field(default=None, ge=0, le=1)
+    """``accept_p0`` on a text prompt (chat, code: what the draft was trained on); None = as random ids."""
+    text_accept_decay: float | None = Field(default=None, ge=0, le=1)
+    """``accept_decay`` on a text prompt; None = as random ids."""
+    lossy_rate: float = Field(default=0.0, ge=0, le=1)
+    """Chance that a verify step with accepted drafts emits a wrong token (a lossy draft path, a
+    numerics mismatch between verify and plain decode): 0 = lossless, as speculative decoding must be."""
 
 
 def builtin_profiles() -> list[str]:

@@ -16,10 +16,11 @@ import random
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
-from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
+from orchestrator.sim.speed import SlowNoise, SpecShape, SpeedModel, sample_accepted
+from orchestrator.sim.tiers import TierController
 
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO = 0.1
@@ -35,6 +36,8 @@ class SimRequest:
     max_new_tokens: int
     rng: random.Random
     vocab: int
+    probs: list[float] | None = None  # acceptance for this prompt; None = the scheduler's
+    greedy: random.Random | None = None  # the prompt's greedy continuation (None: drawn from rng)
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     kv: int = 0
@@ -56,8 +59,13 @@ class SimRequest:
     def remaining(self) -> int:
         return self.max_new_tokens - len(self.output_ids)
 
-    def emit(self, n: int) -> None:
-        self.output_ids.extend(self.rng.randrange(self.vocab) for _ in range(n))
+    def emit(self, n: int, wrong_at: int = -1) -> None:
+        """``n`` more output ids; the one at ``wrong_at`` (an index into these n) is corrupted."""
+        source = self.greedy or self.rng
+        new = [source.randrange(self.vocab) for _ in range(n)]
+        if 0 <= wrong_at < n:
+            new[wrong_at] = (new[wrong_at] + 1) % self.vocab
+        self.output_ids.extend(new)
         self.kv += n
 
     def record_verify(self, accepted: int) -> None:
@@ -101,9 +109,14 @@ class Scheduler:
         vocab: int,
         seed: int,
         log: SglangLog,
+        lossy_rate: float = 0.0,
+        tiers: TierController | None = None,
     ) -> None:
         self.speed = speed
         self.probs = probs
+        self.lossy_rate = lossy_rate
+        self.tiers = tiers
+        self._tier_speeds: dict[int, SpeedModel] = {}
         self.pool = pool_tokens
         self.max_running = max_running
         self.chunked = chunked_prefill
@@ -134,11 +147,21 @@ class Scheduler:
     def idle(self) -> bool:
         return not self.waiting and not self.running
 
-    def submit(self, input_len: int, max_new_tokens: int) -> SimRequest:
-        """Queue a request; its output ids come from its own seeded generator (same seed, same ids)."""
+    def submit(
+        self,
+        input_len: int,
+        max_new_tokens: int,
+        *,
+        probs: list[float] | None = None,
+        greedy: random.Random | None = None,
+    ) -> SimRequest:
+        """Queue a request; its output ids come from ``greedy`` (the prompt's own continuation) or its
+        own seeded generator (same seed, same ids)."""
         rng = random.Random(self.seed * 1_000_003 + self._count)
         self._count += 1
-        req = SimRequest(uuid.UUID(int=rng.getrandbits(128)).hex, input_len, max_new_tokens, rng, self.vocab)
+        req = SimRequest(
+            uuid.UUID(int=rng.getrandbits(128)).hex, input_len, max_new_tokens, rng, self.vocab, probs, greedy
+        )
         self.waiting.append(req)
         self.stats.requests += 1
         self._wake.set()
@@ -271,26 +294,39 @@ class Scheduler:
         batch = len(self.running)
         if batch == 0:
             return
-        graph = self.speed.uses_graph(batch)
-        await self._sleep(self._noisy(self.speed.step_time(batch)))
+        speed, steps = self.speed, None
+        if self.tiers is not None and spec is not None:
+            steps = self.tiers.steps_for(batch)  # adaptive: this bucket's current tier
+            speed = self._tier_speed(steps)
+        graph = speed.uses_graph(batch)
+        await self._sleep(self._noisy(speed.step_time(batch)))
         produced = verifies = 0
+        accepted_now: list[int] = []
         for req in list(self.running):
             if req.aborted:
                 continue
-            gained = 1
+            gained, wrong_at = 1, -1
             if spec is not None:
-                accepted = sample_accepted(req.rng, self.probs)
+                probs = self.probs if req.probs is None else req.probs
+                accepted = sample_accepted(req.rng, probs if steps is None else probs[:steps])
+                accepted_now.append(accepted)
                 req.record_verify(accepted)
                 gained += accepted
                 verifies += 1
                 self.stats.life_tokens += gained
                 self.stats.life_verify += 1
+                if accepted and self.lossy_rate and req.rng.random() < self.lossy_rate:
+                    wrong_at = req.rng.randrange(accepted)  # an accepted draft the target would not emit
             n = min(gained, req.remaining)
-            req.emit(n)
+            req.emit(n, wrong_at)
             produced += n
             self._finish_if_done(req)
             req.changed.set()
         self.stats.generation_tokens += produced
+        if self.tiers is not None and steps is not None:
+            switched = self.tiers.observe(batch, accepted_now)
+            if switched:
+                self.log.line(switched, rank=True)
         self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
         steps, tokens, vsum, start = self._interval
         steps, tokens, vsum = steps + 1, tokens + produced, vsum + verifies
@@ -300,6 +336,14 @@ class Scheduler:
             self._interval = (0, 0, 0, time.monotonic())
         else:
             self._interval = (steps, tokens, vsum, start)
+
+    def _tier_speed(self, steps: int) -> SpeedModel:
+        """The speed of a step at ``steps`` (0: plain decoding), each tier with its own graphs."""
+        speed = self._tier_speeds.get(steps)
+        if speed is None:
+            shape = SpecShape(steps, 1, steps + 1) if steps > 0 else None
+            speed = self._tier_speeds[steps] = replace(self.speed, spec=shape)
+        return speed
 
     def _log_decode(self, batch: int, tokens: int, verifies: int, start: float, graph: bool) -> None:
         elapsed = max(time.monotonic() - start, 1e-6)

@@ -37,8 +37,10 @@ from orchestrator.sim.args import (
 from orchestrator.sim.memory import MemFailure, MemStep, OomKind, StepKind, plan_startup
 from orchestrator.sim.nvml import GpuStateWriter, visible_gpu_indices
 from orchestrator.sim.profile import SimProfile, load_profile
+from orchestrator.sim.prompts import probs_by_kind
 from orchestrator.sim.scheduler import Scheduler
 from orchestrator.sim.speed import SpeedModel, broken_draft_reason, position_probs
+from orchestrator.sim.tiers import TierController, load_tier_config
 
 GRAPH_KEYS = {
     "target prefill": "prefill",
@@ -63,6 +65,7 @@ class SimNode:
         self.broken_draft = broken_draft_reason(profile, args)
         spec = self.speed.spec
         self.probs = position_probs(profile, spec, broken=bool(self.broken_draft)) if spec else []
+        self.probs_by_kind = probs_by_kind(profile, spec, broken=bool(self.broken_draft))
         self.scale = args.sim_startup_time_scale
         if self.scale is None:
             self.scale = profile.startup_time_scale
@@ -90,14 +93,14 @@ class SimNode:
             usage.update(target_verify=0.0, draft_prefill=0.0, draft_decode=0.0, draft_extend=0.0)
         for s in self.plan.steps:
             if s.kind is StepKind.GRAPH:
-                usage[GRAPH_KEYS[s.name]] = s.usage
+                usage[GRAPH_KEYS.get(s.name, s.name.replace(" ", "_"))] = s.usage
         return usage
 
     def _graph_times(self) -> dict[str, float]:
         times = dict.fromkeys(self.graph_usage(), 0.0)
         for s in self.plan.steps:
             if s.kind is StepKind.GRAPH:
-                times[GRAPH_KEYS[s.name]] = s.real_s
+                times[GRAPH_KEYS.get(s.name, s.name.replace(" ", "_"))] = s.real_s
         return times
 
     def startup_times(self) -> dict[str, Any]:
@@ -235,6 +238,13 @@ class SimNode:
                 "CUDA graph backend to override this safety gate.",
                 rank=True,
             )
+        elif step.kind is StepKind.GRAPH and step.name.startswith("adaptive"):
+            await self._wait(step.real_s)
+            tier = step.name.split(" ", 1)[1]
+            log.line(
+                f"Built adaptive runtime state {tier}: elapsed={step.real_s:.2f}s, mem={step.usage:.2f}GB",
+                rank=True,
+            )
         elif step.kind is StepKind.GRAPH:
             log.line(self._capture_begin(step.name, step.avail_before), rank=True)
             await self._wait(step.real_s)
@@ -321,10 +331,16 @@ class SimNode:
             f"{t['kv_cache_allocation']:.2f}, scheduler_e2e={t['scheduler_e2e']:.2f}, "
             f"cuda_graph={{{graphs}}}, tokenizer_e2e={t['tokenizer_e2e']:.2f}"
         )
+        tiers = None
+        if a.speculative_adaptive and a.num_steps is not None:
+            tiers = TierController(load_tier_config(a.speculative_adaptive_config), a.num_steps)
+            steps, candidates = a.num_steps, tiers.candidate_steps
+            log.line(f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={candidates}")
         self.scheduler = Scheduler(
             speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
             max_running=plan.max_running_requests, chunked_prefill=a.chunked_prefill_size,
             decode_log_interval=a.decode_log_interval, vocab=p.vocab_size, seed=a.random_seed, log=log,
+            lossy_rate=p.lossy_rate, tiers=tiers,
         )  # fmt: skip
         self._tasks.add(asyncio.create_task(self.scheduler.run()))
         await self._wait(p.server_start_s)

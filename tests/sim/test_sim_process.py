@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import random
 import signal
 import socket
 import subprocess
@@ -318,3 +319,24 @@ def test_unknown_flag_is_refused_before_anything_starts(sims: list[Sim], tmp_pat
     sim = start(sims, tmp_path, "--no-such-flag")
     assert sim.exit_code() == 2
     assert "launch_server.py: error: unrecognized arguments: --no-such-flag" in "\n".join(sim.lines)
+
+
+def test_text_prompts_are_accepted_better_and_outputs_follow_the_prompt(
+    sims: list[Sim], tmp_path: Path
+) -> None:
+    profile = {"base": "h200-tiny", "accept_p0": 0.3, "text_accept_p0": 0.95, "text_accept_decay": 0.95}
+    sim = start(sims, tmp_path, *TINY_RUN, profile=profile)
+    sim.wait_for("The server is fired up")
+    text_ids = [1, 3, *([40, 41, 42, 43, 44, 40, 45, 41, 46] * 6), 5, 4]  # repeats, like words do
+    random_ids = random.Random(0).sample(range(32000), len(text_ids))
+
+    def generate(ids: list[int]) -> dict[str, Any]:
+        status, raw = sim.post("/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": 200}})
+        assert status == 200, raw
+        return dict(json.loads(raw))
+
+    text, again, rand = generate(text_ids), generate(text_ids), generate(random_ids)
+    assert text["meta_info"]["spec_accept_length"] > 3.0  # near the 4 a 3-step chain can give
+    assert rand["meta_info"]["spec_accept_length"] < 1.8
+    assert text["output_ids"] == again["output_ids"]  # greedy: the prompt decides the output
+    assert text["output_ids"] != rand["output_ids"]

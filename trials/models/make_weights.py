@@ -10,7 +10,14 @@ the target and in the draft alike, and the target accepts every draft token (an 
 of num_draft_tokens, 4.0 with 4 draft tokens). With `--load-format dummy` instead, the draft never
 agrees with the target and the acceptance length is about 1.0.
 
-Standard library only, so it runs on a GPU node that has nothing installed for it: the safetensors
+Each folder also gets a real tokenizer (tokenizer.json and tokenizer_config.json with a chat
+template), so text can be sent through the model's own template: a byte-level BPE trained with the
+`tokenizers` library on the project's generated chat conversations (nothing is downloaded), its
+special tokens first so that <pad>, <s> and </s> have the ids the configs name (0, 1, 2). Without the
+`tokenizers` package the weights are still written and the tokenizer is skipped with a note.
+
+The weights need the standard library only, so they can be written on a GPU node that has nothing
+installed for them: the safetensors
 file (8-byte little-endian header length, JSON header, raw little-endian tensor bytes) is written
 by hand, and the random values are bf16 bit patterns built from random bytes: a random sign and
 mantissa over a fixed exponent, so every value has a magnitude in [1/64, 1/32).
@@ -186,14 +193,73 @@ def write_models(out_dir: Path, seed: int = 0, source: Path = HERE) -> list[Path
     return written
 
 
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
+# Each turn is "<|role|>\ncontent<|end|>\n"; the generation prompt is the assistant's marker.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{{ message['content'] }}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def training_text(conversations: int = 2000) -> list[str]:
+    """Generated chat text (the project's own generator), one turn per line, to train the BPE on."""
+    sys.path.insert(0, str(HERE.parents[1]))
+    from orchestrator.bench.chatgen import generated_chat
+
+    lines = []
+    for conv in generated_chat(conversations, seed=0):
+        lines += [m.content for m in conv.messages]
+        lines.append(conv.answer or "")
+    return lines
+
+
+def write_tokenizer(folders: Sequence[Path], vocab_size: int) -> bool:
+    """Train the tokenizer and save it into each folder; False when `tokenizers` is not installed."""
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    except ImportError:
+        return False
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # any text encodes, no unknown token
+        show_progress=False,
+    )
+    tok.train_from_iterator(training_text(), trainer=trainer)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "pad_token": "<pad>",
+        "add_bos_token": False,  # the chat template writes it
+        "model_max_length": 4096,
+        "chat_template": CHAT_TEMPLATE,
+    }
+    for folder in folders:
+        tok.save(str(folder / "tokenizer.json"))
+        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("out_dir", type=Path, help="folder that receives tiny-llama/ and tiny-llama-eagle3/")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    for folder in write_models(args.out_dir, args.seed):
+    folders = write_models(args.out_dir, args.seed)
+    for folder in folders:
         size = (folder / WEIGHTS_FILE).stat().st_size
         print(f"{folder / WEIGHTS_FILE}: {size / 1e6:.1f} MB")  # CLI output
+    vocab = json.loads((folders[0] / "config.json").read_text())["vocab_size"]
+    if write_tokenizer(folders, vocab):
+        print(f"tokenizer (byte-level BPE, chat template) in {', '.join(str(f) for f in folders)}")
+    else:
+        print("tokenizer skipped: the 'tokenizers' package is not installed (pip install tokenizers)")
     return 0
 
 

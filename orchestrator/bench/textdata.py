@@ -1,0 +1,198 @@
+"""Text datasets: what ``workload.dataset`` names, and reading ShareGPT and JSONL files into conversations.
+
+A dataset is written ``random`` (token ids, no text), ``generated-chat`` (built in), ``sharegpt: PATH``
+(a JSON list of ``{"conversations": [{"from": "human"|"gpt"|"system", "value": ...}]}``) or
+``jsonl: PATH`` (one object per line, ``{"prompt": ...}`` or ``{"messages": [{"role", "content"}]}``,
+optionally ``max_tokens``). Each item becomes a `Conversation` whose last message is the user's: that is
+the prompt; the answer that followed it in the file, when there is one, sets the output length.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; the message names the file, the line or item, and the fix."""
+
+
+class DatasetKind(StrEnum):
+    RANDOM = "random"
+    GENERATED_CHAT = "generated-chat"
+    SHAREGPT = "sharegpt"
+    JSONL = "jsonl"
+
+    @property
+    def is_text(self) -> bool:
+        return self is not DatasetKind.RANDOM
+
+    @property
+    def has_file(self) -> bool:
+        return self in (DatasetKind.SHAREGPT, DatasetKind.JSONL)
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The turns up to (and including) the user's last one, and what came after it, if known."""
+
+    messages: tuple[Message, ...]
+    answer: str | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """One parsed ``workload.dataset`` entry."""
+
+    kind: DatasetKind
+    path: str = ""
+
+    @property
+    def name(self) -> str:
+        """Short name for metrics and MLflow keys: the kind, or the file's stem."""
+        return f"{self.kind.value}:{Path(self.path).stem}" if self.path else self.kind.value
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.path}" if self.path else self.kind.value
+
+
+def parse_ref(text: str) -> DatasetRef:
+    """``random`` / ``generated-chat`` / ``sharegpt: PATH`` / ``jsonl: PATH``; ValueError with the fix."""
+    kind_text, colon, path = text.partition(":")
+    kind_text, path = kind_text.strip(), path.strip()
+    try:
+        kind = DatasetKind(kind_text)
+    except ValueError:
+        raise ValueError(
+            f"unknown dataset {text!r}: use random, generated-chat, 'sharegpt: PATH' or 'jsonl: PATH'"
+        ) from None
+    if kind.has_file and not path:
+        raise ValueError(f"{kind.value} needs a file: write '{kind.value}: PATH'")
+    if not kind.has_file and colon:
+        raise ValueError(f"{kind.value} takes no file; write just '{kind.value}'")
+    return DatasetRef(kind, path)
+
+
+def resolve_source(source: str, base: Path) -> str:
+    """A dataset entry with its file made absolute against ``base`` (the spec's folder)."""
+    ref = parse_ref(source)
+    return f"{ref.kind.value}: {(base / ref.path).resolve()}" if ref.path else source
+
+
+_SHAREGPT_ROLES = {"human": Role.USER, "user": Role.USER, "gpt": Role.ASSISTANT, "assistant": Role.ASSISTANT}
+_SHAREGPT_ROLES["system"] = Role.SYSTEM
+
+
+def load_sharegpt(path: Path) -> list[Conversation]:
+    """Every conversation of a ShareGPT file, cut after its last user turn that has text."""
+    try:
+        data = json.loads(_read(path))
+    except json.JSONDecodeError as err:
+        raise DatasetError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: a ShareGPT file is a JSON list of {{'conversations': [...]}} objects")
+    out = []
+    for index, item in enumerate(data):
+        turns = item.get("conversations") if isinstance(item, dict) else None
+        if not isinstance(turns, list):
+            raise DatasetError(f"{path}: item {index} has no 'conversations' list")
+        messages = []
+        for turn in turns:
+            if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+                raise DatasetError(f"{path}: item {index}: each turn needs 'from' and a string 'value'")
+            role = _SHAREGPT_ROLES.get(str(turn.get("from", "")))
+            if role is None:
+                raise DatasetError(
+                    f"{path}: item {index}: unknown speaker {turn.get('from')!r} (use human, gpt or system)"
+                )
+            messages.append(Message(role, turn["value"]))
+        conversation = _cut_at_last_user(messages)
+        if conversation is not None:
+            out.append(conversation)
+    return _non_empty(out, path)
+
+
+def load_jsonl(path: Path) -> list[Conversation]:
+    """One conversation per non-blank line; a malformed line is refused with its line number."""
+    out = []
+    for number, line in enumerate(_read(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DatasetError(f"{where}: not valid JSON ({err.msg}); one JSON object per line") from None
+        if not isinstance(obj, dict):
+            raise DatasetError(f"{where}: expected a JSON object with 'prompt' or 'messages'")
+        max_tokens = obj.get("max_tokens")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise DatasetError(f"{where}: max_tokens must be a whole number of at least 1")
+        conversation = _jsonl_conversation(obj, where)
+        if conversation is not None:
+            out.append(Conversation(conversation.messages, conversation.answer, max_tokens))
+    return _non_empty(out, path)
+
+
+def _jsonl_conversation(obj: dict[str, Any], where: str) -> Conversation | None:
+    if isinstance(obj.get("prompt"), str):
+        return Conversation((Message(Role.USER, obj["prompt"]),), _text_or_none(obj.get("answer")))
+    messages = obj.get("messages")
+    if not isinstance(messages, list):
+        raise DatasetError(f"{where}: needs a string 'prompt' or a 'messages' list")
+    parsed = []
+    for m in messages:
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str):
+            raise DatasetError(f"{where}: each message needs 'role' and a string 'content'")
+        try:
+            parsed.append(Message(Role(str(m.get("role"))), m["content"]))
+        except ValueError:
+            raise DatasetError(
+                f"{where}: unknown role {m.get('role')!r} (use system, user or assistant)"
+            ) from None
+    return _cut_at_last_user(parsed)
+
+
+def _cut_at_last_user(messages: list[Message]) -> Conversation | None:
+    """The prompt ends at the last user turn with text; the assistant turn after it is the answer."""
+    last = max((i for i, m in enumerate(messages) if m.role is Role.USER and m.content.strip()), default=-1)
+    if last < 0:
+        return None
+    after = messages[last + 1] if last + 1 < len(messages) else None
+    answer = after.content if after is not None and after.role is Role.ASSISTANT else None
+    return Conversation(tuple(messages[: last + 1]), _text_or_none(answer))
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise DatasetError(f"{path}: no such dataset file; fix the path in workload.dataset")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DatasetError(f"{path}: cannot be read as UTF-8 text: {err}") from None
+
+
+def _non_empty(conversations: list[Conversation], path: Path) -> list[Conversation]:
+    if not conversations:
+        raise DatasetError(f"{path}: the dataset is empty (no conversation with a user turn); add some")
+    return conversations

@@ -1,0 +1,57 @@
+"""The chat demo end to end: text through the chat template, the policy searched, the lossless check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_chat_demo_records_traffic_and_refuses_to_recommend_a_lossy_draft(tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "trials" / "demo-chat.yaml").read_text())
+    data["simulated"]["profile"] = {"base": "kimi-k25-rtxpro6000", "lossy_rate": 0.3}
+    data["budget"]["trials"] = 3
+    data["workload"]["concurrency"] = [8]
+    spec = tmp_path / "chat.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "!!! LOSSY SPECULATION" in proc.stdout + proc.stderr
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("demo-chat")
+    assert exp is not None
+    trials = [r for r in client.search_runs([exp.experiment_id]) if "optuna_trial_number" in r.data.tags]
+    done = [r for r in trials if r.data.tags["status"] == "ok"]
+    assert len(done) >= 2
+    for run in done:
+        assert run.data.params["dataset"] == "generated-chat"
+        assert run.data.params["speculative_adaptive"] in ("off", "default", "tiers")
+        assert run.data.metrics["output_tok_per_s.generated-chat"] > 0
+    speculative = [r for r in done if r.data.params.get("speculative_algorithm") != "none"]
+    assert speculative and all(r.data.tags["lossless"] == "mismatch" for r in speculative)
+    assert all(r.data.metrics["accept_length.generated-chat"] > 2.0 for r in speculative)
+
+    best = json.loads((out / "demo-chat" / "best.json").read_text())
+    assert best["config"].get("speculative_num_steps") is None  # every draft was lossy: the baseline wins
+    assert best["dataset"] == "generated-chat"
+    assert [(lv["concurrency"], lv["speculative_num_steps"]) for lv in best["best_by_concurrency"]] == [
+        (8, 0)
+    ]
+    assert best["runtime_policy"]["speculative_adaptive"] == "off"
+    assert "Lossy speculation" in (out / "demo-chat" / "report.html").read_text()
