@@ -36,6 +36,7 @@ from orchestrator.server.command import LaunchPlan
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.spec import SweepSpec
+from orchestrator.trial_events import STARTUP_PHASES, Phase, PhaseEvent, PhaseHook
 
 log = logging.getLogger(__name__)
 LOG_LIMIT = 4 * 1024 * 1024  # the whole log goes back to the driver, up to this size
@@ -61,18 +62,28 @@ class _Startup:
     startup_s: float | None = None
 
 
-def run_trial(request: TrialRequest, on_stage: StageHook | None = None) -> TrialResult:
+def run_trial(
+    request: TrialRequest, on_stage: StageHook | None = None, on_phase: PhaseHook | None = None
+) -> TrialResult:
     """Run one trial; never raises for anything the server or the benchmark does."""
     node = make_node(request.spec, current_node_id(), request.sim_profile)
-    return TrialRun(request, node, on_stage).run()
+    return TrialRun(request, node, on_stage, on_phase).run()
 
 
 class TrialRun:
-    def __init__(self, request: TrialRequest, node: NodeBackend, on_stage: StageHook | None) -> None:
+    def __init__(
+        self,
+        request: TrialRequest,
+        node: NodeBackend,
+        on_stage: StageHook | None,
+        on_phase: PhaseHook | None = None,
+    ) -> None:
         self.req = request
         self.spec = request.spec
         self.node = node
         self.on_stage = on_stage
+        self.on_phase = on_phase
+        self.phase: Phase | None = None
         self.workdir = Path(request.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "server.log"
@@ -84,7 +95,20 @@ class TrialRun:
 
     # -- the phases ---------------------------------------------------------------------------------
 
+    def _enter(self, phase: Phase, step: int | None = None) -> None:
+        """Tell the driver the trial moved on (its progress line); never fails the trial."""
+        if self.on_phase is None or (phase is self.phase and step is None):
+            return
+        self.phase = phase
+        steps = len(self.spec.workload.concurrency) if step is not None else None
+        event = PhaseEvent(self.req.number, phase, self.t0_unix, time.time(), self.node.node_id, step, steps)
+        try:
+            self.on_phase(event)
+        except Exception:
+            log.debug("phase hook failed", exc_info=True)
+
     def run(self) -> TrialResult:
+        self._enter(Phase.GPU_CHECK)
         probe = self.node.probe()
         missing = self.node.missing_paths()
         if missing:
@@ -109,6 +133,7 @@ class TrialRun:
         (self.workdir / "command.txt").write_text(" ".join(plan.masked_argv()) + "\n")
         server = ServerProcess(plan, self.log_path)
         server.start()
+        self._enter(Phase.LAUNCH)
         try:
             startup = self._watch_startup(server)
             stages: tuple[StageMetrics, ...] = ()
@@ -124,6 +149,7 @@ class TrialRun:
             else:
                 status = TrialStatus.FAILED
         finally:
+            self._enter(Phase.STOPPING)
             stop = server.stop(self.spec.timeouts.stop_s)
         if stop.killed:
             self.notes.append(
@@ -166,6 +192,7 @@ class TrialRun:
                     out.error_at = now
             rc = server.poll()
             report = self.parser.report()
+            self._enter(STARTUP_PHASES.get(report.last_stage, Phase.LAUNCH))
             if rc is not None:
                 for line in follower.new_lines():
                     self.parser.feed(line, time.monotonic())
@@ -225,6 +252,7 @@ class TrialRun:
                 )
                 return status, failure, (), None
             if wl.warmup_prompts:
+                self._enter(Phase.WARMUP)
                 warm = synthetic_requests(
                     wl.warmup_prompts,
                     min(wl.input_len, 64),
@@ -241,6 +269,7 @@ class TrialRun:
             )
             accept: float | None = None
             for step, concurrency in enumerate(wl.concurrency):
+                self._enter(Phase.BENCHMARK, step)
                 await flush_cache(url, session)
                 outcomes, duration = await run_stage(
                     url, requests, concurrency, timeout_s=self.spec.timeouts.benchmark_s, session=session
@@ -272,6 +301,7 @@ class TrialRun:
         demand = mrr * (wl.input_len + wl.output_len)
         if not kv_tokens or kv_tokens >= demand:
             return None
+        self._enter(Phase.KV_PROBE)
         probe = synthetic_requests(mrr, wl.input_len, wl.output_len, wl.vocab_size, wl.seed + 11)
         outcomes, _ = await run_stage(
             url, probe, mrr, timeout_s=self.spec.timeouts.benchmark_s, session=session
