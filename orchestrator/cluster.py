@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -128,3 +131,26 @@ def open_events() -> EventFeed:
     """The channel running trials report their phases and stages through (its actor is named
     `specsweep-trial-events` in the dashboard's Actors tab)."""
     return EventFeed()
+
+
+def dashboard_login() -> str | None:
+    """How to get past the dashboard's "Authentication Token Required" page, or None when token
+    authentication is off.
+
+    The dashboard accepts the token the driver connected with: a new local instance uses (and, on first
+    use, writes) ~/.ray/auth_token, unless RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH names another, and a
+    cluster joined with `--ray-address` only lets this driver in with that cluster's token, found the same
+    way. `ray get-auth-token` prints it, reading the same places in the same order.
+    """
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    except ImportError:  # a Ray without token authentication
+        return None
+    if not is_token_auth_enabled():
+        return None
+    ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        where = "$RAY_AUTH_TOKEN"
+    else:
+        where = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+    return f"log in with the token in {where} (print it: {ray_cli} get-auth-token)"

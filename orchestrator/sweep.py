@@ -14,10 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.records import TrialStatus
 from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec
 from orchestrator.summary import best_record, render_table, write_best
-from orchestrator.tracking import TrialRecord
 
 log = logging.getLogger("orchestrator")
 DEFAULT_SPEC = Path("trials/demo.yaml")
@@ -121,7 +119,7 @@ def run(
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator import cluster
     from orchestrator.diagnosis import check_draft_config
-    from orchestrator.study import Progress, Sweep, open_study
+    from orchestrator.study import Sweep, open_study
     from orchestrator.tracking import Tracker
 
     warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
@@ -160,28 +158,16 @@ def run(
     )
     if info.dashboard_url:
         print(f"  Ray dashboard (node health, running trials): {info.dashboard_url}")
+        login = cluster.dashboard_login()
+        if login:
+            print(f"    {login}")
     print(f"  MLflow UI (compare trials): mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1")
     print(f"  Optuna dashboard (live study): optuna-dashboard {storage}")
+    from orchestrator.console import ProgressPrinter
+
     tty = sys.stdout.isatty()
-
-    def show(p: Progress) -> None:
-        best = f"{p.best_tok_s:.1f} tok/s (trial {p.best_number})" if p.best_tok_s else "-"
-        line = (
-            f"  [{p.done}/{n_trials} done, {p.running} running, {p.pruned_oom} pruned for OOM, "
-            f"{p.failed} failed] best {best}"
-        )
-        if tty:
-            print("\r" + line.ljust(100), end="", flush=True)
-
-    def record(r: TrialRecord) -> None:
-        res = r.result
-        tok = f"{res.output_tok_per_s:8.1f} tok/s" if res.output_tok_per_s else " " * 14
-        msg = f"  trial {r.number:3d} {res.status.value:<14} {tok}  {res.config.label()}"
-        if res.failure is not None and res.status is not TrialStatus.OK:
-            msg += f"  [{res.failure.stage.value}: {res.failure.message[:80]}]"
-        if r.diagnosis.startswith("broken_speculation"):
-            msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis
-        print(("\r" if tty else "") + msg.ljust(100), flush=True)
+    printer = ProgressPrinter(n_trials, tty, lambda text: print(text, end="", flush=True))
+    show, record = printer.show, printer.record
 
     sweep = Sweep(
         spec,
