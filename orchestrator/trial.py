@@ -36,7 +36,7 @@ from orchestrator.server.command import LaunchPlan
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.spec import SweepSpec
-from orchestrator.trial_events import STARTUP_PHASES, Phase, PhaseEvent, PhaseHook
+from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, startup_phase
 
 log = logging.getLogger(__name__)
 LOG_LIMIT = 4 * 1024 * 1024  # the whole log goes back to the driver, up to this size
@@ -192,7 +192,7 @@ class TrialRun:
                     out.error_at = now
             rc = server.poll()
             report = self.parser.report()
-            self._enter(STARTUP_PHASES.get(report.last_stage, Phase.LAUNCH))
+            self._enter(startup_phase(report.last_stage, self.phase))
             if rc is not None:
                 for line in follower.new_lines():
                     self.parser.feed(line, time.monotonic())

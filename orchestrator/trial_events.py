@@ -33,6 +33,7 @@ class Phase(StrEnum):
     GPU_CHECK = "checking GPUs"
     LAUNCH = "starting the server"
     LOADING_WEIGHTS = "loading weights"
+    DRAFT_MODEL = "loading the draft model"
     KV_ALLOCATION = "allocating the KV cache"
     CUDA_GRAPHS = "capturing CUDA graphs"
     DRAFT_CUDA_GRAPHS = "capturing draft CUDA graphs"
@@ -43,7 +44,7 @@ class Phase(StrEnum):
 
 
 # Start-up phases as the server's log reveals them (the log parser's stage names).
-STARTUP_PHASES = {
+_STARTUP_PHASES = {
     FailureStage.LAUNCH: Phase.LAUNCH,
     FailureStage.WEIGHT_LOADING: Phase.LOADING_WEIGHTS,
     FailureStage.KV_ALLOCATION: Phase.KV_ALLOCATION,
@@ -51,6 +52,18 @@ STARTUP_PHASES = {
     FailureStage.DRAFT_GRAPH_CAPTURE: Phase.DRAFT_CUDA_GRAPHS,
     FailureStage.WARMUP: Phase.WARMUP,
 }
+
+
+def startup_phase(stage: FailureStage, current: Phase | None) -> Phase:
+    """The phase a starting server is in, from the last stage its log shows. SGLang loads the draft model
+    after capturing the target's CUDA graphs: weights and KV cache after those graphs are the draft's."""
+    phase = _STARTUP_PHASES.get(stage, Phase.LAUNCH)
+    if phase in (Phase.LOADING_WEIGHTS, Phase.KV_ALLOCATION) and current in (
+        Phase.CUDA_GRAPHS,
+        Phase.DRAFT_MODEL,
+    ):
+        return Phase.DRAFT_MODEL
+    return phase
 
 
 @dataclass(frozen=True)
