@@ -92,6 +92,9 @@ class OracleFeed:
         else:
             ref.done = True
 
+    def node_health(self, lines: list[str]) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

@@ -128,8 +128,8 @@ def preflight_paths(spec: SweepSpec) -> dict[str, list[str]]:
 
 
 def open_events() -> EventFeed:
-    """The channel running trials report their phases and stages through (its actor is named
-    `specsweep-trial-events` in the dashboard's Actors tab)."""
+    """The channel running trials report their phases and stages through; its actor is `specsweep` in
+    the dashboard's Actors tab, and its log is the node health board."""
     return EventFeed()
 
 

@@ -248,6 +248,7 @@ class Sweep:
                     if ref in self._inflight:
                         p.phases.pop(self._inflight[ref].trial.number, None)
                         self._finish(ref)
+                        events.node_health(self.nodes.board())
                 p.running = len(self._inflight)
                 self.on_progress(p)
         finally:

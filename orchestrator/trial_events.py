@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import ray
 from orchestrator.records import FailureStage, StageMetrics
 
 log = logging.getLogger(__name__)
-CHANNEL_NAME = "specsweep-trial-events"
+CHANNEL_NAME = "specsweep"
 VERDICT_WAIT_S = 10.0  # a trial that hears nothing in this time measures on: the safe side
 LONG_POLL_S = 5.0  # how long one `next_events` call waits on the actor before it answers empty
 
@@ -98,12 +99,22 @@ PhaseHook = Callable[[PhaseEvent], None]
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class TrialChannel:
-    """Carries phase events and stage reports from trials to the driver, and prune verdicts back."""
+    """Carries phase events and stage reports from trials to the driver, and prune verdicts back; its log
+    is the sweep's node health board."""
 
     def __init__(self) -> None:
         self._events: list[TrialEvent] = []
         self._arrived = asyncio.Event()
         self._verdicts: dict[tuple[int, int], asyncio.Future[bool]] = {}
+        self._health: list[str] = []
+        # Its own handler: a Ray worker's root logger passes warnings only, and this is the actor's output.
+        self._board = logging.getLogger("specsweep.nodes")
+        if not self._board.handlers:
+            handler = logging.StreamHandler(sys.stdout)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            self._board.addHandler(handler)
+            self._board.setLevel(logging.INFO)
+            self._board.propagate = False
 
     def _push(self, event: TrialEvent) -> None:
         self._events.append(event)
@@ -132,6 +143,14 @@ class TrialChannel:
         verdict = self._verdicts.get((number, step))
         if verdict is not None and not verdict.done():
             verdict.set_result(keep_going)
+
+    @ray.method(enable_task_events=False)
+    async def node_health(self, lines: list[str]) -> None:
+        """The driver's view of its nodes, printed to this actor's log when it changes: the dashboard
+        shows an actor's log (Actors tab, this actor, Log) with no Prometheus behind it."""
+        if lines != self._health:
+            self._health = lines
+            self._board.info("node health:\n  %s", "\n  ".join(lines))
 
     @ray.method(enable_task_events=False)
     async def next_events(self, timeout_s: float) -> list[TrialEvent]:
@@ -168,6 +187,9 @@ class EventFeed:
 
     def decide(self, number: int, step: int, keep_going: bool) -> None:
         self.actor.decide.remote(number, step, keep_going)
+
+    def node_health(self, lines: list[str]) -> None:
+        self.actor.node_health.remote(lines)
 
     def close(self) -> None:
         ray.kill(self.actor)
