@@ -35,8 +35,11 @@ class ClusterInfo:
     started_here: bool
 
 
-def connect(spec: SweepSpec, address: str | None, *, dashboard: bool = True) -> ClusterInfo:
-    """Join `address`, or start a local Ray head that looks like one node of the spec."""
+def connect(
+    spec: SweepSpec, address: str | None, *, dashboard: bool = True, temp_dir: str | None = None
+) -> ClusterInfo:
+    """Join `address`, or start a local Ray head that looks like one node of the spec (its sessions under
+    `temp_dir`, when given, instead of Ray's default)."""
     if ray.is_initialized():
         ctx: Any = None
     elif address:
@@ -51,6 +54,8 @@ def connect(spec: SweepSpec, address: str | None, *, dashboard: bool = True) -> 
             "log_to_driver": False,
             "num_cpus": max(2, os.cpu_count() or 2),
         }
+        if temp_dir:
+            kwargs["_temp_dir"] = temp_dir
         if spec.backend is Backend.SIMULATED:
             # A laptop has no GPU: the embedded node declares the spec's GPUs so placement is the same
             # as on a real node, and the simulated server and its fake NVML stand in for them.

@@ -110,7 +110,7 @@ class TrialChannel:
         # Its own handler: a Ray worker's root logger passes warnings only, and this is the actor's output.
         self._board = logging.getLogger("specsweep.nodes")
         if not self._board.handlers:
-            handler = logging.StreamHandler(sys.stdout)
+            handler = logging.StreamHandler(sys.stderr)  # the log tab the dashboard opens first
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
             self._board.addHandler(handler)
             self._board.setLevel(logging.INFO)
