@@ -31,12 +31,14 @@ LONG_POLL_S = 5.0  # how long one `next_events` call waits on the actor before i
 
 
 class Phase(StrEnum):
+    """What a running trial is doing, in the order a trial goes through them."""
+
     GPU_CHECK = "checking GPUs"
     LAUNCH = "starting the server"
     LOADING_WEIGHTS = "loading weights"
-    DRAFT_MODEL = "loading the draft model"
     KV_ALLOCATION = "allocating the KV cache"
     CUDA_GRAPHS = "capturing CUDA graphs"
+    DRAFT_MODEL = "loading the draft model"
     DRAFT_CUDA_GRAPHS = "capturing draft CUDA graphs"
     WARMUP = "warming up"
     KV_PROBE = "KV probe"
@@ -202,7 +204,11 @@ def stage_hook(
 
     def on_stage(step: int, metrics: StageMetrics) -> bool:
         report = StageReport(number, step, metrics, time.time())
-        verdict = ray.get(actor.report_stage.remote(report, wait_s))
+        try:
+            verdict = ray.get(actor.report_stage.remote(report, wait_s), timeout=wait_s + 30.0)
+        except (ray.exceptions.RayError, TimeoutError):  # the channel is gone: the trial is not
+            log.warning("trial %d: no channel to the driver; measuring on", number, exc_info=True)
+            return True
         return True if verdict is None else bool(verdict)  # no verdict in time: measure on
 
     return on_stage

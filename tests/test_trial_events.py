@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 import ray
 
+from orchestrator import cluster
 from orchestrator.console import ProgressPrinter
 from orchestrator.node import SimulatedNode
 from orchestrator.records import StageMetrics
@@ -52,18 +55,14 @@ def test_a_trial_reports_its_phases_in_order(tmp_path: Path) -> None:
     phases = [e.phase for e in seen]
     # Start-up phases come from the server's own log; each appears once, in the server's order.
     assert phases[:3] == [Phase.GPU_CHECK, Phase.LAUNCH, Phase.LOADING_WEIGHTS]
-    # The log is read every 50 ms, so a short stage can pass unseen; those seen come in the server's order
-    # (SGLang loads the draft model after capturing the target's graphs), each once.
-    order = [
-        Phase.LOADING_WEIGHTS,
-        Phase.CUDA_GRAPHS,
-        Phase.DRAFT_MODEL,
-        Phase.DRAFT_CUDA_GRAPHS,
-        Phase.WARMUP,
-        Phase.BENCHMARK,
-    ]
-    assert [p for p in dict.fromkeys(phases) if p in order] == order, phases
-    assert len([p for p in phases if p is Phase.CUDA_GRAPHS]) == 1, phases
+    # The log is read every 50 ms, so a short stage can pass unseen under load; those seen come in the
+    # server's order (SGLang loads the draft model after capturing the target's graphs), each once.
+    order = list(Phase)
+    seen_order = [order.index(p) for p in phases if p is not Phase.BENCHMARK]
+    assert seen_order == sorted(set(seen_order)), phases
+    assert Phase.LOADING_WEIGHTS in phases and Phase.WARMUP in phases, phases
+    if Phase.DRAFT_MODEL in phases:
+        assert Phase.CUDA_GRAPHS in phases, phases  # "the draft" only once the target's graphs were seen
     bench = [e for e in seen if e.phase is Phase.BENCHMARK]
     steps = len(spec.workload.concurrency)
     assert [(e.step, e.steps) for e in bench] == [(k, steps) for k in range(steps)] and stages == list(
@@ -144,6 +143,32 @@ def test_a_trial_without_a_verdict_measures_on(local_ray: None) -> None:
         assert ray.get(trial) == [True, True]
     finally:
         feed.close()
+
+
+def test_a_trial_measures_on_when_the_channel_is_gone(local_ray: None) -> None:
+    feed = EventFeed()
+    feed.close()
+    assert ray.get(_reporter.remote(feed.actor, 1, 0.3)) == [True]
+
+
+def test_the_login_line_names_the_token_ray_itself_uses(
+    local_ray: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ray.init` starts with token authentication on; the line names the token file and the command that
+    prints the token, and that command prints the token in that file."""
+    login = cluster.dashboard_login()
+    assert login is not None
+    found = re.fullmatch(r"log in with the token in (\S+) \(print it: (\S+) get-auth-token\)", login)
+    assert found, login
+    printed = subprocess.run(
+        [found.group(2), "get-auth-token"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    assert printed and Path(found.group(1)).read_text().strip() == printed
+    # Another token file, named through Ray's own variable: the line names that one.
+    other = tmp_path / "token"
+    other.write_text("x" * 32)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(other))
+    assert f"the token in {other} " in (cluster.dashboard_login() or "")
 
 
 def _event(number: int, phase: Phase, at: float, step: int | None = None) -> PhaseEvent:
