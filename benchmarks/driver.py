@@ -3,7 +3,7 @@
 `Sweep.run` asks, predicts, skips, submits, reads stage reports, prunes, tells and records through two
 module-level names in `orchestrator.study`: `ray` and `cluster`. For the length of one run they are
 swapped for the stand-ins below, which answer at once: a "submitted" trial is the oracle's evaluation of
-its configuration, its stages are reported one at a time through the broker, and it runs the next stage
+its configuration, its stages are reported one at a time through the event feed, and it runs the next stage
 only if the driver says so, as a trial on a node does. Everything the driver decides is its own code,
 unchanged; when it starts to need more of Ray than this, the stand-ins fail loudly (AttributeError).
 """
@@ -20,11 +20,12 @@ from optuna.storages import InMemoryStorage
 
 import orchestrator.study as study_module
 from benchmarks.oracle import Evaluation, Oracle
-from orchestrator.records import StageMetrics, TrialResult
+from orchestrator.records import TrialResult
 from orchestrator.spec import SweepSpec
 from orchestrator.study import Sweep, open_study
 from orchestrator.tracking import Tracker, TrialRecord
 from orchestrator.trial import TrialRequest
+from orchestrator.trial_events import StageReport
 
 NODE_ID = "oracle-node"
 
@@ -51,23 +52,39 @@ class TrialRef:
         return self.evaluation.result(self.stages_run, node_id=NODE_ID)
 
 
-class OracleBroker:
-    """The stage broker's protocol, answered in the driver's own thread."""
+class _Arrivals:
+    """The feed's pending 'ref': ready while some trial has a stage to report."""
+
+    def __init__(self, feed: OracleFeed) -> None:
+        self.feed = feed
+
+    @property
+    def done(self) -> bool:
+        return any(not ref.done and not ref.reported for ref in self.feed.refs.values())
+
+
+class OracleFeed:
+    """The event feed's protocol (`cluster.open_events`), answered in the driver's own thread."""
 
     def __init__(self) -> None:
         self.refs: dict[int, TrialRef] = {}
-        self.take_reports = _Remote(self._take_reports)
-        self.decide = _Remote(self._decide)
+        self.actor = None
+        self._arrivals = _Arrivals(self)
 
-    def _take_reports(self) -> list[tuple[int, int, StageMetrics]]:
+    def pending(self) -> _Arrivals:
+        return self._arrivals
+
+    def take(self, ready: list[Any]) -> list[StageReport]:
+        if self._arrivals not in ready:
+            return []
         out = []
         for ref in self.refs.values():
             if not ref.done and not ref.reported:
                 ref.reported = True
-                out.append((ref.number, ref.step, ref.evaluation.stages[ref.step]))
+                out.append(StageReport(ref.number, ref.step, ref.evaluation.stages[ref.step], 0.0))
         return out
 
-    def _decide(self, number: int, step: int, keep_going: bool) -> None:
+    def decide(self, number: int, step: int, keep_going: bool) -> None:
         ref = self.refs[number]
         ref.stages_run = step + 1
         if keep_going and step + 1 < len(ref.evaluation.stages):
@@ -75,20 +92,26 @@ class OracleBroker:
         else:
             ref.done = True
 
+    def node_health(self, lines: list[str]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
 
 class _RayError(Exception):
     pass
 
 
 def _stand_ins(oracle: Oracle) -> tuple[Any, Any]:
-    broker = OracleBroker()
+    feed = OracleFeed()
 
-    def submit(request: TrialRequest, _broker: Any, node_id: str | None = None) -> TrialRef:
+    def submit(request: TrialRequest, _channel: Any, node_id: str | None = None) -> TrialRef:
         ref = TrialRef(request.number, oracle.evaluate(request.config))
-        broker.refs[request.number] = ref
+        feed.refs[request.number] = ref
         return ref
 
-    def wait(refs: list[TrialRef], num_returns: int = 1, timeout: float | None = None) -> Any:
+    def wait(refs: list[Any], num_returns: int = 1, timeout: float | None = None) -> Any:
         ready = [r for r in refs if r.done][:num_returns]
         return ready, [r for r in refs if r not in ready]
 
@@ -97,7 +120,7 @@ def _stand_ins(oracle: Oracle) -> tuple[Any, Any]:
 
     node = {"NodeID": NODE_ID, "Alive": True, "Resources": {"trial_slot": 1.0, "GPU": float(oracle.gpus)}}
     fake_cluster = SimpleNamespace(
-        StageBroker=SimpleNamespace(remote=lambda: broker),
+        open_events=lambda: feed,
         trial_slots=lambda: 1,
         alive_nodes=lambda: [node],
         submit=submit,
@@ -106,7 +129,6 @@ def _stand_ins(oracle: Oracle) -> tuple[Any, Any]:
         wait=wait,
         get=get,
         cancel=lambda ref, force=False: None,
-        kill=lambda actor: None,
         exceptions=SimpleNamespace(RayError=_RayError),
     )
     return fake_ray, fake_cluster

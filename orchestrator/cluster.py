@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import logging
 import os
-import time
+import shutil
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
 
 from orchestrator.health import pinned_to
-from orchestrator.records import StageMetrics, TrialResult
+from orchestrator.records import TrialResult
 from orchestrator.spec import Backend, SweepSpec
 from orchestrator.trial import TrialRequest, run_trial
+from orchestrator.trial_events import EventFeed, phase_hook, stage_hook
 
 log = logging.getLogger(__name__)
 TRIAL_SLOT = "trial_slot"
@@ -32,8 +35,11 @@ class ClusterInfo:
     started_here: bool
 
 
-def connect(spec: SweepSpec, address: str | None, *, dashboard: bool = True) -> ClusterInfo:
-    """Join `address`, or start a local Ray head that looks like one node of the spec."""
+def connect(
+    spec: SweepSpec, address: str | None, *, dashboard: bool = True, temp_dir: str | None = None
+) -> ClusterInfo:
+    """Join `address`, or start a local Ray head that looks like one node of the spec (its sessions under
+    `temp_dir`, when given, instead of Ray's default)."""
     if ray.is_initialized():
         ctx: Any = None
     elif address:
@@ -48,6 +54,8 @@ def connect(spec: SweepSpec, address: str | None, *, dashboard: bool = True) -> 
             "log_to_driver": False,
             "num_cpus": max(2, os.cpu_count() or 2),
         }
+        if temp_dir:
+            kwargs["_temp_dir"] = temp_dir
         if spec.backend is Backend.SIMULATED:
             # A laptop has no GPU: the embedded node declares the spec's GPUs so placement is the same
             # as on a real node, and the simulated server and its fake NVML stand in for them.
@@ -108,58 +116,20 @@ def alive_nodes() -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(TRIAL_SLOT)]
 
 
-@ray.remote
-class StageBroker:
-    """Carries benchmark stages from running trials to the driver, and its prune decisions back.
-
-    Only the driver talks to Optuna, so a trial reports each stage here and waits briefly for the
-    driver's verdict before spending time on the next one.
-    """
-
-    def __init__(self) -> None:
-        self._reports: list[tuple[int, int, StageMetrics]] = []
-        self._decisions: dict[tuple[int, int], bool] = {}
-
-    def report(self, number: int, step: int, metrics: StageMetrics) -> None:
-        self._reports.append((number, step, metrics))
-
-    def take_reports(self) -> list[tuple[int, int, StageMetrics]]:
-        out, self._reports = self._reports, []
-        return out
-
-    def decide(self, number: int, step: int, keep_going: bool) -> None:
-        self._decisions[(number, step)] = keep_going
-
-    def decision(self, number: int, step: int) -> bool | None:
-        return self._decisions.get((number, step))
-
-
-def _broker_hook(broker: Any, number: int, wait_s: float = 10.0) -> Any:
-    def on_stage(step: int, metrics: StageMetrics) -> bool:
-        ray.get(broker.report.remote(number, step, metrics))
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            verdict = ray.get(broker.decision.remote(number, step))
-            if verdict is not None:
-                return bool(verdict)
-            time.sleep(0.05)
-        return True  # no verdict in time: measuring more is the safe side
-
-    return on_stage
-
-
 # Ray gives a function declared with GPUs a fresh worker per call (max_calls=1) so that frameworks release
 # their CUDA memory. A trial holds no CUDA context itself (the server is its child), so its worker is
 # reused and the imports are paid once per node; GPUs are asked for per call in `submit`.
 @ray.remote(max_retries=0, max_calls=0)
-def _trial_task(request: TrialRequest, broker: Any) -> TrialResult:
-    hook = _broker_hook(broker, request.number) if broker is not None else None
-    return run_trial(request, hook)
+def _trial_task(request: TrialRequest, channel: Any) -> TrialResult:
+    if channel is None:
+        return run_trial(request)
+    return run_trial(request, stage_hook(channel, request.number), phase_hook(channel))
 
 
-def submit(request: TrialRequest, broker: Any, node_id: str | None = None) -> ray.ObjectRef:
+def submit(request: TrialRequest, channel: Any, node_id: str | None = None) -> ray.ObjectRef:
     """Start a trial on a free node (the one the driver picked, when it picked one); the task's name shows
-    its configuration and node in the dashboard."""
+    its configuration and node in the dashboard. `channel` is the `TrialChannel` actor its phases and
+    stages go to (None: the trial runs to the end unobserved)."""
     spec = request.spec
     where = f" @{node_id[:8]}" if node_id else ""
     options: dict[str, Any] = {
@@ -170,7 +140,7 @@ def submit(request: TrialRequest, broker: Any, node_id: str | None = None) -> ra
     }
     if node_id:
         options.update(pinned_to(node_id))
-    return _trial_task.options(**options).remote(request, broker)
+    return _trial_task.options(**options).remote(request, channel)
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -196,3 +166,32 @@ def preflight_paths(spec: SweepSpec) -> dict[str, list[str]]:
     }
     missing = {node_id: ray.get(ref, timeout=120) for node_id, ref in refs.items()}
     return {node_id: gone for node_id, gone in missing.items() if gone}
+
+
+def open_events() -> EventFeed:
+    """The channel running trials report their phases and stages through; its actor is `specsweep` in
+    the dashboard's Actors tab, and its log is the node health board."""
+    return EventFeed()
+
+
+def dashboard_login() -> str | None:
+    """How to get past the dashboard's "Authentication Token Required" page, or None when token
+    authentication is off.
+
+    The dashboard accepts the token the driver connected with: a new local instance uses (and, on first
+    use, writes) ~/.ray/auth_token, unless RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH names another, and a
+    cluster joined with `--ray-address` only lets this driver in with that cluster's token, found the same
+    way. `ray get-auth-token` prints it, reading the same places in the same order.
+    """
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    except ImportError:  # a Ray without token authentication
+        return None
+    if not is_token_auth_enabled():
+        return None
+    ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        where = "$RAY_AUTH_TOKEN"
+    else:
+        where = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+    return f"log in with the token in {where} (print it: {ray_cli} get-auth-token)"

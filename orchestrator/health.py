@@ -172,12 +172,15 @@ class NodeHealth:
             raise ValueError("max_failures must be at least 1")
         self.max_failures = max_failures
         self._nodes: dict[str, _NodeState] = {}
+        self._gpus: dict[str, tuple[GpuSample, ...]] = {}  # each node's last NVML reading
 
     def observe(self, result: TrialResult) -> bool:
         """Account for one finished trial; True when this result puts its node in quarantine."""
         if not result.node_id:
             return False
         state = self._nodes.setdefault(result.node_id, _NodeState())
+        if result.gpu_after or result.gpu_before:
+            self._gpus[result.node_id] = result.gpu_after or result.gpu_before
         if is_hygiene_failure(result):
             assert result.failure is not None
             state.consecutive += 1
@@ -208,6 +211,18 @@ class NodeHealth:
         """Put a node back in rotation (someone cleaned it)."""
         if node_id in self._nodes:
             self._nodes[node_id] = _NodeState()
+
+    def board(self) -> list[str]:
+        """One line per node a trial ran on: in rotation or quarantined, and the GPU memory in use at its
+        last reading (after its last trial). What the dashboard shows without Prometheus."""
+        lines = []
+        for node_id in sorted(self._nodes, key=lambda n: (not self._nodes[n].quarantined, n)):
+            s = self._nodes[node_id]
+            what = f"QUARANTINED ({s.last_message})" if s.quarantined else "in rotation"
+            gpus = self._gpus.get(node_id, ())
+            memory = " ".join(f"{g.index}:{g.used_mib:.0f}/{g.total_mib:.0f}" for g in gpus) or "no reading"
+            lines.append(f"node {node_id}: {what}; GPU memory used/total MiB {memory}")
+        return lines
 
     def report(self) -> list[str]:
         """One line per node that ever failed a hygiene check, quarantined nodes first."""

@@ -38,6 +38,7 @@ from orchestrator.spec import SpecError, SweepSpec, make_config
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials, closed_numbers, make_storage
 from orchestrator.tracking import Tracker, TrialRecord
 from orchestrator.trial import TrialRequest
+from orchestrator.trial_events import PhaseEvent
 
 log = logging.getLogger(__name__)
 OOM_CONSTRAINT = "oom"
@@ -60,6 +61,7 @@ class Progress:
     failed: int = 0
     best_tok_s: float | None = None
     best_number: int | None = None
+    phases: dict[int, PhaseEvent] = field(default_factory=dict)  # running trials by number
 
 
 @dataclass
@@ -305,23 +307,28 @@ class Sweep:
     # -- the loop ------------------------------------------------------------------------------------
 
     def run(self) -> SweepOutcome:
-        broker = cluster.StageBroker.remote()  # type: ignore[attr-defined]
+        events = cluster.open_events()
+        p = self.outcome.progress
         try:
             while True:
-                self._fill(broker)
+                self._fill(events.actor)
                 if not self._inflight:
                     break
-                ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=0.2)
-                self._handle_stage_reports(broker)
+                # The events' ref is waited on beside the trials': a stage report wakes the driver at once.
+                ready, _ = ray.wait([*self._inflight, events.pending()], num_returns=1, timeout=1.0)
+                self._handle_stage_reports(events, ready)
                 for ref in ready:
-                    self._finish(ref)
-                self.outcome.progress.running = len(self._inflight)
-                self.on_progress(self.outcome.progress)
+                    if ref in self._inflight:
+                        p.phases.pop(self._inflight[ref].trial.number, None)
+                        self._finish(ref)
+                        events.node_health(self.nodes.board())
+                p.running = len(self._inflight)
+                self.on_progress(p)
         finally:
             for ref, info in list(self._inflight.items()):
                 ray.cancel(ref, force=True)
                 self._close_interrupted(info)
-            ray.kill(broker)
+            events.close()
         return self.outcome
 
     def _close_interrupted(self, info: _InFlight) -> None:
@@ -448,12 +455,16 @@ class Sweep:
         info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
         self._tell_and_record(info, result)
 
-    def _handle_stage_reports(self, broker: Any) -> None:
-        for number, step, metrics in ray.get(broker.take_reports.remote()):
-            ref = self._by_number.get(number)
+    def _handle_stage_reports(self, events: Any, ready: list[Any]) -> None:
+        for event in events.take(ready):
+            ref = self._by_number.get(event.number)
             info = self._inflight.get(ref) if ref is not None else None
             if info is None:
                 continue
+            if isinstance(event, PhaseEvent):
+                self.outcome.progress.phases[event.number] = event
+                continue
+            step, metrics = event.step, event.metrics
             value = self._intermediate(info, step, metrics)
             info.trial.report(value, step)
             last = step >= len(self.spec.workload.concurrency) - 1
@@ -463,7 +474,7 @@ class Sweep:
             keep_going = info.baseline or last or confirming or not info.trial.should_prune()
             if not keep_going:
                 info.pruned_at = step
-            broker.decide.remote(number, step, keep_going)
+            events.decide(event.number, step, keep_going)
 
     def _intermediate(self, info: _InFlight, step: int, metrics: StageMetrics) -> float:
         # The best tok/s so far: monotonic in the step, as the percentile pruner expects.

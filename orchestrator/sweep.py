@@ -19,10 +19,8 @@ from types import FrameType
 from typing import Any
 
 from orchestrator.bench.traffic import check_workload
-from orchestrator.records import TrialStatus
 from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec, short_stage_warning
 from orchestrator.summary import best_record, render_levels, render_table, write_best
-from orchestrator.tracking import TrialRecord
 
 log = logging.getLogger("orchestrator")
 DEFAULT_SPEC = Path("trials/demo.yaml")
@@ -160,7 +158,7 @@ def run(
     from orchestrator import cluster
     from orchestrator.confirm import confirmation_note, verdict
     from orchestrator.diagnosis import check_draft_config
-    from orchestrator.study import Progress, StopReason, Sweep, open_study
+    from orchestrator.study import StopReason, Sweep, open_study
     from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
 
@@ -214,32 +212,16 @@ def run(
     )
     if info.dashboard_url:
         print(f"  Ray dashboard (node health, running trials): {info.dashboard_url}")
+        login = cluster.dashboard_login()
+        if login:
+            print(f"    {login}")
     print(f"  MLflow UI (compare trials): mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1")
     print(f"  Optuna dashboard (live study): optuna-dashboard {storage}")
+    from orchestrator.console import ProgressPrinter
+
     tty = sys.stdout.isatty()
-
-    def show(p: Progress) -> None:
-        best = f"{p.best_tok_s:.1f} tok/s (trial {p.best_number})" if p.best_tok_s else "-"
-        line = (
-            f"  [{p.done}/{n_trials} done, {p.running} running, {p.pruned_oom} pruned for OOM, "
-            f"{p.failed} failed] best {best}"
-        )
-        if tty:
-            print("\r" + line.ljust(100), end="", flush=True)
-
-    def record(r: TrialRecord) -> None:
-        res = r.result
-        tok = f"{res.output_tok_per_s:8.1f} tok/s" if res.output_tok_per_s else " " * 14
-        msg = f"  trial {r.number:3d} {res.status.value:<14} {tok}  {res.config.label()}"
-        if res.failure is not None and res.status is not TrialStatus.OK:
-            msg += f"  [{res.failure.stage.value}: {res.failure.message[:80]}]"
-        if r.diagnosis.startswith("broken_speculation"):
-            msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis
-        lossless = dict(r.extra_tags)
-        if lossless.get("lossless") == "mismatch":
-            msg += "\n  !!! LOSSY SPECULATION (output differs from the baseline at temperature 0): "
-            msg += lossless.get("lossless_detail", "")
-        print(("\r" if tty else "") + msg.ljust(100), flush=True)
+    printer = ProgressPrinter(n_trials, tty, lambda text: print(text, end="", flush=True))
+    show, record = printer.show, printer.record
 
     sweep = Sweep(
         spec,

@@ -39,6 +39,7 @@ from orchestrator.server.command import LaunchPlan, parse_version
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.spec import SweepSpec
+from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, startup_phase
 
 log = logging.getLogger(__name__)
 LOG_LIMIT = 4 * 1024 * 1024  # the whole log goes back to the driver, up to this size
@@ -81,10 +82,12 @@ def fresh_folder(path: Path) -> Path:
     raise RuntimeError(f"no free trial folder next to {path}")
 
 
-def run_trial(request: TrialRequest, on_stage: StageHook | None = None) -> TrialResult:
+def run_trial(
+    request: TrialRequest, on_stage: StageHook | None = None, on_phase: PhaseHook | None = None
+) -> TrialResult:
     """Run one trial; never raises for anything the server or the benchmark does."""
     node = make_node(request.spec, current_node_id(), launch_profile(request))
-    return TrialRun(request, node, on_stage).run()
+    return TrialRun(request, node, on_stage, on_phase).run()
 
 
 def launch_profile(request: TrialRequest) -> dict[str, Any] | None:
@@ -97,11 +100,19 @@ def launch_profile(request: TrialRequest) -> dict[str, Any] | None:
 
 
 class TrialRun:
-    def __init__(self, request: TrialRequest, node: NodeBackend, on_stage: StageHook | None) -> None:
+    def __init__(
+        self,
+        request: TrialRequest,
+        node: NodeBackend,
+        on_stage: StageHook | None,
+        on_phase: PhaseHook | None = None,
+    ) -> None:
         self.req = request
         self.spec = request.spec
         self.node = node
         self.on_stage = on_stage
+        self.on_phase = on_phase
+        self.phase: Phase | None = None
         self.workdir = fresh_folder(Path(request.workdir))
         self.log_path = self.workdir / "server.log"
         self.parser = LogParser()
@@ -113,7 +124,20 @@ class TrialRun:
 
     # -- the phases ---------------------------------------------------------------------------------
 
+    def _enter(self, phase: Phase, step: int | None = None) -> None:
+        """Tell the driver the trial moved on (its progress line); never fails the trial."""
+        if self.on_phase is None or (phase is self.phase and step is None):
+            return
+        self.phase = phase
+        steps = len(self.spec.workload.concurrency) if step is not None else None
+        event = PhaseEvent(self.req.number, phase, self.t0_unix, time.time(), self.node.node_id, step, steps)
+        try:
+            self.on_phase(event)
+        except Exception:
+            log.debug("phase hook failed", exc_info=True)
+
     def run(self) -> TrialResult:
+        self._enter(Phase.GPU_CHECK)
         probe = self.node.probe()
         missing = self.node.missing_paths()
         if missing:
@@ -144,6 +168,7 @@ class TrialRun:
         (self.workdir / "command.txt").write_text(" ".join(plan.masked_argv()) + "\n")
         server = ServerProcess(plan, self.log_path)
         server.start()
+        self._enter(Phase.LAUNCH)
         try:
             startup = self._watch_startup(server)
             stages: tuple[StageMetrics, ...] = ()
@@ -159,6 +184,7 @@ class TrialRun:
             else:
                 status = TrialStatus.FAILED
         finally:
+            self._enter(Phase.STOPPING)
             stop = server.stop(self.spec.timeouts.stop_s)
         if stop.killed:
             self.notes.append(
@@ -201,6 +227,7 @@ class TrialRun:
                     out.error_at = now
             rc = server.poll()
             report = self.parser.report()
+            self._enter(startup_phase(report.last_stage, self.phase))
             if rc is not None:
                 for line in follower.new_lines():
                     self.parser.feed(line, time.monotonic())
@@ -263,6 +290,7 @@ class TrialRun:
                 )
                 return status, failure, (), None
             if wl.warmup_prompts:
+                self._enter(Phase.WARMUP)
                 warm = synthetic_requests(
                     wl.warmup_prompts,
                     min(wl.input_len, 64),
@@ -277,6 +305,7 @@ class TrialRun:
             requests = build_requests(self.spec)
             accept: float | None = None
             for step, concurrency in enumerate(wl.concurrency):
+                self._enter(Phase.BENCHMARK, step)
                 await flush_cache(url, session)
                 outcomes, duration = await run_stage(
                     url,
@@ -322,6 +351,7 @@ class TrialRun:
         demand = mrr * (wl.input_len + wl.output_len)
         if not kv_tokens or kv_tokens >= demand:
             return None
+        self._enter(Phase.KV_PROBE)
         probe = synthetic_requests(mrr, wl.input_len, wl.output_len, wl.vocab_size, wl.seed + 11)
         outcomes, _ = await run_stage(
             url, probe, mrr, timeout_s=self.spec.timeouts.benchmark_s, session=session

@@ -180,7 +180,7 @@ def test_specsweep_runs_the_real_driver_on_the_oracle(
     tight: tuple[Oracle, list[ServerConfig], float],
 ) -> None:
     """`Sweep.run` itself, with Ray stood in for: skips and answered repeats cost no launch, every stage
-    goes through the broker, and every infeasible launch is told to Optuna as a violated constraint."""
+    goes through the event feed, and every infeasible launch is told to Optuna as a violated constraint."""
     oracle, grid, _ = tight
     sweep = oracle_sweep(oracle.spec, oracle, 15)
     records = run_on_oracle(sweep, oracle)

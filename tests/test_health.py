@@ -125,6 +125,20 @@ def test_report_names_quarantined_nodes_first_with_the_last_reason() -> None:
     assert lines[1].startswith("node a: in rotation")
 
 
+def test_board_lists_every_node_with_its_last_gpu_reading_quarantined_first() -> None:
+    h = NodeHealth()
+    h.observe(_result("ok-node"))
+    h.observe(_dirty("z"))
+    h.observe(_dirty("z"))
+    h.observe(_result("lost", FailureKind.NODE_LOST, gpu_before=()))
+    lines = h.board()
+    assert lines[0] == (
+        "node z: QUARANTINED (gpu_not_clean on z); GPU memory used/total MiB 0:70000/143771 1:0/143771"
+    )
+    assert lines[1] == "node lost: in rotation; GPU memory used/total MiB no reading"
+    assert lines[2] == "node ok-node: in rotation; GPU memory used/total MiB 0:0/143771 1:0/143771"
+
+
 # -- pick_node -------------------------------------------------------------------------------------
 
 

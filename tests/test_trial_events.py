@@ -1,0 +1,211 @@
+"""The channel between running trials and the driver: phases in the order a trial goes through them, stage
+reports answered by the driver's verdict without polling, and the console lines they turn into."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from orchestrator import cluster
+from orchestrator.console import ProgressPrinter
+from orchestrator.node import SimulatedNode
+from orchestrator.records import StageMetrics
+from orchestrator.spec import load_spec, make_config
+from orchestrator.study import Progress
+from orchestrator.sweep import resolve_profile
+from orchestrator.trial import TrialRequest, TrialRun
+from orchestrator.trial_events import EventFeed, Phase, PhaseEvent, StageReport, phase_hook, stage_hook
+
+DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
+METRICS = StageMetrics(8, 8, 8, 0, 1.0, 500.0, 8.0, 10.0, 12.0, 5.0, 9.0, 5.0, 2.0)
+
+
+def test_a_trial_reports_its_phases_in_order(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0}),
+            "workload": spec.workload.model_copy(update={"num_prompts": 4, "output_len": 8}),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(
+        spec=spec, config=make_config(0.88, 128, 48, 3, 1, 4), number=7, workdir=str(tmp_path / "t")
+    )
+    seen: list[PhaseEvent] = []
+    stages: list[int] = []
+
+    def on_stage(step: int, metrics: StageMetrics) -> bool:
+        stages.append(step)
+        return True
+
+    result = TrialRun(request, node, on_stage, seen.append).run()
+    assert result.status.value == "ok", result.failure
+    phases = [e.phase for e in seen]
+    # Start-up phases come from the server's own log; each appears once, in the server's order.
+    assert phases[:3] == [Phase.GPU_CHECK, Phase.LAUNCH, Phase.LOADING_WEIGHTS]
+    # The log is read every 50 ms, so a short stage can pass unseen under load; those seen come in the
+    # server's order (SGLang loads the draft model after capturing the target's graphs), each once.
+    order = list(Phase)
+    seen_order = [order.index(p) for p in phases if p is not Phase.BENCHMARK]
+    assert seen_order == sorted(set(seen_order)), phases
+    assert Phase.LOADING_WEIGHTS in phases and Phase.WARMUP in phases, phases
+    if Phase.DRAFT_MODEL in phases:
+        assert Phase.CUDA_GRAPHS in phases, phases  # "the draft" only once the target's graphs were seen
+    bench = [e for e in seen if e.phase is Phase.BENCHMARK]
+    steps = len(spec.workload.concurrency)
+    assert [(e.step, e.steps) for e in bench] == [(k, steps) for k in range(steps)] and stages == list(
+        range(steps)
+    )
+    assert bench[0].describe() == f"benchmarking stage 1 of {steps}"
+    assert phases[-1] is Phase.STOPPING
+    assert all(e.number == 7 and e.node_id == node.node_id for e in seen)
+    assert all(a.at_unix <= b.at_unix for a, b in itertools.pairwise(seen))
+    assert all(e.started_unix == result.started_unix for e in seen)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    if ray.is_initialized():
+        ray.shutdown()
+    with tempfile.TemporaryDirectory(prefix="ss-ev-", dir="/tmp") as tmp:
+        ray.init(
+            num_cpus=1,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+            _temp_dir=tmp,
+        )
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+@ray.remote(num_cpus=0)
+def _reporter(channel: Any, steps: int, wait_s: float) -> list[bool]:
+    on_stage, on_phase = stage_hook(channel, 3, wait_s), phase_hook(channel)
+    out = []
+    for step in range(steps):
+        on_phase(PhaseEvent(3, Phase.BENCHMARK, 0.0, time.time(), "n", step, steps))
+        out.append(on_stage(step, METRICS))
+    return out
+
+
+def _drive(feed: EventFeed, trial: Any, verdict: bool | None) -> list[Any]:
+    """The driver's loop as `Sweep.run` has it; answers each stage with `verdict` (None: never answers)."""
+    events: list[Any] = []
+    while True:
+        ready, _ = ray.wait([trial, feed.pending()], num_returns=1, timeout=10.0)
+        assert ready, "neither the trial nor the feed answered in 10 s"
+        for event in feed.take(ready):
+            events.append((event, time.time()))
+            if isinstance(event, StageReport) and verdict is not None:
+                feed.decide(event.number, event.step, verdict)
+        if trial in ready:
+            return events
+
+
+def test_the_driver_wakes_on_a_report_and_its_verdict_reaches_the_trial(local_ray: None) -> None:
+    feed = EventFeed()
+    try:
+        trial = _reporter.remote(feed.actor, 3, 10.0)
+        # The verdict "stop" goes back to the trial: it stops each stage it is asked about.
+        events = _drive(feed, trial, verdict=False)
+        assert ray.get(trial) == [False, False, False]
+        reports = [(e, t) for e, t in events if isinstance(e, StageReport)]
+        assert [e.step for e, _ in reports] == [0, 1, 2]
+        assert [e.step for e, _ in events if isinstance(e, PhaseEvent)] == [0, 1, 2]
+        # No polling interval between a report and the driver: it holds it within a few milliseconds.
+        # (The old broker was polled every 0.2 s: about 100 ms on average.)
+        lags = sorted(seen - e.at_unix for e, seen in reports)
+        assert lags[1] < 0.1, lags
+    finally:
+        feed.close()
+
+
+def test_a_trial_without_a_verdict_measures_on(local_ray: None) -> None:
+    feed = EventFeed()
+    try:
+        trial = _reporter.remote(feed.actor, 2, 0.3)
+        _drive(feed, trial, verdict=None)
+        assert ray.get(trial) == [True, True]
+    finally:
+        feed.close()
+
+
+def test_a_trial_measures_on_when_the_channel_is_gone(local_ray: None) -> None:
+    feed = EventFeed()
+    feed.close()
+    assert ray.get(_reporter.remote(feed.actor, 1, 0.3)) == [True]
+
+
+def test_the_login_line_names_the_token_ray_itself_uses(
+    local_ray: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ray.init` starts with token authentication on; the line names the token file and the command that
+    prints the token, and that command prints the token in that file."""
+    login = cluster.dashboard_login()
+    assert login is not None
+    found = re.fullmatch(r"log in with the token in (\S+) \(print it: (\S+) get-auth-token\)", login)
+    assert found, login
+    printed = subprocess.run(
+        [found.group(2), "get-auth-token"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    assert printed and Path(found.group(1)).read_text().strip() == printed
+    # Another token file, named through Ray's own variable: the line names that one.
+    other = tmp_path / "token"
+    other.write_text("x" * 32)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(other))
+    assert f"the token in {other} " in (cluster.dashboard_login() or "")
+
+
+def _event(number: int, phase: Phase, at: float, step: int | None = None) -> PhaseEvent:
+    return PhaseEvent(
+        number, phase, 100.0, 100.0 + at, "abcdef0123456789", step, 2 if step is not None else None
+    )
+
+
+def test_off_a_terminal_each_event_is_one_plain_line() -> None:
+    out: list[str] = []
+    printer = ProgressPrinter(4, tty=False, write=out.append)
+    p = Progress(running=1, phases={0: _event(0, Phase.GPU_CHECK, 0.0)})
+    printer.show(p)
+    printer.show(p)  # nothing new: nothing printed
+    p.phases[0] = _event(0, Phase.LOADING_WEIGHTS, 1.5)
+    printer.show(p)
+    p.phases[0] = _event(0, Phase.BENCHMARK, 9.0, step=1)
+    printer.show(p)
+    text = "".join(out)
+    assert "\r" not in text
+    assert text.splitlines() == [
+        "  trial   0 started on node abcdef012345: checking GPUs",
+        "  trial   0 loading weights (at 1.5 s)",
+        "  trial   0 benchmarking stage 2 of 2 (at 9.0 s)",
+    ]
+
+
+def test_on_a_terminal_the_live_line_shows_each_running_trial(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    out: list[str] = []
+    printer = ProgressPrinter(4, tty=True, write=out.append, now=lambda: 142.4)
+    p = Progress(done=1, running=2)
+    p.phases = {2: _event(2, Phase.CUDA_GRAPHS, 3.0), 3: _event(3, Phase.BENCHMARK, 20.0, step=0)}
+    printer.show(p)
+    assert out[-1].startswith("\r  [1/4 done, 2 running")
+    assert "trial 2 capturing CUDA graphs 42s; trial 3 benchmarking stage 1 of 2 42s" in out[-1]
+    assert "\n" not in out[-1]
+    monkeypatch.setenv("COLUMNS", "60")  # never wider than the terminal: a wrapped line cannot be redrawn
+    printer.show(p)
+    assert len(out[-1]) == 60
