@@ -208,6 +208,7 @@ class Sweep:
             and "closed" not in t.user_attrs
             and HISTORY_ATTR not in t.user_attrs
             and REPEAT_ATTR not in t.user_attrs
+            and not t.user_attrs.get(BASELINE_ATTR)  # a reference, not a candidate: it costs no budget
             and t.user_attrs.get("status") not in _FREE_STATUSES
         )
 
@@ -325,6 +326,7 @@ class Sweep:
                 FailureKind.OOM,
                 f"predicted: {prediction.reason}",
             ),
+            predicted=prediction.figures(),
         )
         info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
         self._tell_and_record(info, result)
@@ -387,6 +389,8 @@ class Sweep:
             "config": result.config.label(),
             "node_id": result.node_id,
             "output_tok_per_s": result.output_tok_per_s,
+            # What the end-of-run table shows, so that after --resume it lists the earlier trials too.
+            **result.table_figures(),
         }
         if result.failure is not None:
             attrs["failure"] = (

@@ -22,7 +22,7 @@ from orchestrator.report_data import (
     parse_script,
 )
 from orchestrator.report_plots import feasibility_figure, history_figure, latency_figure
-from orchestrator.tracking import shell_command
+from orchestrator.server.command import shell_script
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
 PLOT_IDS = ("plot-feasibility", "plot-pareto", "plot-acceptance", "plot-history", "plot-importance")
@@ -101,7 +101,7 @@ def test_parse_script_reads_back_the_trackers_launch_command() -> None:
         "--port",
         "1",
     )
-    assert parse_script(shell_command(argv)) == list(argv)
+    assert parse_script(shell_script(argv)) == list(argv)
 
 
 # -- MLflow and Optuna ---------------------------------------------------------------------------------

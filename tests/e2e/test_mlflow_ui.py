@@ -52,7 +52,7 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("ui")
     spec = yaml.safe_load((ROOT / "trials" / "demo.yaml").read_text())
     spec["known_good"] = [GOOD, KV_OOM]
-    spec["budget"]["trials"] = 3
+    spec["budget"]["trials"] = 2  # the baseline runs on top of the budget
     spec["workload"].update(num_prompts=8, concurrency=[8])  # the UI needs the records, not long runs
     (work / "spec.yaml").write_text(yaml.safe_dump(spec))
     out = work / "runs"
@@ -238,7 +238,8 @@ def test_mlflow_ui_serves_trials_params_metrics_and_artifacts(mlflow_ui: str, de
         assert "Load weight end. elapsed=" in log
         command = artifact("launch_command.sh")
         assert command.startswith("#!/bin/sh\nexec ")
-        assert f"--mem-fraction-static \\\n  {params['mem_fraction_static']} " in command
+        # one flag and its value per line
+        assert f"\n  --mem-fraction-static {params['mem_fraction_static']} \\\n" in command
         if tags["status"] == "oom":
             assert params["mem_fraction_static"] == "0.7"
             assert KV_OOM_LINE.search(log), log[-2000:]
