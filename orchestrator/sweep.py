@@ -20,7 +20,7 @@ from orchestrator.records import TrialStatus
 from orchestrator.server.command import shell_command
 from orchestrator.spec import NAME_PATTERN, Backend, SpecError, SweepSpec, load_spec
 from orchestrator.summary import best_record, render_table, sglang_command, table_rows, write_best
-from orchestrator.tracking import TrialRecord
+from orchestrator.tracking import TrialRecord, runs_url
 
 log = logging.getLogger("orchestrator")
 DEFAULT_SPEC = Path("trials/demo.yaml")
@@ -257,6 +257,11 @@ def run(
             print(f"warning: no report: {err}", file=sys.stderr)
     except Exception as err:  # a plot must never cost the sweep its results
         log.exception("report failed: %s", err)
+    if tracker.experiment_id:
+        print(
+            "trials in MLflow (after `make mlflow-ui`): "
+            + runs_url("http://127.0.0.1:5000", tracker.experiment_id)
+        )
     summary = {"best_output_tok_per_s": best.result.output_tok_per_s or 0.0} if best else {}
     # Counts are ints: MLflow stores every metric as a float, summary.json need not.
     counts = {"trials_recorded": len(records), "trials_pruned_oom": outcome.progress.pruned_oom}

@@ -24,13 +24,18 @@ from orchestrator.server.command import shell_script
 log = logging.getLogger(__name__)
 
 
-# MLflow 3's UI opens an experiment on its GenAI overview (traces) unless the experiment says it holds
-# training runs; its charts and compare view put the primary metric first (else the first alphabetically,
-# trial_wall_s's neighbours). Both tags read by the UI bundle of MLflow 3.17.
+# What the experiment is, for MLflow's UI: training-style runs (not GenAI traces), and the metric that
+# matters. MLflow 3.17's UI picks its page from its GenAI / Model training switch, which a link sets with
+# `?workflowType=machine_learning` (see `runs_url`); its charts always include the primary metric.
 EXPERIMENT_TAGS = {
     "mlflow.experimentKind": "custom_model_development",
     "mlflow.experiment.primaryMetric.name": "output_tok_per_s",
 }
+
+
+def runs_url(ui_base: str, experiment_id: str) -> str:
+    """The experiment's training-runs page in the MLflow UI (not its GenAI overview of traces)."""
+    return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
 
 
 @dataclass(frozen=True)
