@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,17 @@ def test_topk1_forces_draft_tokens() -> None:
     assert not make_config(0.8, 64, 48).speculative
     with pytest.raises(SpecError, match="speculative_eagle_topk"):
         make_config(0.8, 64, 48, 3, None, None)
+
+
+def test_every_setting_of_the_demo_spec_is_commented() -> None:
+    """The README sends users to trials/demo.yaml for what each key means."""
+    lines = (Path(__file__).resolve().parents[1] / "trials" / "demo.yaml").read_text().splitlines()
+    bare = []
+    for i, line in enumerate(lines):
+        key = re.match(r"^\s*([a-z_]+):\s*(\S.*)?$", line)
+        # a comment, a section header, or the next line of a mapping written inline
+        if key is None or key.group(2) is None or lines[i - 1].rstrip().endswith(","):
+            continue
+        if "#" not in line and not lines[i - 1].lstrip().startswith("#"):
+            bare.append(key.group(1))
+    assert not bare, f"keys without a comment: {bare}"
