@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,10 +65,13 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
     for run in children:
         params = run.data.params
         assert float(params["mem_fraction_static"]) > 0
-        assert params["tp_size"] == "8"
-        if run.data.tags["status"] == "predicted_oom":
-            continue
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        if run.data.tags["status"] == "predicted_oom":
+            # never launched: no server log, no command, and no flag it was never given
+            assert artifacts == {"result.json"} and "tp_size" not in params
+            assert "(not launched)" in run.data.tags["mlflow.note.content"]
+            continue
+        assert params["tp_size"] == "8"
         assert {"server.log", "launch_command.sh", "result.json"} <= artifacts
         if run.data.tags["status"] == "ok":
             m = run.data.metrics
@@ -113,6 +117,10 @@ def test_resume_continues_without_repeating(tmp_path: Path, demo_spec: Any) -> N
     children = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") != "sweep"]
     numbers = sorted(int(r.data.tags["optuna_trial_number"]) for r in children)
     assert numbers == sorted(t.number for t in study.get_trials())
+    # The closing table lists the first invocation's trials too, and counts them.
+    table = proc.stdout[proc.stdout.index("configuration\n") :]
+    assert sorted(int(n) for n in re.findall(r"^\s*(\d+) [a-z_]+ ", table, re.M)) == numbers
+    assert f"{len(numbers)} trials: " in table
 
 
 def test_bad_spec_fails_before_anything_starts(tmp_path: Path, demo_spec: Any) -> None:
