@@ -217,10 +217,9 @@ def count_line(rows: Sequence[TableRow], budget: int | None = None) -> str:
         1 for r in rows if r.baseline and r.status != TrialStatus.LOST.value and r.repeat_of is None
     )
     counted = launched - baselines
-    of_budget = f" of {budget}" if budget is not None else ""
-    why = f"the baseline and {counted}{of_budget} budgeted" if baselines else f"{counted}{of_budget} budgeted"
+    of_budget = f"{counted} of the {budget}-trial budget" if budget is not None else f"{counted} budgeted"
     parts = [
-        f"{launched} launched ({why})",
+        f"{launched} launched" + (f" (the baseline + {of_budget})" if baselines else f" ({of_budget})"),
         f"{predicted} predicted OOM (not launched)",
         f"{repeats} repeated a measured configuration (answered from the record)",
         f"{lost} lost with their node (re-queued)",

@@ -48,7 +48,7 @@ def test_one_trial_sweep_recommends_speculation_quietly(tmp_path: Path, demo_spe
     rows = re.findall(r"^\s*(\d+) (\w+) .*  (mf\S+ gbs\d+ mrr\d+ \S+)", proc.stdout, re.M)
     assert [(n, s) for n, s, _ in rows] == [("0", "ok"), ("1", "ok")], proc.stdout
     assert rows[0][2].endswith("nospec") and rows[1][2].endswith("s3k1d4")
-    assert "2 trials: 2 launched (the baseline and 1 of 1 budgeted)" in proc.stdout
+    assert "2 trials: 2 launched (the baseline + 1 of the 1-trial budget)" in proc.stdout
     best = re.search(r"^best: trial (\d+), [\d.]+ tok/s, [\d.]+x the baseline", proc.stdout, re.M)
     assert best is not None and best.group(1) == "1", proc.stdout
 
