@@ -34,11 +34,12 @@ test: lint typecheck unit
 report: $(STAMP)
 	$(BIN)/python -m orchestrator.report $(STUDY)
 
+# Both bind to 127.0.0.1 only (reach them from elsewhere through an SSH tunnel); PORT=N picks the port.
 mlflow-ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1 --port 5000
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1 --port $(or $(PORT),5000)
 
 optuna-dashboard: $(STAMP)
-	$(BIN)/optuna-dashboard sqlite:///runs/optuna.db --host 127.0.0.1 --port 8080
+	$(BIN)/optuna-dashboard sqlite:///runs/optuna.db --host 127.0.0.1 --port $(or $(PORT),8080)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(ARGS)

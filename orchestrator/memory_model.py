@@ -89,6 +89,15 @@ class Prediction:
     def skip(self) -> bool:
         return self.confident and not self.fits
 
+    def figures(self) -> dict[str, float]:
+        """The predicted figures that are known, under the names the records use."""
+        named = {
+            "kv_tokens": self.kv_tokens,
+            "graph_room_gb": self.graph_room_gb,
+            "graph_need_gb": self.graph_need_gb,
+        }
+        return {k: float(v) for k, v in named.items() if v is not None}
+
 
 @dataclass(frozen=True)
 class Correction:

@@ -197,6 +197,8 @@ class TrialResult:
     dataset: str = ""  # the workload's datasets and weights, as one line
     adaptive_config: str = ""  # the --speculative-adaptive-config file it launched with (JSON)
     greedy_outputs: tuple[tuple[int, ...], ...] = ()  # the lossless check's outputs (budget.baseline)
+    # A configuration the memory model ruled out: its predicted figures (never launched, so no log).
+    predicted: dict[str, float] = field(default_factory=dict)
 
     @property
     def best_stage(self) -> StageMetrics | None:
@@ -207,3 +209,19 @@ class TrialResult:
     def output_tok_per_s(self) -> float | None:
         best = self.best_stage
         return best.output_tok_per_s if best else None
+
+    @property
+    def accept_length(self) -> float | None:
+        """The best stage's acceptance, else the server's own figure."""
+        best = self.best_stage
+        return (best.accept_length if best else None) or self.server_accept_length
+
+    def table_figures(self) -> dict[str, float | None]:
+        """The figures the end-of-run table shows besides tok/s, under the names the study stores."""
+        best = self.best_stage
+        return {
+            "accept_length": self.accept_length,
+            "ttft_p99_ms": best.ttft_p99_ms if best else None,
+            "itl_p99_ms": best.itl_p99_ms if best else None,
+            "kv_cache_tokens": self.memory.get("kv_cache_tokens"),
+        }

@@ -40,6 +40,7 @@ from orchestrator.report_plots import (
     importance_figure,
     latency_figure,
 )
+from orchestrator.server.command import flag_name
 
 __all__ = [
     "ReportError",
@@ -141,7 +142,7 @@ def best_section(best: BestConfig | None) -> str:
             confidence_note(best.confidence),
             _table(["", "value"], [[_e(k), _e(v)] for k, v in facts]),
             "<h3>Searched values</h3>",
-            _table(["flag", "value"], [[f"--{_e(k.replace('_', '-'))}", _e(v)] for k, v in params]),
+            _table(["flag", "value"], [[_e(flag_name(k, r.server_version)), _e(v)] for k, v in params]),
             f'<h3>Launch command <span class="muted">(from {_e(best.command_source)})</span></h3>',
             f'<pre id="best-command">{_e(best.command)}</pre>',
         ]

@@ -22,6 +22,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from orchestrator.records import TrialStatus
+from orchestrator.server.command import flag_name, shell_command
 from orchestrator.server.logparse import MemoryAccount
 from orchestrator.spec import SEARCHED_PARAMS
 
@@ -79,6 +80,7 @@ class TrialRow:
     start_time_ms: int = 0
     lossless: str = ""  # "ok" or "mismatch" when the lossless check ran (budget.baseline)
     lossless_detail: str = ""
+    server_version: str = ""  # the SGLang version that ran it: how its flags are spelled
 
     @property
     def outcome(self) -> Outcome:
@@ -167,6 +169,7 @@ def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
             start_time_ms=run.info.start_time or 0,
             lossless=tags.get("lossless", ""),
             lossless_detail=tags.get("lossless_detail", ""),
+            server_version=tags.get("server_version", ""),
         )
         old = by_number.get(number)
         if old is None or row.start_time_ms >= old.start_time_ms:
@@ -303,7 +306,7 @@ def _best_from_json(rows: Sequence[TrialRow], best_json: Path) -> BestConfig | N
     speedup = data.get("speedup_vs_baseline")
     return BestConfig(
         row,
-        _shell(argv),
+        shell_command(argv),
         best_json.name,
         tuple(memory.items()),
         float(speedup) if isinstance(speedup, int | float) else None,
@@ -318,14 +321,14 @@ def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             script = Path(client.download_artifacts(row.run_id, "launch_command.sh", tmp)).read_text()
-            command = _shell(parse_script(script))
+            command = shell_command(parse_script(script))
             source = "the trial's launch_command.sh"
             result = json.loads(Path(client.download_artifacts(row.run_id, "result.json", tmp)).read_text())
             memory = _numbers(result.get("memory"))
         except Exception as err:  # artifacts may live on a store this machine cannot reach
             log.warning("artifacts of run %s unavailable: %s", row.run_id, err)
     if not command:
-        command, source = _command_from_params(row.params), "the trial's params"
+        command, source = _command_from_params(row.params, row.server_version), "the trial's params"
     return BestConfig(
         row,
         command,
@@ -335,16 +338,6 @@ def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
     )
 
 
-def _shell(argv: Sequence[str]) -> str:
-    """One line per flag with its value, so the command reads like SGLang's docs."""
-    lines: list[list[str]] = [[]]
-    for arg in argv:
-        if arg.startswith("--"):
-            lines.append([])
-        lines[-1].append(shlex.quote(arg))
-    return " \\\n  ".join(" ".join(line) for line in lines if line)
-
-
 def parse_script(text: str) -> list[str]:
     """The argv of a launch_command.sh (`#!/bin/sh` then `exec ...` over continued lines)."""
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
@@ -352,11 +345,11 @@ def parse_script(text: str) -> list[str]:
     return argv[1:] if argv[:1] == ["exec"] else argv
 
 
-def _command_from_params(params: Mapping[str, float | str]) -> str:
+def _command_from_params(params: Mapping[str, float | str], version: str) -> str:
     argv = ["python", "-m", "sglang.launch_server"]
     for key, value in params.items():
         if key == "speculative_algorithm" and value == "none":
             continue
-        flag = "--" + key.replace("_", "-")
+        flag = flag_name(key, version)
         argv.extend([flag] if value == "true" else [flag, str(value)])
-    return _shell(argv)
+    return shell_command(argv)

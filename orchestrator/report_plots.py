@@ -66,6 +66,17 @@ def _ok(rows: Sequence[TrialRow]) -> list[TrialRow]:
     return [r for r in rows if r.status == TrialStatus.OK.value and r.tok_s is not None]
 
 
+def integer_ticks(rows: Sequence[TrialRow], name: str) -> dict[str, object]:
+    """Ticks at the values tried for a value that only takes integers (top-k 1.5 means nothing);
+    nothing for a fraction, whose axis plotly ticks well by itself."""
+    values = sorted({v for r in rows if (v := r.value(name)) is not None})
+    if not values or any(v != int(v) for v in values):
+        return {}
+    if len(values) > 12:  # a wide range: plotly's own spacing, kept to whole numbers
+        return {"tickformat": "d", "dtick": max(1, round((values[-1] - values[0]) / 8))}
+    return {"tickmode": "array", "tickvals": [int(v) for v in values]}
+
+
 def feasibility_figure(rows: Sequence[TrialRow]) -> go.Figure:
     titles = [f"{LABELS[x]} / {LABELS[y]}" for x, y in FEASIBILITY_PAIRS]
     fig = make_subplots(rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16)
@@ -100,8 +111,8 @@ def feasibility_figure(rows: Sequence[TrialRow]) -> go.Figure:
                 col=col_i + 1,
             )
             shown.add(outcome)
-        fig.update_xaxes(title_text=LABELS[x], row=row_i + 1, col=col_i + 1)
-        fig.update_yaxes(title_text=LABELS[y], row=row_i + 1, col=col_i + 1)
+        fig.update_xaxes(title_text=LABELS[x], row=row_i + 1, col=col_i + 1, **integer_ticks(rows, x))
+        fig.update_yaxes(title_text=LABELS[y], row=row_i + 1, col=col_i + 1, **integer_ticks(rows, y))
     fig.update_layout(
         template=TEMPLATE,
         height=760,

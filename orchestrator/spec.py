@@ -368,8 +368,12 @@ class BudgetSpec(_Model):
     confirm_repeats: int = Field(default=3, ge=1)
 
 
+# A study name is a folder under --out and an MLflow experiment: one plain path component.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
 class SweepSpec(_Model):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(min_length=1, pattern=NAME_PATTERN)
     backend: Backend
     node: NodeSpec
     model: ModelSpec

@@ -180,8 +180,8 @@ def tell_outcome(
 
 def launched_count(study: optuna.Study) -> int:
     """Trials that count against the budget: launched and finished. A predicted-OOM skip costs no GPU
-    time and a trial lost with its node, or closed for a dead or interrupted driver, says nothing about
-    its configuration (it is re-queued), so none of them uses up a launch."""
+    time, a trial lost with its node, or closed for a dead or interrupted driver, says nothing about
+    its configuration (it is re-queued), and the baseline is a reference: none of them uses up a launch."""
     closed = closed_numbers(study)
     return sum(
         1
@@ -191,6 +191,7 @@ def launched_count(study: optuna.Study) -> int:
         and CLOSED_TRIAL_ATTR not in t.user_attrs
         and HISTORY_ATTR not in t.user_attrs
         and REPEAT_ATTR not in t.user_attrs
+        and not t.user_attrs.get(BASELINE_ATTR)  # a reference, not a candidate: it costs no budget
         and t.user_attrs.get("status") not in _FREE_STATUSES
     )
 
@@ -451,6 +452,7 @@ class Sweep:
                 FailureKind.OOM,
                 f"predicted: {prediction.reason}",
             ),
+            predicted=prediction.figures(),
         )
         info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
         self._tell_and_record(info, result)
@@ -522,6 +524,8 @@ class Sweep:
             "config": result.config.label(),
             "node_id": result.node_id,
             "output_tok_per_s": result.output_tok_per_s,
+            # What the end-of-run table shows, so that after --resume it lists the earlier trials too.
+            **result.table_figures(),
         }
         if result.failure is not None:
             attrs["failure"] = (

@@ -3,31 +3,43 @@
 from __future__ import annotations
 
 import json
-import shlex
-from collections.abc import Sequence
+import sys
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.adaptive import CONFIG_FILE
 from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import TrialStatus
-from orchestrator.server.command import mask_secrets, sglang_flags
+from orchestrator.server.command import mask_secrets, sglang_flags, shell_script
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import TrialRecord
 
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+WIDTH = 100  # the table and its notes fit a 100-column terminal
+
 
 def best_record(records: Sequence[TrialRecord]) -> TrialRecord | None:
-    ok = [r for r in records if r.result.status is TrialStatus.OK and r.objective is not None]
+    """The recommendation: the best objective among the completed speculative trials. The baseline
+    without speculation is the reference every trial is compared with, never the answer."""
+    ok = [
+        r for r in records if r.result.status is TrialStatus.OK and r.objective is not None and not r.baseline
+    ]
     return max(ok, key=lambda r: r.objective or 0.0) if ok else None
 
 
 def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
-    """The real SGLang command for a configuration, whichever backend measured it."""
+    """The real SGLang command for a configuration, whichever backend measured it, with the Python the
+    node ran the trial with (the one SGLang is installed in there), not whatever `python` is on PATH."""
     version = record.result.server_version or "0.5.17"
     flags = sglang_flags(spec, record.result.config, version=version, port=30000, tp_size=spec.node.gpus)
-    return list(
-        mask_secrets(["python", "-m", "sglang.launch_server", *flags], tuple(spec.server.secret_flags))
-    )
+    ran = record.result.command
+    python = ran[0] if ran else (spec.server.python or sys.executable)
+    return list(mask_secrets([python, "-m", "sglang.launch_server", *flags], tuple(spec.server.secret_flags)))
 
 
 def write_best(
@@ -46,7 +58,7 @@ def write_best(
         "config": r.config.as_params(),
         "output_tok_per_s": r.output_tok_per_s,
         "objective": record.objective,
-        "accept_length": (r.best_stage.accept_length if r.best_stage else None) or r.server_accept_length,
+        "accept_length": r.accept_length,
         "speedup_vs_baseline": record.speedup_vs_baseline,
         "memory": r.memory,
         "resolved_args": r.resolved_args,
@@ -65,34 +77,173 @@ def write_best(
     json_path = study_dir / "best.json"
     json_path.write_text(json.dumps(best, indent=1, default=str))
     sh_path = study_dir / "best_command.sh"
-    sh_path.write_text("#!/bin/sh\nexec " + " \\\n  ".join(shlex.quote(a) for a in argv) + "\n")
+    sh_path.write_text(shell_script(argv))
     sh_path.chmod(0o755)
     return [json_path, sh_path, *written]
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return format(value, spec) if value is not None else "-"
+# -- the table ----------------------------------------------------------------------------------------
 
 
-def render_table(records: Sequence[TrialRecord]) -> str:
-    head = (
-        f"{'#':>4} {'status':<14} {'tok/s':>9} {'accept':>6} {'ttft99':>8} {'itl99':>7} {'startup':>7} "
-        f"{'weights':>7} {'kv_tok':>10}  configuration"
+@dataclass(frozen=True)
+class TableRow:
+    """One trial as the table shows it, from this run's record or from the study's trial attributes."""
+
+    number: int
+    status: str
+    config: str
+    baseline: bool = False
+    tok_s: float | None = None
+    figures: Mapping[str, float | None] | None = None  # TrialResult.table_figures() names
+    reason: str = ""  # for a trial that did not complete: stage and the server's words
+    repeat_of: int | None = None  # answered from that trial's record, not launched
+
+
+def row_from_record(rec: TrialRecord) -> TableRow:
+    r = rec.result
+    reason = ""
+    if r.failure is not None and r.status is not TrialStatus.OK:
+        reason = f"{r.failure.stage.value}: {r.failure.message}"
+    return TableRow(
+        rec.number,
+        r.status.value,
+        r.config.label(),
+        rec.baseline,
+        r.output_tok_per_s,
+        r.table_figures(),
+        reason,
     )
-    lines = [head, "-" * len(head)]
-    for rec in sorted(records, key=lambda r: r.number):
-        r = rec.result
-        best = r.best_stage
-        accept = (best.accept_length if best else None) or r.server_accept_length
-        kv = r.memory.get("kv_cache_tokens")
-        lines.append(
-            f"{rec.number:>4} {r.status.value:<14} {_fmt(r.output_tok_per_s, '9.1f')} {_fmt(accept, '6.2f')} "
-            f"{_fmt(best.ttft_p99_ms if best else None, '8.1f')} "
-            f"{_fmt(best.itl_p99_ms if best else None, '7.1f')} "
-            f"{_fmt(r.startup_s, '7.1f')} {_fmt(r.memory.get('weights_gb'), '7.2f')} "
-            f"{_fmt(kv, '10.0f')}  {r.config.label()}{' (baseline)' if rec.baseline else ''}"
-        )
-    return "\n".join(lines)
+
+
+def row_from_trial(trial: FrozenTrial) -> TableRow | None:
+    """A finished trial of the study (this run's or an earlier one's); None for what is not a trial of
+    this study's own (a warm-start seed, a trial closed after its driver died: its configuration was
+    re-queued) or not finished."""
+    # Imported here: orchestrator.study pulls in Ray, which the CLI loads only once the spec is good.
+    from orchestrator.space import BASELINE_ATTR
+    from orchestrator.study import HISTORY_ATTR, REPEAT_ATTR
+
+    attrs = trial.user_attrs
+    status = attrs.get("status")
+    if not trial.state.is_finished() or not status or "closed" in attrs or HISTORY_ATTR in attrs:
+        return None
+    failure = str(attrs.get("failure") or "")
+    head, _, message = failure.partition(": ")
+    repeat = attrs.get(REPEAT_ATTR)
+    return TableRow(
+        number=trial.number,
+        status=str(status),
+        config=str(attrs.get("config", "")),
+        baseline=bool(attrs.get(BASELINE_ATTR)),
+        tok_s=_float(attrs.get("output_tok_per_s")),
+        figures={k: _float(v) for k, v in attrs.items() if isinstance(v, int | float)},
+        reason=f"{head.split('/')[0]}: {message}" if failure and status != TrialStatus.OK.value else "",
+        repeat_of=int(repeat) if isinstance(repeat, int) else None,
+    )
+
+
+def table_rows(trials: Iterable[FrozenTrial], records: Sequence[TrialRecord]) -> list[TableRow]:
+    """Every trial of the study, earlier invocations included; this run's own records where there are
+    (they hold more than the study's attributes)."""
+    rows: dict[int, TableRow] = {}
+    for t in trials:
+        row = row_from_trial(t)
+        if row is not None:
+            rows[row.number] = row
+    rows.update((rec.number, row_from_record(rec)) for rec in records)
+    return [rows[n] for n in sorted(rows)]
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    unit: str
+    key: str
+    spec: str
+
+
+COLUMNS = (
+    _Column("tok/s", "output", "tok_s", ".1f"),
+    _Column("speedup", "x base", "speedup", ".2f"),
+    _Column("accept", "length", "accept_length", ".2f"),
+    _Column("TTFT", "p99 ms", "ttft_p99_ms", ".0f"),
+    _Column("ITL", "p99 ms", "itl_p99_ms", ".1f"),
+    _Column("KV", "tokens", "kv_cache_tokens", "tokens"),
+)
+
+
+def _cell(value: float | None, spec: str) -> str:
+    if value is None:
+        return "-"
+    if spec == "tokens":  # 12,379,562 tokens do not fit a narrow column; 12.4M does
+        for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if value >= size:
+                return f"{value / size:.1f}{suffix}"
+        return f"{value:.0f}"
+    return format(value, spec)
+
+
+def render_table(rows: Sequence[TableRow], budget: int | None = None) -> str:
+    """The trials, one line each (plus one line of reason under a trial that failed), columns aligned
+    with units in the header, and a count line that says what the rows are."""
+    by_number = {r.number: r for r in rows}
+    base = next((r.tok_s for r in rows if r.baseline and r.tok_s), None)
+    body: list[tuple[list[str], str]] = []  # (cells, note under the row)
+    for r in rows:
+        src = by_number.get(r.repeat_of, r) if r.repeat_of is not None else r
+        values = {**(src.figures or {}), "tok_s": src.tok_s}
+        if base and src.tok_s and not r.baseline:
+            values["speedup"] = src.tok_s / base
+        config = r.config or src.config
+        label = config + (" (baseline)" if r.baseline else "")
+        note = src.reason
+        if r.repeat_of is not None:
+            note = f"same configuration as trial {r.repeat_of}: answered from its record, not launched"
+        cells = [str(r.number), r.status, *(_cell(values.get(c.key), c.spec) for c in COLUMNS), label]
+        body.append((cells, note))
+    header = [["#", "status", *(c.name for c in COLUMNS), "configuration"]]
+    header.append(["", "", *(c.unit for c in COLUMNS), ""])
+    widths = [max(len(cells[i]) for cells in [*header, *(b[0] for b in body)]) for i in range(len(header[0]))]
+
+    def line(cells: list[str]) -> str:
+        # Numbers right-aligned (the `-` of a missing value sits where the last digit would), text left.
+        parts = [cells[0].rjust(widths[0]), cells[1].ljust(widths[1])]
+        parts += [c.rjust(w) for c, w in zip(cells[2:-1], widths[2:-1], strict=True)]
+        return (" ".join(parts) + "  " + cells[-1]).rstrip()
+
+    out = [line(h) for h in header]
+    out.append("-" * min(WIDTH, max(len(x) for x in out)))
+    indent = " " * (widths[0] + 1)
+    for cells, note in body:
+        out.append(line(cells))
+        if note:
+            out.append(indent + textwrap.shorten(note, WIDTH - len(indent), placeholder=" ..."))
+    out.append(count_line(rows, budget))
+    return "\n".join(out)
+
+
+def count_line(rows: Sequence[TableRow], budget: int | None = None) -> str:
+    """What the rows are: the trials launched, and those that cost no launch and no budget."""
+    predicted = sum(1 for r in rows if r.status == TrialStatus.PREDICTED_OOM.value and r.repeat_of is None)
+    repeats = sum(1 for r in rows if r.repeat_of is not None)
+    lost = sum(1 for r in rows if r.status == TrialStatus.LOST.value)
+    launched = len(rows) - predicted - repeats - lost
+    baselines = sum(
+        1 for r in rows if r.baseline and r.status != TrialStatus.LOST.value and r.repeat_of is None
+    )
+    counted = launched - baselines
+    of_budget = f"{counted} of the {budget}-trial budget" if budget is not None else f"{counted} budgeted"
+    parts = [
+        f"{launched} launched" + (f" (the baseline + {of_budget})" if baselines else f" ({of_budget})"),
+        f"{predicted} predicted OOM (not launched)",
+        f"{repeats} repeated a measured configuration (answered from the record)",
+        f"{lost} lost with their node (re-queued)",
+    ]
+    return textwrap.fill(f"{len(rows)} trials: " + ", ".join(parts), WIDTH, subsequent_indent="  ")
 
 
 def render_levels(best: dict[str, Any]) -> str:
@@ -102,7 +253,7 @@ def render_levels(best: dict[str, Any]) -> str:
         lines.append(
             f"  {lv['concurrency']:>5} concurrent: steps {lv['speculative_num_steps']} "
             f"(adaptive {lv['speculative_adaptive']}), {lv['output_tok_per_s']:.1f} tok/s, "
-            f"accept {_fmt(lv['accept_length'], '.2f')}  trial {lv['trial']}"
+            f"accept {_cell(lv['accept_length'], '.2f')}  trial {lv['trial']}"
         )
     policy = best.get("runtime_policy", {})
     lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import signal
 import sys
 import time
@@ -19,8 +20,18 @@ from types import FrameType
 from typing import Any
 
 from orchestrator.bench.traffic import check_workload
-from orchestrator.spec import Backend, SpecError, SweepSpec, load_spec, short_stage_warning
-from orchestrator.summary import best_record, render_levels, render_table, write_best
+from orchestrator.quiet import quiet_libraries
+from orchestrator.server.command import shell_command
+from orchestrator.spec import NAME_PATTERN, Backend, SpecError, SweepSpec, load_spec, short_stage_warning
+from orchestrator.summary import (
+    best_record,
+    render_levels,
+    render_table,
+    sglang_command,
+    table_rows,
+    write_best,
+)
+from orchestrator.tracking import runs_url
 
 log = logging.getLogger("orchestrator")
 DEFAULT_SPEC = Path("trials/demo.yaml")
@@ -77,9 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    for noisy in ("alembic", "mlflow", "optuna"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
+        if args.study is not None and not re.fullmatch(NAME_PATTERN, args.study):
+            raise SpecError(
+                f"--study: {args.study!r} is not a plain name (it names a folder under --out and the "
+                "MLflow experiment); use letters, digits, '_', '.' and '-', starting with a letter or digit"
+            )
         spec = load_spec(args.spec)
         n_trials = args.trials if args.trials is not None else spec.budget.trials
         if n_trials < 1:
@@ -89,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    quiet_libraries(args.verbose, local_ray=args.ray_address is None)
     out = Path(args.out).resolve()
     study_name = args.study or spec.name
     study_dir = out / study_name
@@ -291,7 +306,7 @@ def run(
             "trials ran (continue with --resume)"
         )
     records = outcome.records
-    print(render_table(records))
+    print(render_table(table_rows(study.get_trials(deepcopy=False), records), budget=n_trials))
     trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
     best = best_record(trusted)
     judged = verdict(trusted)
@@ -299,17 +314,17 @@ def run(
         best = next(r for r in trusted if r.number == judged.winner.representative)
     artifacts = []
     if best is None:
-        print("no configuration completed; see the failures above and the server logs in MLflow")
+        print("no speculative configuration completed; see the reasons above and the server logs in MLflow")
     else:
-        paths = write_best(best, spec, study_dir, trusted, judged.confidence() if judged else None)
-        artifacts.extend(paths)
-        cmd = (study_dir / "best_command.sh").read_text()
+        artifacts.extend(write_best(best, spec, study_dir, trusted, judged.confidence() if judged else None))
         tok_s = best.result.output_tok_per_s or 0.0
-        print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s, {best.result.config.label()}")
+        speedup = f", {best.speedup_vs_baseline:.2f}x the baseline" if best.speedup_vs_baseline else ""
+        print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s{speedup}, {best.result.config.label()}")
         if judged is not None:
             print(f"confidence: {judged.summary()}")
         print(render_levels(json.loads((study_dir / "best.json").read_text())))
-        print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):\n{cmd}")
+        print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):")
+        print(shell_command(sglang_command(best, spec)))
     report_path = study_dir / "report.html"
     try:
         from orchestrator.report import ReportError, write_report
@@ -322,11 +337,16 @@ def run(
             print(f"warning: no report: {err}", file=sys.stderr)
     except Exception as err:  # a plot must never cost the sweep its results
         log.exception("report failed: %s", err)
+    if tracker.experiment_id:
+        print(
+            "trials in MLflow (after `make mlflow-ui`): "
+            + runs_url("http://127.0.0.1:5000", tracker.experiment_id)
+        )
     summary = {"best_output_tok_per_s": best.result.output_tok_per_s or 0.0} if best else {}
-    summary["trials_recorded"] = float(len(records))
-    summary["trials_pruned_oom"] = float(outcome.progress.pruned_oom)
-    tracker.finish(summary, artifacts)
-    (study_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    # Counts are ints: MLflow stores every metric as a float, summary.json need not.
+    counts = {"trials_recorded": len(records), "trials_pruned_oom": outcome.progress.pruned_oom}
+    tracker.finish({**summary, **counts}, artifacts)
+    (study_dir / "summary.json").write_text(json.dumps({**summary, **counts}, indent=1))
     return 0
 
 

@@ -19,8 +19,23 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from orchestrator.records import TrialResult, TrialStatus
+from orchestrator.server.command import shell_script
 
 log = logging.getLogger(__name__)
+
+
+# What the experiment is, for MLflow's UI: training-style runs (not GenAI traces), and the metric that
+# matters. MLflow 3.17's UI picks its page from its GenAI / Model training switch, which a link sets with
+# `?workflowType=machine_learning` (see `runs_url`); its charts always include the primary metric.
+EXPERIMENT_TAGS = {
+    "mlflow.experimentKind": "custom_model_development",
+    "mlflow.experiment.primaryMetric.name": "output_tok_per_s",
+}
+
+
+def runs_url(ui_base: str, experiment_id: str) -> str:
+    """The experiment's training-runs page in the MLflow UI (not its GenAI overview of traces)."""
+    return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
 
 
 @dataclass(frozen=True)
@@ -131,8 +146,12 @@ class Tracker:
             else self.client.create_experiment(
                 self.experiment_name,
                 artifact_location=self.artifact_root.resolve().as_uri() if self.artifact_root else None,
+                tags=EXPERIMENT_TAGS,
             )
         )
+        for key, value in EXPERIMENT_TAGS.items():
+            if existing is not None and existing.tags.get(key) != value:  # made before these tags existed
+                self.client.set_experiment_tag(self.experiment_id, key, value)
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags={"kind": "sweep", **tags})
         self.parent_run_id = run.info.run_id
         self.client.log_batch(self.parent_run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
@@ -202,6 +221,7 @@ class Tracker:
         params.pop("speculative_adaptive_config", None)  # a per-trial path; the file is an artifact
         params["speculative_adaptive"] = r.config.speculative_adaptive or "off"
         metrics = [Metric(k, float(v), 0, 0) for k, v in trial_metrics(record).items()]
+        metrics += [Metric(f"predicted_{k}", v, 0, 0) for k, v in r.predicted.items()]
         for step, stage in enumerate(r.stages):
             metrics.append(Metric("stage_output_tok_per_s", stage.output_tok_per_s, 0, step))
             metrics.append(Metric("stage_concurrency", float(stage.concurrency), 0, step))
@@ -213,8 +233,12 @@ class Tracker:
         )
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            (folder / "server.log").write_text(r.log_tail)
-            (folder / "launch_command.sh").write_text(shell_command(r.command))
+            # Only what is true for the trial: a configuration that was never launched (predicted OOM)
+            # has no log and no command; its predicted figures are metrics and its reason the note.
+            if r.log_tail:
+                (folder / "server.log").write_text(r.log_tail)
+            if r.command:
+                (folder / "launch_command.sh").write_text(shell_script(r.command))
             if r.adaptive_config:
                 (folder / "speculative_adaptive.json").write_text(r.adaptive_config)
             (folder / "result.json").write_text(json.dumps(_jsonable(asdict(r)), indent=1, default=str))
@@ -239,19 +263,17 @@ class Tracker:
             log.warning("could not close the MLflow parent run: %s", err)
 
 
-def shell_command(argv: tuple[str, ...]) -> str:
-    import shlex
-
-    return "#!/bin/sh\nexec " + " \\\n  ".join(shlex.quote(a) for a in argv) + "\n"
-
-
 def _note(record: TrialRecord) -> str:
     r = record.result
-    lines = [f"**{r.status.value}** on node `{r.node_id}`: {r.config.label()}"]
+    where = f"on node `{r.node_id}`" if r.node_id else "(not launched)"
+    lines = [f"**{r.status.value}** {where}: {r.config.label()}"]
     if r.failure is not None:
         lines.append(f"- failure: {r.failure.stage.value} / {r.failure.kind.value}: {r.failure.message}")
     if record.diagnosis:
         lines.append(f"- diagnosis: {record.diagnosis}")
+    if r.predicted:
+        figures = ", ".join(f"{k} {v:,.2f}" for k, v in r.predicted.items())
+        lines.append(f"- the memory model's figures: {figures}")
     lines.extend(f"- {n}" for n in r.notes)
     return "\n".join(lines)
 

@@ -22,7 +22,7 @@ from orchestrator.report_data import (
     parse_script,
 )
 from orchestrator.report_plots import feasibility_figure, history_figure, latency_figure
-from orchestrator.tracking import shell_command
+from orchestrator.server.command import shell_script
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
 PLOT_IDS = ("plot-feasibility", "plot-pareto", "plot-acceptance", "plot-history", "plot-importance")
@@ -102,7 +102,7 @@ def test_parse_script_reads_back_the_trackers_launch_command() -> None:
         "--port",
         "1",
     )
-    assert parse_script(shell_command(argv)) == list(argv)
+    assert parse_script(shell_script(argv)) == list(argv)
 
 
 # -- MLflow and Optuna ---------------------------------------------------------------------------------
@@ -285,3 +285,20 @@ def test_cli_writes_under_out_and_fails_cleanly_without_a_store(
     assert report.main([STUDY, "--out", str(tmp_path)]) == 1
     assert "no MLflow store" in capsys.readouterr().err
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_searched_values_name_flags_as_the_version_in_use_spells_them(store: Store) -> None:
+    text = write_report(STUDY, store.tracking_uri, store.storage, store.study_dir / "flags.html").read_text()
+    best = text[text.index("<h3>Searched values</h3>") : text.index("<h3>Launch command")]
+    # the fixture's trials ran on SGLang 0.5.17, where the graph flag is --cuda-graph-max-bs-decode
+    assert "--cuda-graph-max-bs-decode" in best and "--mem-fraction-static" in best
+    assert "--cuda-graph-max-bs<" not in best
+
+
+def test_feasibility_map_integer_axes_have_integer_ticks(rows: list[TrialRow]) -> None:
+    layout = feasibility_figure(rows).layout
+    # panel 6 is speculative steps / top-k; panel 1 has the fraction on x and the graph batch size on y
+    for axis in (layout.xaxis6, layout.yaxis6, layout.yaxis):
+        assert axis.tickvals, axis
+        assert all(float(v).is_integer() for v in axis.tickvals), axis.tickvals
+    assert layout.xaxis.tickvals is None  # mem_fraction_static: plotly's own ticks

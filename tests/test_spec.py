@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,17 @@ def test_negative_stage_minimums_are_refused_by_name(key: str, value: float) -> 
     data["workload"][key] = value
     with pytest.raises(SpecError, match=f"workload.{key}"):
         parse_spec(data)
+
+
+def test_every_setting_of_the_demo_spec_is_commented() -> None:
+    """The README sends users to trials/demo.yaml for what each key means."""
+    lines = (Path(__file__).resolve().parents[1] / "trials" / "demo.yaml").read_text().splitlines()
+    bare = []
+    for i, line in enumerate(lines):
+        key = re.match(r"^\s*([a-z_]+):\s*(\S.*)?$", line)
+        # a comment, a section header, or the next line of a mapping written inline
+        if key is None or key.group(2) is None or lines[i - 1].rstrip().endswith(","):
+            continue
+        if "#" not in line and not lines[i - 1].lstrip().startswith("#"):
+            bare.append(key.group(1))
+    assert not bare, f"keys without a comment: {bare}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from orchestrator.records import StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
 from orchestrator.spec import make_config
 from orchestrator.tracking import Tracker, TrialRecord, flag_params
 
@@ -99,3 +99,44 @@ def test_the_stage_interval_goes_to_mlflow_as_two_metrics(tmp_path: Path) -> Non
         498.0, 512.0, 526.0,
     )  # fmt: skip
     assert m["stage_window_s"] == 18.5
+
+
+def test_predicted_oom_run_holds_what_is_true_and_the_experiment_opens_on_runs(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "predicted", tmp_path / "spool")
+    tracker.start("sweep", {}, {})
+    skipped = TrialResult(
+        config=make_config(0.94, 512, 48, 3, 1, 4),
+        status=TrialStatus.PREDICTED_OOM,
+        node_id="",
+        command=(),
+        failure=Failure(
+            FailureStage.DRAFT_GRAPH_CAPTURE,
+            FailureKind.OOM,
+            "predicted: CUDA graphs need about 5.28 GB, 4.77 GB left at fraction 0.940",
+        ),
+        predicted={"graph_need_gb": 5.28, "graph_room_gb": 4.77, "kv_tokens": 380000.0},
+    )
+    run_id = tracker.log_trial(TrialRecord(number=3, result=skipped, objective=None))
+    assert run_id is not None
+    client = MlflowClient(tracking_uri=uri)
+    # never launched: no log and no command, only the record and the predicted figures with the reason
+    assert {a.path for a in client.list_artifacts(run_id)} == {"result.json"}
+    run = client.get_run(run_id)
+    assert run.data.metrics["predicted_graph_need_gb"] == 5.28
+    assert run.data.metrics["predicted_graph_room_gb"] == 4.77
+    note = run.data.tags["mlflow.note.content"]
+    assert "not launched" in note and "5.28 GB" in note and "graph_need_gb 5.28" in note
+    # MLflow 3's UI opens on the training runs and charts output_tok_per_s first
+    exp = client.get_experiment_by_name("predicted")
+    assert exp is not None
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert exp.tags["mlflow.experiment.primaryMetric.name"] == "output_tok_per_s"
+
+
+def test_an_existing_experiment_gets_the_tags(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(tracking_uri=uri).create_experiment("old")
+    Tracker(uri, "old", tmp_path / "spool").start("sweep", {}, {})
+    exp = MlflowClient(tracking_uri=uri).get_experiment_by_name("old")
+    assert exp is not None and exp.tags["mlflow.experimentKind"] == "custom_model_development"

@@ -7,7 +7,9 @@ the flags shows up on the laptop too.
 from __future__ import annotations
 
 import re
+import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator import adaptive
@@ -49,6 +51,30 @@ def graph_bs_flag(version: tuple[int, ...]) -> str:
     # 0.5.14 split the option per phase and kept the old name as a deprecated alias; 0.5.23 dropped it
     # (an ambiguous prefix now), so the new name is used wherever it exists.
     return "--cuda-graph-max-bs-decode" if version >= (0, 5, 14) else "--cuda-graph-max-bs"
+
+
+def flag_name(param: str, version: str) -> str:
+    """The flag that sets a searched value, as the SGLang version in use spells it."""
+    if param == "cuda_graph_max_bs":
+        return graph_bs_flag(parse_version(version))
+    return "--" + param.replace("_", "-")
+
+
+def shell_command(argv: Sequence[str]) -> str:
+    """The command as a shell reads it, one flag and its value per line (as in SGLang's docs), so a
+    reader sees `--tp-size 8` together and can copy it whole."""
+    lines: list[list[str]] = [[]]
+    for arg in argv:
+        if arg.startswith("--"):
+            lines.append([])
+        lines[-1].append(shlex.quote(arg))
+    return " \\\n  ".join(" ".join(line) for line in lines if line)
+
+
+def shell_script(argv: Sequence[str]) -> str:
+    """A runnable launch script: the one format for every saved command (best_command.sh, each trial's
+    launch_command.sh); `exec` so the server gets the signals sent to the script."""
+    return "#!/bin/sh\nexec " + shell_command(argv) + "\n"
 
 
 def sglang_flags(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,8 +49,9 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
 
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'optuna.db'}")
     trials = study.get_trials()
+    # The baseline is a reference: it runs on top of the budget of 4.
     launched = [t for t in trials if t.user_attrs.get("status") != "predicted_oom"]
-    assert len(launched) == 4
+    assert len([t for t in launched if not t.user_attrs.get("baseline")]) == 4 and len(launched) == 5
     by_status = {t.user_attrs["status"]: t for t in trials}
     # The baseline ran first, then the known-good configurations.
     assert trials[0].user_attrs.get("baseline") is True
@@ -74,10 +76,13 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
     for run in children:
         params = run.data.params
         assert float(params["mem_fraction_static"]) > 0
-        assert params["tp_size"] == "8"
-        if run.data.tags["status"] == "predicted_oom":
-            continue
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        if run.data.tags["status"] == "predicted_oom":
+            # never launched: no server log, no command, and no flag it was never given
+            assert artifacts == {"result.json"} and "tp_size" not in params
+            assert "(not launched)" in run.data.tags["mlflow.note.content"]
+            continue
+        assert params["tp_size"] == "8"
         assert {"server.log", "launch_command.sh", "result.json"} <= artifacts
         if run.data.tags["status"] == "ok":
             m = run.data.metrics
@@ -100,7 +105,8 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
     assert "KV cache" in oom_run.data.tags["diagnosis"]
 
     best = json.loads((out / "demo" / "best.json").read_text())
-    assert best["command"][:3] == ["python", "-m", "sglang.launch_server"]
+    # The interpreter the node ran the trial with, not whatever `python` is on PATH
+    assert best["command"][:3] == [sys.executable, "-m", "sglang.launch_server"]
     assert "--speculative-num-draft-tokens" in best["command"]
     # Four trials cannot spare the demo's confirmation launches: it says so, and still says how sure it is.
     assert "no confirmation launches" in proc.stderr
@@ -126,6 +132,10 @@ def test_resume_continues_without_repeating(tmp_path: Path, demo_spec: Any) -> N
     children = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") != "sweep"]
     numbers = sorted(int(r.data.tags["optuna_trial_number"]) for r in children)
     assert numbers == sorted(t.number for t in study.get_trials())
+    # The closing table lists the first invocation's trials too, and counts them.
+    table = proc.stdout[proc.stdout.index("configuration\n") :]
+    assert sorted(int(n) for n in re.findall(r"^\s*(\d+) [a-z_]+ ", table, re.M)) == numbers
+    assert f"{len(numbers)} trials: " in table
 
 
 def test_bad_spec_fails_before_anything_starts(tmp_path: Path, demo_spec: Any) -> None:

@@ -24,6 +24,8 @@ import pytest
 import yaml
 from e2ehelp import GOOD, KV_OOM
 
+from orchestrator.tracking import runs_url
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SCREENSHOT = ROOT / "tests" / "artifacts" / "mlflow-compare.png"
@@ -52,7 +54,7 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("ui")
     spec = yaml.safe_load((ROOT / "trials" / "demo.yaml").read_text())
     spec["known_good"] = [GOOD, KV_OOM]
-    spec["budget"]["trials"] = 3
+    spec["budget"]["trials"] = 2  # the baseline runs on top of the budget
     spec["workload"].update(num_prompts=8, concurrency=[8])  # the UI needs the records, not long runs
     (work / "spec.yaml").write_text(yaml.safe_dump(spec))
     out = work / "runs"
@@ -238,7 +240,8 @@ def test_mlflow_ui_serves_trials_params_metrics_and_artifacts(mlflow_ui: str, de
         assert "Load weight end. elapsed=" in log
         command = artifact("launch_command.sh")
         assert command.startswith("#!/bin/sh\nexec ")
-        assert f"--mem-fraction-static \\\n  {params['mem_fraction_static']} " in command
+        # one flag and its value per line
+        assert f"\n  --mem-fraction-static {params['mem_fraction_static']} \\\n" in command
         if tags["status"] == "oom":
             assert params["mem_fraction_static"] == "0.7"
             assert KV_OOM_LINE.search(log), log[-2000:]
@@ -301,6 +304,25 @@ def test_mlflow_compare_view_draws_the_trials(mlflow_ui: str, tmp_path: Path) ->
     assert "Parallel Coordinates Plot" in text
     assert "server.log" in text and "launch_command.sh" in text
     assert SCREENSHOT.stat().st_size > 50_000  # a blank or spinner-only page compresses to a few kB
+
+
+@pytest.mark.browser
+def test_the_printed_link_opens_the_training_runs(mlflow_ui: str, demo_runs: Path, tmp_path: Path) -> None:
+    """MLflow 3 opens an experiment on its GenAI overview ("Traces 0"); the link the sweep prints and
+    the README gives opens the runs, where the sweep and its trials are."""
+    binary = chromium()
+    if binary is None:
+        pytest.skip("no Chromium: install it (Debian: apt-get install chromium) to see the MLflow UI")
+    exp_id, _ = trial_runs(mlflow_ui)
+    exp = get_json(f"{mlflow_ui}/api/2.0/mlflow/experiments/get?experiment_id={exp_id}")["experiment"]
+    tags = kv(exp.get("tags", []))
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    assert tags["mlflow.experiment.primaryMetric.name"] == "output_tok_per_s"
+    done = run_chromium(binary, tmp_path / "profile", "--dump-dom", runs_url(mlflow_ui, exp_id))
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", done.stdout))
+    assert "Model training" in text and "matching runs" in text and "sweep 20" in text, text[-3000:]
+    assert "No data available" not in text
 
 
 def test_optuna_dashboard_lists_the_study(demo_runs: Path) -> None:

@@ -1,0 +1,32 @@
+"""The Makefile's UI targets: a PORT= override, and they stay bound to 127.0.0.1."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("target", "default"), [("mlflow-ui", "5000"), ("optuna-dashboard", "8080")])
+def test_ui_targets_take_a_port_and_bind_to_localhost(target: str, default: str) -> None:
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    venv = str(Path(sys.executable).parents[1])
+
+    def command(*extra: str) -> str:
+        done = subprocess.run(
+            ["make", "-n", target, f"VENV={venv}", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip().splitlines()[-1]  # -n prints the recipe; the last line is the server
+
+    assert command().endswith(f"--host 127.0.0.1 --port {default}")
+    assert command("PORT=5123").endswith("--host 127.0.0.1 --port 5123")
