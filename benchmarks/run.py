@@ -44,7 +44,11 @@ class Settings:
 
 
 FULL = Settings(
-    SearchSettings(seeds=30, heldout_seeds=30),
+    SearchSettings(
+        seeds=20,
+        heldout_seeds=30,
+        variants=("specsweep", "specsweep_race", "specsweep_no_confirm", "specsweep_ungrouped"),
+    ),
     GiveUpSettings(repeats=20),
     CeilingSettings(shapes=((128, 64, 1024), (1024, 64, 128))),
     OverheadSettings(trials=100),
@@ -59,6 +63,7 @@ QUICK = Settings(
         heldout_seeds=4,
         heldout_seed=12,
         heldout_seed_base=500_000,
+        variants=("specsweep", "specsweep_race"),
     ),
     GiveUpSettings(repeats=3),
     CeilingSettings(shapes=((128, 32, 128), (1024, 32, 32))),
