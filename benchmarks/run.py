@@ -47,7 +47,13 @@ FULL = Settings(
     SearchSettings(
         seeds=20,
         heldout_seeds=30,
-        variants=("specsweep", "specsweep_race", "specsweep_no_confirm", "specsweep_ungrouped"),
+        variants=(
+            "specsweep",
+            "specsweep_bounds",
+            "specsweep_race",
+            "specsweep_race_bounds",
+            "specsweep_no_confirm",
+        ),
     ),
     GiveUpSettings(repeats=20),
     CeilingSettings(shapes=((128, 64, 1024), (1024, 64, 128))),
@@ -63,7 +69,7 @@ QUICK = Settings(
         heldout_seeds=4,
         heldout_seed=12,
         heldout_seed_base=500_000,
-        variants=("specsweep", "specsweep_race"),
+        variants=("specsweep", "specsweep_race_bounds"),
     ),
     GiveUpSettings(repeats=3),
     CeilingSettings(shapes=((128, 32, 128), (1024, 32, 32))),
