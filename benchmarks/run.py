@@ -26,6 +26,7 @@ from benchmarks.client_ceiling import CeilingSettings, run_ceiling
 from benchmarks.giveup import GiveUpSettings, run_giveup
 from benchmarks.overhead import OverheadSettings, run_overhead
 from benchmarks.scale import ScaleSettings, run_scale
+from benchmarks.search import METHOD as SEARCH_METHOD
 from benchmarks.search import SearchSettings, run_search
 from benchmarks.table import Row, Table
 
@@ -136,8 +137,10 @@ def results_md(table: Table) -> str:
         "given for the search benchmark only. See the notes under the table for how each figure is made "
         "and where specsweep does not lead.",
         "",
-        "",
     ]
+    if "search" in meta["seconds_per_benchmark"]:
+        head += [SEARCH_METHOD]
+    head += [""]
     return "\n".join(head) + table.markdown()
 
 

@@ -211,14 +211,47 @@ def test_confirmation_relaunches_the_top_three_and_ranks_by_median(
     top = [c for c, _ in ranked(launcher.launches)[:3]]
     assert confirm(launcher, ConfirmRule()) == top
     values = measured(launcher.launches)
-    assert all(len(values[c]) == 3 for c in top) and len(launcher.launches) == 6 + 6
-    medians = {c: statistics.median(values[c]) for c in top}
+    assert all(len(values[(c,)]) == 3 for c in top) and len(launcher.launches) == 6 + 6
+    medians = {c: statistics.median(values[(c,)]) for c in top}
     assert launcher.launches[-1].recommend == max(medians, key=lambda c: medians[c])
     # a candidate far below the leader is not worth a relaunch
     launcher = _launcher(oracle, seed=5, budget_s=1e9)
     for c in feasible:
         launcher.launch(c)
     assert len(confirm(launcher, ConfirmRule(spread=0.0))) == 1
+
+
+def test_race_pools_launches_by_tree_and_drops_the_worst_each_round(
+    tight: tuple[Oracle, list[ServerConfig], float],
+) -> None:
+    oracle, grid, _ = tight
+    feasible = [c for c in grid if oracle.evaluate(c).objective is not None]
+    trees = {}
+    for c in feasible:
+        trees.setdefault(
+            (c.speculative_num_steps, c.speculative_eagle_topk, c.speculative_num_draft_tokens), c
+        )
+    picked = list(trees.values())[:5]
+    launcher = _launcher(oracle, seed=2, budget_s=1e9)
+    for c in picked:
+        launcher.launch(c)
+    twin = next(
+        c
+        for c in feasible
+        if c != picked[0] and ConfirmRule(pool="tree").key(c) == ConfirmRule(pool="tree").key(picked[0])
+    )
+    launcher.launch(twin)  # a second launch of the first tree, under other memory flags
+    rule = ConfirmRule(pool="tree", top=4, race=True)
+    assert len(measured(launcher.launches, rule)[rule.key(picked[0])]) == 2  # pooled
+    before = len(launcher.launches)
+    launcher.budget_gpu_s = launcher.spent_s + 8 * max(lc.gpu_s for lc in launcher.launches)
+    candidates = confirm(launcher, rule)
+    assert len(candidates) == 4
+    relaunched = [lc.config for lc in launcher.launches[before:]]
+    # round 1: all four, round 2: three, round 3: two (until the budget ran out)
+    assert relaunched[:4] == candidates and set(relaunched[4:7]) < set(candidates)
+    final = launcher.launches[-1].recommend
+    assert final in candidates
 
 
 @pytest.mark.parametrize("name", [*PEERS, "specsweep"])
