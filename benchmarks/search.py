@@ -74,6 +74,41 @@ METHOD = """\
   of each case's budget.
 - `informed_bound` is not a contestant: it is told the three best speculative trees and spends the whole
   budget telling them apart. Its hit rate is the ceiling that the noise puts on any strategy at this budget.
+- **specsweep's variants** are the product's driver with one lever changed each (`benchmarks/
+  specsweep_runs.py`): `specsweep_bounds` swaps in the learned KV-pressure and draft-ceiling rules
+  (`orchestrator/memory_bounds.py`); `specsweep_race` spends half the budget on a race among the top 6
+  speculative trees, pooling every launch of a tree whatever its memory flags and dropping the worst mean
+  each round; `specsweep_race_bounds` both; `specsweep_no_confirm` answers with the best single draw.
+- **Levers tried on the development cases and not kept** (7 cases x seeds 0-9, share of 70 runs right;
+  rerun any with `SearchSettings.variants`): the product as it is with the 3 x 3 confirmation 31 %; no
+  confirmation 30 %; confirmation only within 12 % of the leader 31 %; top 3 x 5 launches 30 %; top 3
+  trees pooled x 3 27 %, x 8 31 %; race among the top 4 trees 41 %, top 8 with 60 % reserve 31 %, top 6
+  configurations (not trees) 34 %; TPE with 10 random start-up trials 34 %, ungrouped TPE 24 %; the race
+  among the top 6 trees 41 % (and 46 % / 47 % on two further seed sets, against 43 % / 29 % for the
+  product as it is), so that one was kept.
+
+**Where specsweep stands, plainly.** It misses the issue's goal on the held-out set (the notes give the
+figures): pooled, it is right more often than every peer with the same budget there, but far from 90 %
+of seeds; on the development cases, pooled, random search and vLLM's auto_tune are right more often than
+the product as it is (the race variant about as often as random search). Its median GPU time
+to a right answer is close to the whole budget (at least half of every strategy's runs end wrong, so the
+censored medians sit near the budget and "half the best peer's" cannot be met), and most of its studies
+have more than one OOM launch. It does not lead on every case (the per-case notes list where a peer with
+the same budget is right more often). The exhaustive grid, at 20-50 times the budget, is right more often
+than any budgeted strategy: its best single draw among hundreds of feasible configurations is still a
+draw, which is why it is not always right either. Why:
+- *Telling the top trees apart.* The memory flags barely move the speed; the speculative tree decides,
+  and the best two or three trees are 1-3 % apart while one launch moves by about 7 %. On the
+  development cases a right configuration was launched in 80 % of the product's runs, but answered in
+  about 30 %: the search finds it and the single draws cannot tell it from its neighbours. Racing the
+  top trees on pooled launches is the lever that helped most; the informed ceiling shows what a perfect
+  choice of which trees to race would reach.
+- *OOM launches.* The learned memory model knows nothing before the first launch, does not model KV
+  pressure under load, and under SGLang <= 0.5.9 rules a draft that no longer fits at high fractions.
+  `orchestrator/memory_bounds.py` learns the last two from the failures (about a third fewer OOM
+  launches); the rest are the first launches, before anything is learned. An analytic prior from the
+  models' `config.json` (weights and KV bytes per token, hence the KV pool at any fraction) would address
+  those; it is not built yet.
 """
 
 
@@ -285,6 +320,52 @@ def goal_note(rows: Sequence[dict[str, Any]]) -> list[str]:
     return notes
 
 
+def lever_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What each measured lever did, from the pooled rows (development and held-out side by side)."""
+    pooled_rows = {(r["case"], r["strategy"]): r for r in rows if r["case"].endswith("(all)")}
+
+    def fig(strategy: str) -> str:
+        parts = []
+        for label in ("development (all)", "held-out (all)"):
+            r = pooled_rows.get((label, strategy))
+            if r is not None:
+                parts.append(
+                    f"{label.split()[0]} {r['hit_rate']:.0%} right, OOM launches median "
+                    f"{r['oom_launches_median']:g}"
+                )
+        return "; ".join(parts)
+
+    names = sorted({s for _, s in pooled_rows if s.startswith(REFERENCE)})
+    if len(names) < 2:
+        return []
+    return ["Levers, pooled: " + " | ".join(f"{n}: {fig(n)}" for n in names) + "."]
+
+
+def not_leading(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Each case where a peer is right more often than specsweep, said plainly."""
+    notes = []
+    by_case: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], []).append(r)
+    for case, group in by_case.items():
+        ours = next((r for r in group if r["strategy"] == REFERENCE), None)
+        if ours is None:
+            continue
+        ahead = [
+            r
+            for r in group
+            if r["strategy"] in PEERS and r["strategy"] not in NO_BUDGET and r["hit_rate"] > ours["hit_rate"]
+        ]
+        if ahead:
+            held = " [held-out]" if ours["heldout"] else ""
+            notes.append(
+                f"{case}{held}: specsweep does not lead (right in {ours['hit_rate']:.0%}): "
+                + ", ".join(f"{r['strategy']} {r['hit_rate']:.0%}" for r in ahead)
+                + "."
+            )
+    return notes
+
+
 def run_search(settings: SearchSettings) -> tuple[list[Row], list[str], list[dict[str, Any]]]:
     quiet_optuna()
     dev_cases = [CASES[n] for n in settings.cases]
@@ -315,7 +396,7 @@ def run_search(settings: SearchSettings) -> tuple[list[Row], list[str], list[dic
         group = [r for r in results if r.case.heldout is heldout]
         if group:
             rows += [pooled(group, name, label, heldout) for name in names]
-    notes[:0] = goal_note(rows)
+    notes[:0] = goal_note(rows) + lever_notes(rows) + not_leading(rows)
     if not HAS_TORCH:
         notes.append(
             "Optuna's GPSampler (the `gp` peer) needs PyTorch, which this environment does not install: "
