@@ -178,7 +178,16 @@ def vllm_auto_tune(launcher: Launcher, configs: Sequence[ServerConfig]) -> Searc
     return _done("vllm_auto_tune", launcher)
 
 
-def _optuna_run(name: str, launcher: Launcher, sampler: optuna.samplers.BaseSampler) -> SearchRun:
+def _oom(trial: FrozenTrial) -> Sequence[float]:
+    return [float(trial.user_attrs.get("oom", 0.0))]
+
+
+def _optuna_run(
+    name: str, launcher: Launcher, sampler: optuna.samplers.BaseSampler, *, fail_infeasible: bool
+) -> SearchRun:
+    """Ask, launch, tell, until the budget is spent. With `fail_infeasible` an OOM is told as FAIL (what
+    a plain set-up does, and TPE then ignores it); otherwise it is told as a zero with the `oom`
+    constraint violated (the GP sampler ignores FAIL trials but learns from constraints)."""
     study = optuna.create_study(direction="maximize", sampler=sampler, storage=InMemoryStorage())
     while not launcher.exhausted:
         trial = study.ask()
@@ -187,31 +196,22 @@ def _optuna_run(name: str, launcher: Launcher, sampler: optuna.samplers.BaseSamp
         trial.set_user_attr("oom", 1.0 if lc.status.infeasible else 0.0)
         if lc.objective is not None:
             study.tell(trial, lc.objective)
-        else:
+        elif fail_infeasible:
             study.tell(trial, state=TrialState.FAIL)
+        else:
+            study.tell(trial, 0.0)
     return _done(name, launcher)
 
 
 def plain_tpe(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
-    return _optuna_run("plain_tpe", launcher, optuna.samplers.TPESampler(seed=launcher.seed))
-
-
-def _oom(trial: FrozenTrial) -> Sequence[float]:
-    return [float(trial.user_attrs.get("oom", 0.0))]
+    sampler = optuna.samplers.TPESampler(seed=launcher.seed)
+    return _optuna_run("plain_tpe", launcher, sampler, fail_infeasible=True)
 
 
 def gp(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
-    """Optuna's GP sampler; an OOM is a violated constraint. GPSampler ignores FAIL trials, so an
-    infeasible launch is told with a zero value and the constraint violated, which it does learn from."""
+    """Optuna's GP sampler with the OOM constraint (`constraints_func`)."""
     sampler = optuna.samplers.GPSampler(seed=launcher.seed, constraints_func=_oom)
-    study = optuna.create_study(direction="maximize", sampler=sampler, storage=InMemoryStorage())
-    while not launcher.exhausted:
-        trial = study.ask()
-        config = suggest_config(trial, launcher.oracle.spec.search)
-        lc = launcher.launch(config)
-        trial.set_user_attr("oom", 1.0 if lc.status.infeasible else 0.0)
-        study.tell(trial, lc.objective if lc.objective is not None else 0.0)
-    return _done("gp", launcher)
+    return _optuna_run("gp", launcher, sampler, fail_infeasible=False)
 
 
 PEERS: dict[str, Strategy] = {

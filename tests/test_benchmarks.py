@@ -129,6 +129,13 @@ def test_oracle_kv_pressure_matches_the_trial_probe(tmp_path: Path, pool: int, s
     assert expected.status is status and measured.status is status
 
 
+def test_every_strategy_starts_from_nothing() -> None:
+    """Same start for all: no known-good configuration and no baseline launch, in any case's spec."""
+    for case in CASES.values():
+        spec = case_spec(case, gpus=1)
+        assert spec.known_good == [] and not spec.budget.baseline
+
+
 def test_sglang_defaults_follow_the_profile() -> None:
     case = CASES["kimi-k25-rtxpro6000"]
     oracle = Oracle(case_spec(case, gpus=8), load_profile(case.name))
