@@ -60,11 +60,13 @@ METHOD = """\
   *noise-free* tok/s is scored: right means within 2 % of the grid's true optimum.
 - **Pay for time.** A launch costs its start-up from the profile (imports, weights, KV, graph capture,
   server start), an OOM up to its failure, the warm-up and KV probe, the stages that ran and the stop,
-  times the node's GPUs. The budget is GPU-hours: 40 times the median cost of one full launch of the grid
-  (specsweep's driver stops at the budget less its confirmation reserve, through the product's own time
-  budget). "GPU-h to a right answer" is the GPU time spent until the recommendation became right and
-  stayed right to the end; a run whose final answer is wrong counts as the whole budget (censored), so a
-  median equal to the budget means at least half of the runs ended wrong. The grid has no budget.
+  times the node's GPUs. The budget is GPU-hours: 40 times the median cost of one full launch of the grid,
+  and at most 120 launches (cheap OOM launches let a strategy make more than 40); a strategy stops once
+  it has spent it. specsweep's driver stops at the budget less its confirmation reserve, through the
+  product's own time budget. "GPU-h to a right answer" is the GPU time spent until the recommendation
+  became right and stayed right to the end; a run whose final answer is wrong counts as the whole
+  budget (censored), so a median equal to the budget means at least half of the runs ended wrong. The
+  grid has no budget.
 - **Held out.** Besides the development cases (the three built-in profiles, and four profiles generated
   from seed 11), four profiles are generated from seed 20261130 (other model sizes and GPU memories, draft
   costs, acceptance curves, both SGLang memory rules, feasible shares aimed at 25/45/65/85 %) and run with
