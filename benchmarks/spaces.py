@@ -18,12 +18,12 @@ from typing import Any, cast
 import optuna
 
 from orchestrator.records import ServerConfig
+from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.space import suggest_config
 from orchestrator.spec import (
     Choices,
     FloatRange,
     IntRange,
-    KnownGood,
     SearchSpace,
     SimulatedSpec,
     SweepSpec,
@@ -53,10 +53,14 @@ _SPEC_DIMS: dict[str, Any] = {
 class BenchCase:
     """One profile with its discretised space: the unit of the search-efficiency benchmark."""
 
-    name: str  # the simulated profile's built-in name
+    name: str  # the simulated profile's built-in name, or a generated case's name
     space: SearchSpace
-    known_good: tuple[KnownGood, ...] = ()
     why: str = ""
+    profile: dict[str, Any] | None = None  # a generated profile (held-out cases); None: the built-in one
+    heldout: bool = False
+
+    def load_profile(self) -> SimProfile:
+        return load_profile(self.profile if self.profile is not None else self.name)
 
 
 CASES: dict[str, BenchCase] = {
@@ -69,17 +73,7 @@ CASES: dict[str, BenchCase] = {
             max_running_requests=Choices(choices=[16, 32, 48]),
             **_SPEC_DIMS,
         ),
-        known_good=(
-            KnownGood(
-                mem_fraction_static=0.88,
-                cuda_graph_max_bs=512,
-                max_running_requests=48,
-                speculative_num_steps=3,
-                speculative_eagle_topk=1,
-                speculative_num_draft_tokens=4,
-            ),
-        ),
-        why="the demo: 8 GPUs over PCIe, <=0.5.9 memory rules, the users' known-good first",
+        why="the demo: 8 GPUs over PCIe, <=0.5.9 memory rules, no known-good head start",
     ),
     "h200-llama8b": BenchCase(
         "h200-llama8b",
@@ -110,11 +104,12 @@ def case_spec(case: BenchCase, *, seed: int = 0, gpus: int, base: Path = DEMO_SP
     return spec.model_copy(
         update={
             "name": f"bench-{case.name}",
-            "simulated": SimulatedSpec(profile=case.name, seed=0),
+            "simulated": SimulatedSpec(profile=case.profile or case.name, seed=0),
             "node": spec.node.model_copy(update={"gpus": gpus}),
             "search": case.space,
             "workload": WORKLOAD,
-            "known_good": list(case.known_good),
+            # Every strategy starts from nothing: no known-good configuration for anyone.
+            "known_good": [],
             "budget": spec.budget.model_copy(update={"baseline": False}),
             "sampler_seed": seed,
         }

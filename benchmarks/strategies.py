@@ -1,24 +1,30 @@
-"""Search strategies run against the oracle, each spending launches the way its tool would.
+"""Search strategies, each spending noisy, paid launches (`benchmarks.noise.Launcher`) the way its tool
+would, and each answering by its own rule on its own measurements.
 
-- `grid`: every configuration of the discretised space, in the spec's dimension order.
-- `auto_benchmark`: SGLang's staged tuner as the issue describes it: from SGLang's own defaults, vary one
-  server flag at a time (without speculation), keep the best base, then try the speculative settings on
-  top of it. An OOM is logged and the search goes on; nothing is learned from it.
+Every strategy starts from nothing (no known-good configuration, no baseline) and runs until its
+GPU-hour budget is spent. A launch of a configuration already launched is a new launch, paid in full and
+drawn anew. Unless said otherwise a strategy recommends the configuration of its best single measurement.
+
+- `grid`: every configuration of the discretised space once, in the spec's dimension order (no budget).
+- `auto_benchmark`: SGLang's three-tier tuner: from SGLang's own defaults vary one server flag at a time
+  (without speculation), keep the best base, then the speculative settings on top of it. An OOM is
+  logged and the search goes on; nothing is learned from it.
+- `vllm_auto_tune`: vLLM's `auto_tune.sh`: from the highest memory fraction, lower it one step at a time
+  until the server starts, then a grid over the other flags at that fraction.
 - `random`: uniform over the grid, no configuration twice.
-- `plain_tpe`: Optuna's default TPE on the same `suggest_config`, OOMs told as FAIL (which TPE ignores).
-- `specsweep`: the real driver, `Sweep.prepare` and `Sweep.run` (its study from `open_study`, known-good
-  configurations first, the repeat check, the memory model's predicted-OOM skip, stage reports and pruning,
-  `tell_outcome` and `MemoryModel.observe`), with only Ray replaced by the oracle (`benchmarks.driver`).
-- `specsweep_ungrouped`: the same driver with `TPESampler(group=False)` swapped in after `open_study`: the
-  ablation behind the product's `group=True` (draft tokens are only searched for top-k > 1, in a range that
-  moves with steps and top-k; grouped TPE models such conditional dimensions jointly).
+- `plain_tpe`: Optuna's default TPE on the same `suggest_config`, OOMs told as FAIL (which TPE ignores);
+  it launches whatever it proposes, repeats included, and answers with Optuna's `best_trial`.
+- `gp`: Optuna's `GPSampler` with the OOM constraint (`constraints_func`); needs PyTorch, and is left out
+  with a note when PyTorch is not installed.
+- specsweep and its variants: `benchmarks.specsweep_runs`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import random
-import time
+import statistics
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,28 +32,17 @@ from typing import Any
 
 import optuna
 from optuna.storages import InMemoryStorage
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from benchmarks.driver import oracle_sweep, run_on_oracle
-from benchmarks.oracle import Evaluation, Oracle
-from orchestrator.records import ServerConfig, TrialStatus
+from benchmarks.noise import Launch, Launcher
+from benchmarks.oracle import Oracle
+from orchestrator.records import ServerConfig
 from orchestrator.sim.args import build_parser, resolve
 from orchestrator.space import suggest_config
 from orchestrator.spec import Choices, FloatRange, IntRange, make_config
-from orchestrator.study import REPEAT_ATTR
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One server launch a strategy paid for."""
-
-    config: ServerConfig
-    status: TrialStatus
-    objective: float | None  # what the strategy learned as the value (None: failed, or pruned)
-    gpu_s: float  # node seconds x GPUs
-    failed_at: str = ""  # the failure stage of an infeasible launch
+HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @dataclass
@@ -58,30 +53,29 @@ class SearchRun:
     skipped: int = 0  # proposals the memory model ruled out: no launch, no GPU time
     mispredicted: int = 0  # launches the (ready) memory model predicted to fit that then ran out of memory
     repeats_answered: int = 0  # proposals of an already measured configuration, answered without a launch
-    ask_s: float = 0.0  # wall time of the strategy's own decisions (sampler, model)
-
-    def add(self, ev: Evaluation, gpus: int, *, stages_run: int | None = None, counted: bool = True) -> None:
-        objective = ev.objective if counted else None
-        stage = ev.failure.stage.value if ev.failure is not None and ev.status.infeasible else ""
-        self.launches.append(Launch(ev.config, ev.status, objective, ev.seconds(stages_run) * gpus, stage))
+    confirm_launches: int = 0  # launches spent confirming the top candidates
 
 
-Strategy = Callable[[Oracle, Sequence[ServerConfig], int, int], SearchRun]
+Strategy = Callable[[Launcher, Sequence[ServerConfig]], SearchRun]
 
 
-def grid(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
+def _done(name: str, launcher: Launcher) -> SearchRun:
+    return SearchRun(name, launcher.seed, list(launcher.launches))
+
+
+def grid(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
     """All of it, in order: the budget does not apply (it is the reference)."""
-    run = SearchRun("grid", seed)
     for config in configs:
-        run.add(oracle.evaluate(config), oracle.gpus)
-    return run
+        launcher.launch(config)
+    return _done("grid", launcher)
 
 
-def random_search(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
-    run = SearchRun("random", seed)
-    for config in random.Random(seed).sample(list(configs), min(budget, len(configs))):
-        run.add(oracle.evaluate(config), oracle.gpus)
-    return run
+def random_search(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
+    for config in random.Random(launcher.seed).sample(list(configs), len(configs)):
+        if launcher.exhausted:
+            break
+        launcher.launch(config)
+    return _done("random", launcher)
 
 
 def _values(dim: FloatRange | IntRange | Choices) -> list[float]:
@@ -115,10 +109,10 @@ def sglang_defaults(oracle: Oracle) -> tuple[float, int, int]:
     )
 
 
-def auto_benchmark(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
+def auto_benchmark(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
     """One flag at a time from the defaults (no speculation), then every speculative setting of the space
-    on top of the best base, until the budget runs out. Deterministic: `seed` is not used."""
-    run = SearchRun("auto_benchmark", seed)
+    on top of the best base, until the budget runs out."""
+    oracle = launcher.oracle
     space = oracle.spec.search
     default = sglang_defaults(oracle)
     bases: list[tuple[float, int, int]] = [default]
@@ -133,99 +127,103 @@ def auto_benchmark(oracle: Oracle, configs: Sequence[ServerConfig], budget: int,
                 bases.append(point)
     best: tuple[float, tuple[float, int, int]] | None = None
     for mem, gbs, mrr in bases:
-        if len(run.launches) >= budget:
-            return run
-        ev = oracle.evaluate(make_config(mem, gbs, mrr))
-        run.add(ev, oracle.gpus)
-        if ev.objective is not None and (best is None or ev.objective > best[0]):
-            best = (ev.objective, (mem, gbs, mrr))
+        if launcher.exhausted:
+            return _done("auto_benchmark", launcher)
+        lc = launcher.launch(make_config(mem, gbs, mrr))
+        if lc.objective is not None and (best is None or lc.objective > best[0]):
+            best = (lc.objective, (mem, gbs, mrr))
     chosen = best[1] if best is not None else default
-    on_top = [
-        c
-        for c in configs
-        if (c.mem_fraction_static, c.cuda_graph_max_bs, c.max_running_requests)
-        == (round(chosen[0], 4), chosen[1], chosen[2])
-    ]
-    for config in on_top:
-        if len(run.launches) >= budget:
+    for config in configs:
+        if launcher.exhausted:
             break
-        run.add(oracle.evaluate(config), oracle.gpus)
-    return run
+        if (config.mem_fraction_static, config.cuda_graph_max_bs, config.max_running_requests) == (
+            round(chosen[0], 4),
+            chosen[1],
+            chosen[2],
+        ):
+            launcher.launch(config)
+    return _done("auto_benchmark", launcher)
 
 
-def plain_tpe(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
-    run = SearchRun("plain_tpe", seed)
-    study = optuna.create_study(
-        direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed), storage=InMemoryStorage()
+def _tree(config: ServerConfig) -> tuple[int | None, int | None, int | None]:
+    c = config
+    return (c.speculative_num_steps, c.speculative_eagle_topk, c.speculative_num_draft_tokens)
+
+
+def vllm_auto_tune(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
+    """The highest fraction first, one step lower after each failed start (SGLang's other defaults and the
+    space's tree nearest the usual 3/1/4), then every configuration at the first fraction that started."""
+    oracle = launcher.oracle
+    _, gbs, mrr = sglang_defaults(oracle)
+    trees = sorted(
+        {_tree(c) for c in configs},
+        key=lambda t: tuple(abs((v or 0) - w) for v, w in zip(t, (3, 1, 4), strict=True)),
     )
-    while len(run.launches) < budget:
-        t0 = time.perf_counter()
-        trial = study.ask()
-        config = suggest_config(trial, oracle.spec.search)
-        run.ask_s += time.perf_counter() - t0
-        ev = oracle.evaluate(config)
-        run.add(ev, oracle.gpus)
-        if ev.objective is not None:
-            study.tell(trial, ev.objective)
-        else:
-            study.tell(trial, state=TrialState.FAIL)
-    return run
+    first = trees[0]
+    fractions = sorted(_values(oracle.spec.search.mem_fraction_static), reverse=True)
+    chosen = fractions[-1]
+    for mem in fractions:
+        if launcher.exhausted:
+            return _done("vllm_auto_tune", launcher)
+        config = make_config(mem, gbs, mrr, *first)
+        lc = launcher.launch(config)
+        if lc.failed_at == "" or lc.failed_at == "under_load":
+            chosen = mem
+            break
+    for config in configs:
+        if launcher.exhausted:
+            break
+        if config.mem_fraction_static == round(chosen, 4) and launcher.launches_of(config) == 0:
+            launcher.launch(config)
+    return _done("vllm_auto_tune", launcher)
 
 
-def _drive(
-    name: str, oracle: Oracle, budget: int, seed: int, sampler: optuna.samplers.BaseSampler | None = None
+def _oom(trial: FrozenTrial) -> Sequence[float]:
+    return [float(trial.user_attrs.get("oom", 0.0))]
+
+
+def _optuna_run(
+    name: str, launcher: Launcher, sampler: optuna.samplers.BaseSampler, *, fail_infeasible: bool
 ) -> SearchRun:
-    """The real driver, `Sweep.run`, on the oracle: a launch is a record with a node; a predicted-OOM skip
-    is a record without one, and a repeat answered from the record is no record at all."""
-    spec = oracle.spec.model_copy(update={"sampler_seed": seed})
-    sweep = oracle_sweep(spec, oracle, budget)
-    if sampler is not None:
-        sweep.study.sampler = sampler
-    run = SearchRun(name, seed)
-    t0 = time.perf_counter()
-    records = run_on_oracle(sweep, oracle)
-    run.ask_s = time.perf_counter() - t0
-    for record in records:
-        result = record.result
-        if not result.node_id:
-            run.skipped += 1
-            continue
-        pruned = any(key == "pruned_at_stage" for key, _ in record.extra_tags)
-        objective = record.objective if result.status is TrialStatus.OK and not pruned else None
-        failed_at = result.failure.stage.value if result.failure and result.status.infeasible else ""
-        run.launches.append(
-            Launch(result.config, result.status, objective, result.wall_s * oracle.gpus, failed_at)
-        )
-        run.mispredicted += any(
-            key == "memory_model_correction" and value.startswith("predicted to fit")
-            for key, value in record.extra_tags
-        )
-    run.repeats_answered = sum(
-        1 for t in sweep.study.get_trials(deepcopy=False) if REPEAT_ATTR in t.user_attrs
-    )
-    return run
+    """Ask, launch, tell, until the budget is spent. With `fail_infeasible` an OOM is told as FAIL (what
+    a plain set-up does, and TPE then ignores it); otherwise it is told as a zero with the `oom`
+    constraint violated (the GP sampler ignores FAIL trials but learns from constraints)."""
+    study = optuna.create_study(direction="maximize", sampler=sampler, storage=InMemoryStorage())
+    while not launcher.exhausted:
+        trial = study.ask()
+        config = suggest_config(trial, launcher.oracle.spec.search)
+        lc = launcher.launch(config)
+        trial.set_user_attr("oom", 1.0 if lc.status.infeasible else 0.0)
+        if lc.objective is not None:
+            study.tell(trial, lc.objective)
+        elif fail_infeasible:
+            study.tell(trial, state=TrialState.FAIL)
+        else:
+            study.tell(trial, 0.0)
+    return _done(name, launcher)
 
 
-def specsweep(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
-    return _drive("specsweep", oracle, budget, seed)
+def plain_tpe(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
+    sampler = optuna.samplers.TPESampler(seed=launcher.seed)
+    return _optuna_run("plain_tpe", launcher, sampler, fail_infeasible=True)
 
 
-def specsweep_ungrouped(oracle: Oracle, configs: Sequence[ServerConfig], budget: int, seed: int) -> SearchRun:
-    """The ablation: the product's sampler settings but `group=False`."""
-    sampler = optuna.samplers.TPESampler(
-        seed=seed, multivariate=True, group=False, constant_liar=True, n_startup_trials=5
-    )
-    return _drive("specsweep_ungrouped", oracle, budget, seed, sampler)
+def gp(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
+    """Optuna's GP sampler with the OOM constraint (`constraints_func`)."""
+    sampler = optuna.samplers.GPSampler(seed=launcher.seed, constraints_func=_oom)
+    return _optuna_run("gp", launcher, sampler, fail_infeasible=False)
 
 
-STRATEGIES: dict[str, Strategy] = {
+PEERS: dict[str, Strategy] = {
     "grid": grid,
     "auto_benchmark": auto_benchmark,
+    "vllm_auto_tune": vllm_auto_tune,
     "random": random_search,
     "plain_tpe": plain_tpe,
-    "specsweep": specsweep,
-    "specsweep_ungrouped": specsweep_ungrouped,
+    **({"gp": gp} if HAS_TORCH else {}),
 }
+# References that are not contestants: the ceiling that noise and the budget put on any strategy.
+BOUNDS: dict[str, Strategy] = {}
 
 
 def quiet_optuna() -> Any:
@@ -235,3 +233,34 @@ def quiet_optuna() -> Any:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     for name in ("orchestrator.study", "orchestrator.memory_model"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def informed_bound(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
+    """Not a contestant: what the budget allows to a strategy told in advance the three best speculative
+    trees (each with its best memory flags). It launches them in turn until the budget is spent and answers
+    with the best median, so its hit rate is a ceiling that noise alone puts on a strategy that still has
+    to tell the top trees apart (the memory flags barely move the speed, the tree does)."""
+    truth = [(launcher.oracle.evaluate(c).objective, c) for c in configs]
+    top: list[ServerConfig] = []
+    for _, c in sorted(((v, c) for v, c in truth if v is not None), key=lambda vc: -vc[0]):
+        if all(_tree(c) != _tree(t) for t in top):
+            top.append(c)
+        if len(top) == 3:
+            break
+
+    def best_median(launches: Sequence[Launch]) -> ServerConfig | None:
+        values: dict[ServerConfig, list[float]] = {}
+        for lc in launches:
+            if lc.objective is not None:
+                values.setdefault(lc.config, []).append(lc.objective)
+        return max(values, key=lambda c: statistics.median(values[c])) if values else None
+
+    launcher.rule = best_median
+    while not launcher.exhausted:
+        for config in top:
+            if not launcher.exhausted:
+                launcher.launch(config)
+    return _done("informed_bound", launcher)
+
+
+BOUNDS["informed_bound"] = informed_bound

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +15,19 @@ import pytest
 
 import benchmarks.run as bench_run
 from benchmarks.client_ceiling import CeilingSettings
+from benchmarks.confirm import ConfirmRule, confirm, measured, ranked
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.giveup import GiveUpSettings
+from benchmarks.heldout import feasible_share, generate
 from benchmarks.live import live_spec, profile_dict
+from benchmarks.noise import Launch, Launcher, noisy, stage_sd
 from benchmarks.oracle import Oracle, probe_retracts
 from benchmarks.overhead import OverheadSettings
 from benchmarks.scale import ScaleSettings
-from benchmarks.search import SearchSettings, summarize
+from benchmarks.search import SearchSettings, score
 from benchmarks.spaces import CASES, case_spec, enumerate_space
-from benchmarks.strategies import STRATEGIES, Launch, SearchRun, quiet_optuna, sglang_defaults
+from benchmarks.specsweep_runs import strategy as specsweep_strategy
+from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_defaults
 from benchmarks.table import Row, Table, median, ratio
 from orchestrator.node import SimulatedNode
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
@@ -140,6 +145,13 @@ def test_oracle_kv_pressure_matches_the_trial_probe(tmp_path: Path, pool: int, s
     assert expected.status is status and measured.status is status
 
 
+def test_every_strategy_starts_from_nothing() -> None:
+    """Same start for all: no known-good configuration and no baseline launch, in any case's spec."""
+    for case in CASES.values():
+        spec = case_spec(case, gpus=1)
+        assert spec.known_good == [] and not spec.budget.baseline
+
+
 def test_sglang_defaults_follow_the_profile() -> None:
     case = CASES["kimi-k25-rtxpro6000"]
     oracle = Oracle(case_spec(case, gpus=8), load_profile(case.name))
@@ -156,36 +168,152 @@ def tight() -> tuple[Oracle, list[ServerConfig], float]:
     return oracle, grid, best
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+def _launcher(oracle: Oracle, seed: int = 0, budget_s: float = 40 * 170.0) -> Launcher:
+    return Launcher(oracle, seed, budget_gpu_s=budget_s, max_launches=120)
+
+
+def test_noise_follows_the_measured_spread(tight: tuple[Oracle, list[ServerConfig], float]) -> None:
+    """Two starts of one configuration differ by several per cent; short stages move more than long ones;
+    the same (seed, configuration, launch) always draws the same figure."""
+    assert stage_sd(0.3) == pytest.approx(0.15)
+    assert 0.02 <= stage_sd(12.0) <= 0.10 and stage_sd(12.0) < stage_sd(1.0) < stage_sd(0.3)
+    oracle, grid, _ = tight
+    ev = next(oracle.evaluate(c) for c in grid if oracle.evaluate(c).objective is not None)
+    draws = [noisy(ev, seed, 0).objective or 0.0 for seed in range(400)]
+    true = ev.objective or 0.0
+    rel = [d / true - 1 for d in draws]
+    # launch offset 7 % and ~3 % per stage on these 25-90 s stages: between 6 and 10 % in all
+    assert 0.06 <= statistics.pstdev(rel) <= 0.10
+    pairs = [abs(draws[i] - draws[i + 1]) / true for i in range(0, 400, 2)]
+    assert 0.05 <= statistics.mean(pairs) <= 0.12  # two starts differ by 6-9 % on a real H200
+    assert noisy(ev, 3, 1) == noisy(ev, 3, 1) and noisy(ev, 3, 1) != noisy(ev, 3, 2)
+
+
+def test_launcher_pays_every_launch_and_repeats_draw_anew(
+    tight: tuple[Oracle, list[ServerConfig], float],
+) -> None:
+    oracle, grid, _ = tight
+    ok = next(c for c in grid if oracle.evaluate(c).objective is not None)
+    oom = next(c for c in grid if oracle.evaluate(c).status is TrialStatus.OOM)
+    launcher = _launcher(oracle, budget_s=oracle.evaluate(ok).seconds() * 2.5)
+    first, again = launcher.launch(ok), launcher.launch(ok)
+    assert first.objective != again.objective and first.gpu_s == again.gpu_s > 0
+    failed = launcher.launch(oom)
+    assert failed.objective is None and failed.failed_at and 0 < failed.gpu_s < first.gpu_s
+    assert launcher.launches_of(ok) == 2 and not launcher.exhausted
+    launcher.launch(ok)
+    assert launcher.exhausted  # the budget is GPU time, whatever the launches were
+    # the default rule answers with the best single draw
+    best = max((first, again, launcher.launches[-1]), key=lambda lc: lc.objective or 0.0)
+    assert launcher.launches[-1].recommend == best.config
+
+
+def test_score_counts_gpu_hours_until_the_answer_is_right_and_stays_right() -> None:
+    good, bad = make_config(0.8, 8, 8, 1, 1, 2), make_config(0.8, 8, 8, 2, 1, 3)
+    truth = {good: 100.0, bad: 90.0}
+
+    def run(*recs: ServerConfig) -> SearchRun:
+        out = SearchRun("x", 0)
+        out.launches = [Launch(c, TrialStatus.OK, 1.0, 3600.0, recommend=c) for c in recs]
+        return out
+
+    s = score(run(bad, good, bad, good, good), truth, best=100.0, target=0.98, censor_h=10.0)
+    assert s.right and s.gpu_h == pytest.approx(4.0) and s.launches == 5 and s.final_frac == 1.0
+    s = score(run(good, good, bad), truth, best=100.0, target=0.98, censor_h=10.0)
+    assert not s.right and s.gpu_h == 10.0 and s.final_frac == pytest.approx(0.9)
+
+
+def test_confirmation_relaunches_the_top_three_and_ranks_by_median(
+    tight: tuple[Oracle, list[ServerConfig], float],
+) -> None:
+    oracle, grid, _ = tight
+    feasible = [c for c in grid if oracle.evaluate(c).objective is not None][:6]
+    launcher = _launcher(oracle, seed=5, budget_s=1e9)
+    for c in feasible:
+        launcher.launch(c)
+    top = [c for c, _ in ranked(launcher.launches)[:3]]
+    assert confirm(launcher, ConfirmRule()) == top
+    values = measured(launcher.launches)
+    assert all(len(values[(c,)]) == 3 for c in top) and len(launcher.launches) == 6 + 6
+    medians = {c: statistics.median(values[(c,)]) for c in top}
+    assert launcher.launches[-1].recommend == max(medians, key=lambda c: medians[c])
+    # a candidate far below the leader is not worth a relaunch
+    launcher = _launcher(oracle, seed=5, budget_s=1e9)
+    for c in feasible:
+        launcher.launch(c)
+    assert len(confirm(launcher, ConfirmRule(spread=0.0))) == 1
+
+
+def test_race_pools_launches_by_tree_and_drops_the_worst_each_round(
+    tight: tuple[Oracle, list[ServerConfig], float],
+) -> None:
+    oracle, grid, _ = tight
+    feasible = [c for c in grid if oracle.evaluate(c).objective is not None]
+    trees = {}
+    for c in feasible:
+        trees.setdefault(
+            (c.speculative_num_steps, c.speculative_eagle_topk, c.speculative_num_draft_tokens), c
+        )
+    picked = list(trees.values())[:5]
+    launcher = _launcher(oracle, seed=2, budget_s=1e9)
+    for c in picked:
+        launcher.launch(c)
+    twin = next(
+        c
+        for c in feasible
+        if c != picked[0] and ConfirmRule(pool="tree").key(c) == ConfirmRule(pool="tree").key(picked[0])
+    )
+    launcher.launch(twin)  # a second launch of the first tree, under other memory flags
+    rule = ConfirmRule(pool="tree", top=4, race=True)
+    assert len(measured(launcher.launches, rule)[rule.key(picked[0])]) == 2  # pooled
+    before = len(launcher.launches)
+    launcher.budget_gpu_s = launcher.spent_s + 8 * max(lc.gpu_s for lc in launcher.launches)
+    candidates = confirm(launcher, rule)
+    assert len(candidates) == 4
+    relaunched = [lc.config for lc in launcher.launches[before:]]
+    # round 1: all four, round 2: three, round 3: two (until the budget ran out)
+    assert relaunched[:4] == candidates and set(relaunched[4:7]) < set(candidates)
+    final = launcher.launches[-1].recommend
+    assert final in candidates
+
+
+@pytest.mark.parametrize("name", [*PEERS, "specsweep"])
 def test_strategies_spend_the_budget_on_the_space(
     name: str, tight: tuple[Oracle, list[ServerConfig], float]
 ) -> None:
-    oracle, grid, best = tight
-    run = STRATEGIES[name](oracle, grid, 12, 0)
-    expected = len(grid) if name == "grid" else 12
-    assert len(run.launches) == expected
-    spec_configs = set(grid)
+    oracle, grid, _ = tight
+    budget = 12 * 165.0
+    launcher = Launcher(oracle, 0, budget_gpu_s=budget, max_launches=len(grid) if name == "grid" else 36)
+    strategy = PEERS.get(name) or specsweep_strategy(name)
+    run = strategy(launcher, grid)
+    if name == "grid":
+        assert len(run.launches) == len(grid)
+    else:
+        spent = sum(lc.gpu_s for lc in run.launches)
+        last = run.launches[-1].gpu_s
+        assert spent - last < budget or len(run.launches) == 36  # stops once the budget is spent
     for launch in run.launches:
-        if launch.config.speculative:
-            assert launch.config in spec_configs
+        # auto_benchmark's first tier runs without speculation, as SGLang's does
+        assert launch.config in set(grid) or not launch.config.speculative
         assert launch.gpu_s > 0
         if launch.objective is not None:
-            assert launch.status is TrialStatus.OK and launch.objective <= best + 1e-9
+            assert launch.status is TrialStatus.OK
         assert (launch.failed_at != "") == launch.status.infeasible
-    if name == "grid":
-        assert max(lc.objective or 0.0 for lc in run.launches) == best
+    assert run.launches[-1].recommend is not None
 
 
 def test_specsweep_runs_the_real_driver_on_the_oracle(
     tight: tuple[Oracle, list[ServerConfig], float],
 ) -> None:
     """`Sweep.run` itself, with Ray stood in for: skips and answered repeats cost no launch, every stage
-    goes through the event feed, and every infeasible launch is told to Optuna as a violated constraint."""
+    goes through the event feed, every infeasible launch is told to Optuna as a violated constraint, and the
+    driver stops launching once the budget is spent."""
     oracle, grid, _ = tight
-    sweep = oracle_sweep(oracle.spec, oracle, 15)
-    records = run_on_oracle(sweep, oracle)
+    sweep = oracle_sweep(oracle.spec, 15)
+    launcher = _launcher(oracle)
+    records = run_on_oracle(sweep, launcher)
     launched = [r for r in records if r.result.node_id]
-    assert len(launched) == 15
+    assert len(launched) == 15 == len(launcher.launches)
     assert len({r.result.config for r in launched}) == 15  # the driver's repeat check holds
     trials = sweep.study.get_trials()
     repeats = [t for t in trials if "repeat_of" in t.user_attrs]
@@ -196,34 +324,23 @@ def test_specsweep_runs_the_real_driver_on_the_oracle(
         t.state is optuna.trial.TrialState.PRUNED and t.constraints == {"oom": 1.0} for t in infeasible
     )
     ok = [r for r in launched if r.result.status is TrialStatus.OK]
-    assert ok and all(len(r.result.stages) == len(oracle.spec.workload.concurrency) for r in ok)
-    assert all(r.result.config in set(grid) for r in launched)
+    assert ok and all(r.result.config in set(grid) for r in launched)
     assert sweep.model.ready  # the memory model learned from the oracle's memory accounts
     assert sweep.outcome.progress.best_tok_s == max(r.objective or 0.0 for r in ok)
+    # the launcher paid for exactly what the driver ran, and saw the same noisy figures
+    assert [lc.config for lc in launcher.launches] == [r.result.config for r in launched]
+    assert sum(lc.gpu_s for lc in launcher.launches) == pytest.approx(sum(r.result.wall_s for r in launched))
+    stopped = oracle_sweep(oracle.spec, 100)
+    small = _launcher(oracle)
+    run_on_oracle(stopped, small, stop_at_gpu_s=3 * 170.0)
+    assert small.spent_s >= 3 * 170.0 and small.spent_s - small.launches[-1].gpu_s < 3 * 170.0
 
 
-def test_specsweep_strategy_counts_launches_and_skips(
-    tight: tuple[Oracle, list[ServerConfig], float],
-) -> None:
-    oracle, grid, _ = tight
-    run = STRATEGIES["specsweep"](oracle, grid, 12, 3)
-    assert len(run.launches) == 12 and run.skipped >= 0 and run.repeats_answered >= 0
-    assert run.mispredicted <= sum(lc.status is TrialStatus.OOM for lc in run.launches)
-
-
-def test_summary_counts_launches_and_gpu_time_to_the_target() -> None:
-    config = make_config(0.8, 8, 8, 1, 1, 2)
-    run = SearchRun("x", 0)
-    run.launches = [
-        Launch(config, TrialStatus.OOM, None, 3600.0, "kv_allocation"),
-        Launch(config, TrialStatus.OK, 90.0, 7200.0),
-        Launch(config, TrialStatus.OK, 99.0, 3600.0),
-    ]
-    s = summarize(run, best=100.0, target=0.98)
-    assert s.reached and s.launches_to == 3 and s.gpu_h_to == pytest.approx(4.0)
-    assert s.oom_launches == 1 and s.repeats == 2 and s.best_frac == pytest.approx(0.99)
-    missed = summarize(run, best=200.0, target=0.98)
-    assert not missed.reached and math.isinf(missed.launches_to) and math.isinf(missed.gpu_h_to)
+def test_generated_cases_are_reproducible_and_hit_their_feasible_share() -> None:
+    first = generate(7, 1, heldout=True)
+    again = generate(7, 1, heldout=True)
+    assert [c.profile for c in first] == [c.profile for c in again] and first[0].heldout
+    assert 0.15 <= feasible_share(first[0]) <= 0.35  # the first case's target: 25 % feasible
 
 
 def test_table_helpers() -> None:
@@ -239,17 +356,32 @@ def test_table_helpers() -> None:
 
 def test_cli_writes_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tiny = bench_run.Settings(
-        SearchSettings(budget=6, seeds=1, cases=("tight",)),
+        SearchSettings(
+            budget=6,
+            seeds=1,
+            cases=("tight",),
+            dev_generated=0,
+            heldout_cases=1,
+            heldout_seeds=1,
+            heldout_seed=3,
+        ),
         GiveUpSettings(repeats=1),
         CeilingSettings(shapes=((16, 4, 8),)),
         OverheadSettings(trials=1),
         ScaleSettings(nodes=(1,), trials=1),
     )
     monkeypatch.setattr(bench_run, "QUICK", tiny)
+    monkeypatch.setattr(bench_run, "FULL", tiny)
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # main() extends it
     results = tmp_path / "RESULTS.md"
     argv = ["--quick", "--only", "search", "giveup", "ceiling", "--out", str(tmp_path / "out")]
     assert bench_run.main([*argv, "--results-md", str(results)]) == 0
+    assert not results.exists()  # a quick run never overwrites the committed summary
+    search = json.loads((tmp_path / "out" / "search.json").read_text())
+    keys = {"case", "heldout", "strategy", "seeds", "hit_rate", "gpu_hours_median", "oom_launches_median"}
+    assert all(keys <= set(row) for row in search)
+    assert {r["heldout"] for r in search} == {True, False}
+    assert {r["strategy"] for r in search} >= {"grid", "random", "plain_tpe", "vllm_auto_tune", "specsweep"}
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     benches = {row["bench"] for row in data["rows"]}
     assert benches == {"1 search efficiency", "2 time to give up", "4 client ceiling"}
@@ -258,6 +390,8 @@ def test_cli_writes_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert all(r["value"] is not None and 0 <= r["value"] < 5 for r in give_up)
     ceiling = [r for r in data["rows"] if r["metric"] == "streamed tokens/s"]
     assert ceiling and ceiling[0]["value"] > 1000
+    full = ["--only", "search", "--out", str(tmp_path / "out"), "--results-md", str(results)]
+    assert bench_run.main(full) == 0
     text = results.read_text()
-    assert text.startswith("# Benchmark results") and "python -m benchmarks.run --quick" in text
+    assert text.startswith("# Benchmark results") and "python -m benchmarks.run --only search" in text
     assert "| benchmark | case |" in text
