@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from orchestrator import cluster, health
 from orchestrator.diagnosis import diagnose
-from orchestrator.memory_model import MemoryModel, Prediction
+from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -162,7 +162,7 @@ class Sweep:
         self.baseline_tok_s: float | None = None
         self._inflight: dict[Any, _InFlight] = {}
         self._by_number: dict[int, Any] = {}
-        self.model = MemoryModel()
+        self.model = MemoryModel(tp=spec.node.gpus, kv_heads=kv_heads_of(spec.model.path))
         self.nodes = health.NodeHealth()
         self._node_of: dict[Any, str] = {}
         self.skipped = 0
@@ -228,6 +228,18 @@ class Sweep:
                 and (p.best_tok_s is None or t.value > p.best_tok_s)
             ):
                 p.best_tok_s, p.best_number = t.value, t.number
+            self._remember_measured(t)
+
+    def _remember_measured(self, t: optuna.trial.FrozenTrial) -> None:
+        """A resumed sweep knows what the earlier run measured, so TPE's repeats of it are answered from
+        the record instead of launched again."""
+        status = t.user_attrs.get("status")
+        if status not in {s.value for s in TrialStatus} or REPEAT_ATTR in t.user_attrs:
+            return
+        measured = TrialStatus(status)
+        if (measured is TrialStatus.OK and t.state == TrialState.COMPLETE) or measured.infeasible:
+            config = suggest_config(t, self.spec.search)  # a finished trial answers with its own params
+            self._measured.setdefault(config, (t.number, measured, t.value))
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -247,7 +259,14 @@ class Sweep:
         finally:
             for ref, info in list(self._inflight.items()):
                 ray.cancel(ref, force=True)
+                # Interrupted (Ctrl-C): the trial says nothing about its configuration. Closed like a
+                # stale one, so it costs no budget and --resume runs the configuration again.
+                info.trial.set_user_attr("closed", "interrupted")
                 self.study.tell(info.trial, state=TrialState.FAIL)
+                self.study.enqueue_trial(
+                    info.trial.params,
+                    user_attrs={REQUEUED_ATTR: info.trial.number, **_bl(info.trial.user_attrs)},
+                )
             ray.kill(broker)
         return self.outcome
 
