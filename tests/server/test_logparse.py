@@ -46,6 +46,12 @@ OUTCOMES = [
     ("0.5.17", "graph-oom.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
     ("0.5.17", "graph-oom-0.994.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
     ("0.5.17", "graph-oom-cublas.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
+    ("0.5.17", "tp2-ok.log", True, None, None),
+    ("0.5.17", "tp2-ok-0.8.log", True, None, None),
+    ("0.5.17", "tp2-kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
+    ("0.5.17", "scheduler-killed.log", False, S.KV_ALLOCATION, K.CRASH),
+    ("0.5.17", "tp8-ok.log", True, None, None),
+    ("0.5.17", "tp8-kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
     ("0.5.5", "ok.log", True, None, None),
     ("0.5.5", "kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
     ("0.5.5", "draft-graph-oom.log", False, S.DRAFT_GRAPH_CAPTURE, K.OOM),
@@ -78,6 +84,10 @@ def test_every_fixture_is_classified(
 def test_every_fixture_folder_is_tested() -> None:
     on_disk = {(p.parent.name, p.name) for p in FIXTURES.glob("*/*.log")}
     assert on_disk == {(v, n) for v, n, *_ in OUTCOMES}
+    # Folders of records inside a version (a sweep's logs, its trial records) have tests of their own.
+    tests = "".join(p.read_text() for p in FIXTURES.parents[1].rglob("test_*.py"))
+    for folder in (d for d in FIXTURES.glob("*/*") if d.is_dir()):
+        assert f'"{folder.name}"' in tests, f"no test reads fixtures/sglang/{folder.parent.name}/{folder.name}"
 
 
 # --- the real 0.5.17 start-up ------------------------------------------------------------------
