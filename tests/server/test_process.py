@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from orchestrator.server.command import LaunchPlan
 from orchestrator.server.process import LogFollower, ServerProcess
@@ -95,3 +96,28 @@ def test_server_sees_sigint_even_when_its_parent_blocks_it(tmp_path: Path) -> No
     report = proc.stop(grace_s=5.0)
     assert report.signal_used == "SIGINT", report
     assert report.returncode not in (None, -9)
+
+
+def test_server_env_adds_to_the_trial_environment_and_drops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVLink multicast must stay off in every server: the variables set where the trial runs reach the
+    server even when the spec's `server.env` sets others."""
+    nvls = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    for key, value in nvls.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SPECSWEEP_TEST_OVERRIDDEN", "from-the-worker")
+    keys = [*nvls, "HF_HUB_OFFLINE", "SPECSWEEP_TEST_OVERRIDDEN"]
+    code = f"import os; print('env', [os.environ.get(k) for k in {keys!r}], flush=True)"
+    plan = LaunchPlan(
+        argv=(sys.executable, "-c", code),
+        host="127.0.0.1",
+        port=0,
+        env=(("HF_HUB_OFFLINE", "1"), ("SPECSWEEP_TEST_OVERRIDDEN", "from-the-spec")),
+    )
+    log = tmp_path / "server.log"
+    proc = ServerProcess(plan, log)
+    proc.start()
+    _wait_for(log, "env [")
+    proc.stop(grace_s=2.0)
+    assert "env ['0', '1', '1', '1', 'from-the-spec']" in log.read_text()
