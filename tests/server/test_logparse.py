@@ -87,7 +87,8 @@ def test_every_fixture_folder_is_tested() -> None:
     # Folders of records inside a version (a sweep's logs, its trial records) have tests of their own.
     tests = "".join(p.read_text() for p in FIXTURES.parents[1].rglob("test_*.py"))
     for folder in (d for d in FIXTURES.glob("*/*") if d.is_dir()):
-        assert f'"{folder.name}"' in tests, f"no test reads fixtures/sglang/{folder.parent.name}/{folder.name}"
+        where = f"{folder.parent.name}/{folder.name}"
+        assert f'"{folder.name}"' in tests, f"no test reads fixtures/sglang/{where}"
 
 
 # --- the real 0.5.17 start-up ------------------------------------------------------------------
