@@ -3,7 +3,9 @@
 The engineer in the users' notes grepped old logs for a configuration that had worked. This reads the
 earlier sweeps in MLflow instead: their best configurations are tried first, their OOMs are added to
 the new study as infeasible trials (so the sampler knows the boundary before spending a launch), and
-their memory accounts train the memory model.
+their memory accounts train the memory model. A sweep of the same model on nodes with another GPU count
+(another tensor-parallel size) teaches the memory model only, through its started trials' figures
+converted to the new tp: its speeds and its OOM boundary do not carry over.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class PastTrial:
     tok_s: float | None
     memory: dict[str, float] = field(default_factory=dict)
     failure_stage: str = ""
+    gpus: int = 0  # GPUs per node (the tp) of its sweep; 0 when unknown
 
 
 def _config(params: dict[str, str]) -> ServerConfig | None:
@@ -52,7 +55,7 @@ def _config(params: dict[str, str]) -> ServerConfig | None:
 
 
 def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastTrial]:
-    """Trials of earlier sweeps with the same model, draft and GPUs per node."""
+    """Trials of earlier sweeps with the same model and draft, on nodes of any GPU count."""
     client = MlflowClient(tracking_uri=tracking_uri)
     found: list[PastTrial] = []
     for exp in client.search_experiments():
@@ -60,14 +63,15 @@ def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastT
             continue
         runs = client.search_runs([exp.experiment_id], max_results=5000)
         parents = [r for r in runs if r.data.tags.get("kind") == "sweep"]
-        same = any(
-            p.data.params.get("model_path") == spec.model.path
-            and p.data.params.get("draft_model_path") == spec.model.draft_path
-            and p.data.params.get("gpus_per_node") == str(spec.node.gpus)
+        same = [
+            p
             for p in parents
-        )
+            if p.data.params.get("model_path") == spec.model.path
+            and p.data.params.get("draft_model_path") == spec.model.draft_path
+        ]
         if not same:
             continue
+        gpus = same[0].data.params.get("gpus_per_node", "")
         for run in runs:
             tags = run.data.tags
             if tags.get("kind") == "sweep" or "status" not in tags:
@@ -83,6 +87,7 @@ def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastT
                     tok_s=run.data.metrics.get("output_tok_per_s"),
                     memory=dict(run.data.metrics),
                     failure_stage=tags.get("failure_stage", ""),
+                    gpus=int(gpus) if gpus.isdigit() else 0,
                 )
             )
     return found
@@ -107,6 +112,12 @@ def seed_study(
     """Add the past to `study` and `model`; returns counts of what was used."""
     counts = {"infeasible": 0, "feasible": 0, "enqueued": 0, "memory_points": 0}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    other_tp = [p for p in past if p.gpus and p.gpus != model.tp]
+    for item in other_tp:
+        if item.status is TrialStatus.OK and item.memory.get("kv_cache_tokens"):
+            model.observe(-1, TrialResult(item.config, item.status, "", (), memory=item.memory), tp=item.gpus)
+            counts["memory_points"] += 1
+    past = [p for p in past if not (p.gpus and p.gpus != model.tp)]
     for item in past:
         if item.memory.get("avail_at_start_gb"):
             failure = None

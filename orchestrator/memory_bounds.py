@@ -35,14 +35,16 @@ def _tree(config: ServerConfig) -> Tree:
 
 
 class BoundedMemoryModel(MemoryModel):
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, tp: int = 1, kv_heads: int | None = None) -> None:
+        super().__init__(tp=tp, kv_heads=kv_heads)
         # (KV pool tokens, running requests asked, tree) of each configuration that failed under load
         self.pressure: list[tuple[float, int, Tree]] = []
         self.draft_ceiling: float | None = None  # the lowest fraction seen to leave the draft no room
 
-    def observe(self, number: int, result: TrialResult) -> list[Correction]:
-        corrections = super().observe(number, result)
+    def observe(self, number: int, result: TrialResult, tp: int | None = None) -> list[Correction]:
+        corrections = super().observe(number, result, tp)
+        if tp is not None and tp != self.tp:
+            return corrections  # pools and fractions of another GPU count bound nothing here
         pool = result.memory.get("kv_cache_tokens")
         f = float(result.resolved_args.get("mem_fraction_static", result.config.mem_fraction_static))
         if result.status is TrialStatus.KV_PRESSURE and pool:

@@ -10,15 +10,19 @@ Per GPU, three quantities decide a start-up:
   that a speculative verify graph holds).
 
 Each is fitted by least squares on the trials seen so far, starting from SGLang's own formulas once the
-first trial has printed its weights. A graph-stage OOM is a lower bound on the graph memory at its width,
-so a predicted-feasible trial that OOMs corrects the model. The coefficients are plain data so a later
-study can start from an earlier one's.
+first trial has printed its weights. Every figure is per GPU, at the model's tensor-parallel size: a
+trial measured at another tp (an earlier study on other nodes) is converted first, since the weights
+and the KV bytes per token both split across the tp ranks (`at_tp`). A graph-stage OOM is a lower
+bound on the graph memory at its width, so a predicted-feasible trial that OOMs corrects the model.
+The coefficients are plain data so a later study can start from an earlier one's.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from orchestrator.adaptive import candidate_steps, trial_config
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
@@ -38,6 +42,39 @@ def graph_width(config: ServerConfig) -> float:
     if tiers is not None:
         per_req += sum(s + 1 for s in candidate_steps(tiers) if s != config.speculative_num_steps)
     return float(bs * per_req)
+
+
+def kv_heads_of(model_path: str) -> int | None:
+    """The target's KV heads from its config.json, where the driver can read it (else None)."""
+    try:
+        config = json.loads((Path(model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    heads = config.get("num_key_value_heads") or config.get("num_attention_heads")
+    return int(heads) if isinstance(heads, int) and heads > 0 else None
+
+
+def kv_shards(tp: int, kv_heads: int | None) -> int:
+    """How many ways the KV heads split: by tp, until each GPU holds one head (then they replicate)."""
+    return min(tp, kv_heads) if kv_heads else tp
+
+
+@dataclass(frozen=True)
+class TpFigures:
+    """One trial's per-GPU start-up figures, as printed at the tp it ran with."""
+
+    avail_at_start_gb: float
+    weights_gb: float  # target + draft
+    kv_gb: float  # target + draft pools
+    kv_tokens: float
+
+    def at_tp(self, tp_from: int, tp_to: int, kv_heads: int | None = None) -> TpFigures:
+        """The same configuration at `tp_to`: weights and KV bytes per token split by tp. The KV pool
+        is what the static budget leaves after the weights, so it grows by what the weights give back."""
+        weights = self.weights_gb * tp_from / tp_to
+        per_token = self.kv_gb / self.kv_tokens * kv_shards(tp_from, kv_heads) / kv_shards(tp_to, kv_heads)
+        kv_gb = self.kv_gb + self.weights_gb - weights
+        return TpFigures(self.avail_at_start_gb, weights, kv_gb, kv_gb / per_token)
 
 
 @dataclass
@@ -106,7 +143,9 @@ class Correction:
 
 
 class MemoryModel:
-    def __init__(self) -> None:
+    def __init__(self, tp: int = 1, kv_heads: int | None = None) -> None:
+        self.tp = tp  # the tensor-parallel size every figure here is per GPU at
+        self.kv_heads = kv_heads  # the target's KV heads, when known: beyond them tp replicates KV
         self.avail_at_start_gb: float | None = None
         self.weights_gb: float | None = None
         self.draft_weights_gb: float | None = None
@@ -119,9 +158,10 @@ class MemoryModel:
 
     # -- learning ------------------------------------------------------------------------------------
 
-    def observe(self, number: int, result: TrialResult) -> list[Correction]:
-        """Learn from a finished trial; return the corrections it forced (also kept)."""
-        m, c = result.memory, result.config
+    def observe(self, number: int, result: TrialResult, tp: int | None = None) -> list[Correction]:
+        """Learn from a finished trial run at `tp` (default: the model's); return the corrections it
+        forced (also kept)."""
+        m, c = self._per_gpu(result.memory, tp or self.tp), result.config
         before = self.predict(c) if self.ready else None
         if m.get("avail_at_start_gb") and m.get("weights_gb") is not None:
             self.avail_at_start_gb = m["avail_at_start_gb"]
@@ -166,6 +206,30 @@ class MemoryModel:
         if graph_oom and room is not None:
             self.graph_floor.append((width, room))
         return self._check(number, result, before, room, kv_tokens, graph_oom)
+
+    def _per_gpu(self, memory: dict[str, float], tp: int) -> dict[str, float]:
+        """A trial's memory figures converted to this model's tp (unchanged at the same tp)."""
+        tokens, kv = memory.get("kv_cache_tokens"), memory.get("kv_cache_gb")
+        if tp == self.tp or memory.get("weights_gb") is None or not memory.get("avail_at_start_gb"):
+            return memory
+        weights = memory["weights_gb"] + memory.get("draft_weights_gb", 0.0)
+        out = dict(memory)
+        ratio = tp / self.tp
+        out["weights_gb"] = memory["weights_gb"] * ratio
+        if "draft_weights_gb" in memory:
+            out["draft_weights_gb"] = memory["draft_weights_gb"] * ratio
+        if tokens and kv:
+            draft_kv = memory.get("draft_kv_cache_gb", 0.0)
+            fig = TpFigures(memory["avail_at_start_gb"], weights, kv + draft_kv, tokens)
+            moved = fig.at_tp(tp, self.tp, self.kv_heads)
+            out["kv_cache_tokens"] = moved.kv_tokens
+            # Target and draft pools keep their shares of the KV bytes.
+            out["kv_cache_gb"] = moved.kv_gb * kv / (kv + draft_kv)
+            if draft_kv:
+                out["draft_kv_cache_gb"] = moved.kv_gb * draft_kv / (kv + draft_kv)
+        if memory.get("avail_after_weights_gb") is not None:
+            out["avail_after_weights_gb"] = memory["avail_at_start_gb"] - weights * ratio
+        return out
 
     def _check(
         self,

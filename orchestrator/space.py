@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
+from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
 from orchestrator.records import ServerConfig
@@ -19,7 +19,7 @@ BASELINE_ATTR = "baseline"
 
 
 def _suggest_int(
-    trial: optuna.Trial, name: str, dim: IntRange | Choices, lo: int | None = None, hi: int | None = None
+    trial: BaseTrial, name: str, dim: IntRange | Choices, lo: int | None = None, hi: int | None = None
 ) -> int:
     if isinstance(dim, Choices):
         value = int(trial.suggest_categorical(name, [int(c) for c in dim.choices]))
@@ -37,13 +37,13 @@ def _suggest_int(
     return trial.suggest_int(name, low, high, step=dim.step, log=dim.log and dim.step == 1)
 
 
-def _suggest_float(trial: optuna.Trial, name: str, dim: FloatRange | Choices) -> float:
+def _suggest_float(trial: BaseTrial, name: str, dim: FloatRange | Choices) -> float:
     if isinstance(dim, Choices):
         return float(trial.suggest_categorical(name, [float(c) for c in dim.choices]))
     return trial.suggest_float(name, dim.low, dim.high, step=dim.step, log=dim.log and dim.step is None)
 
 
-def suggest_config(trial: optuna.Trial, space: SearchSpace) -> ServerConfig:
+def suggest_config(trial: BaseTrial, space: SearchSpace) -> ServerConfig:
     mem = _suggest_float(trial, "mem_fraction_static", space.mem_fraction_static)
     graph_bs = _suggest_int(trial, "cuda_graph_max_bs", space.cuda_graph_max_bs)
     mrr = _suggest_int(trial, "max_running_requests", space.max_running_requests)

@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--warm-start",
         action="store_true",
         help="seed a new study from earlier sweeps of the same model and GPUs in MLflow: their best "
-        "configurations first, their OOM boundary and memory figures learned before any launch",
+        "configurations first, their OOM boundary and memory figures learned before any launch (from "
+        "sweeps on nodes of another GPU count, the memory figures only, scaled to this tp)",
     )
     p.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (faster start)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every trial event")

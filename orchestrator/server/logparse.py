@@ -6,8 +6,9 @@ file. Line shapes were read off the SGLang sources of each version and checked a
 logs from an H200, which win where the two disagree.
 
 Only the first rank's lines (``TP0``, or no rank tag on one GPU) feed the memory account: with tp > 1
-every rank prints the same lines and the figures are per GPU anyway. A failure is taken from any rank,
-because the rank that dies first is not always rank 0.
+every rank prints the same lines and the figures are per GPU anyway; each rank's own figures are kept
+beside it (`ranks`). A failure is taken from any rank, because the rank that dies first is not always
+rank 0, and the report names that rank.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from orchestrator.server.logrecords import (
     total_gb,
 )
 from orchestrator.server.pyrepr import parse_mapping, parse_server_args
+from orchestrator.server.ranks import RANK_DIED, RankFigureReader, tp_rank
 
 __all__ = [
     "GraphCapture",
@@ -56,6 +58,7 @@ class _Traceback:
     fatal: bool  # opened by a scheduler's exception or before ready: the server is going down
     started_at: float | None
     opener: str
+    rank: int | None = None  # the TP rank that printed it; None for the launcher's own
     frames: list[str] = field(default_factory=list)  # "path:function" of every frame
     exceptions: list[str] = field(default_factory=list)
 
@@ -105,6 +108,9 @@ class LogParser:
         self._retracted = 0
         self._retract_lines = 0
         self._nonfatal: list[str] = []
+        self._ranks = RankFigureReader()
+        self._line_rank: int | None = None  # rank of the last tagged line: its traceback follows it
+        self._failed_rank: int | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -112,9 +118,10 @@ class LogParser:
         """Take one line (a trailing newline is fine); ``now`` is the monotonic time it was read."""
         event = LogEvent.NONE
         for part in shapes.ANSI.sub("", line).rstrip("\r\n").split("\r"):
-            got = self._feed_one(part.rstrip(), now)
-            if got is LogEvent.FAILED or (got is LogEvent.READY and event is LogEvent.NONE):
-                event = got
+            for piece in shapes.EMBEDDED_PREFIX.split(part):
+                got = self._feed_one(piece.rstrip(), now)
+                if got is LogEvent.FAILED or (got is LogEvent.READY and event is LogEvent.NONE):
+                    event = got
         return event
 
     def finish(self, now: float | None = None) -> LogEvent:
@@ -144,6 +151,8 @@ class LogParser:
             retraction_lines=self._retract_lines,
             nonfatal_errors=tuple(self._nonfatal),
             ready_at=self._ready_at,
+            ranks=self._ranks.figures(),
+            failed_rank=self._failed_rank,
         )
 
     # -- lines ----------------------------------------------------------------------------------
@@ -156,9 +165,15 @@ class LogParser:
         tags = dict(shapes.TAG.findall(m.group("tags") or m.group("bare") or ""))
         msg = text[m.end() :]
         primary = all(v == "0" for v in tags.values())
+        self._line_rank = tp_rank(tags)
+        if self._line_rank is not None:
+            self._ranks.feed(self._line_rank, msg)
         if shapes.TRACEBACK in msg:
             self._tb = _Traceback(
-                fatal=not self._ready or "Scheduler hit an exception" in msg, started_at=now, opener=msg
+                fatal=not self._ready or "Scheduler hit an exception" in msg,
+                started_at=now,
+                opener=msg,
+                rank=self._line_rank,
             )
         if primary:
             self._account(msg)
@@ -169,6 +184,7 @@ class LogParser:
     def _unprefixed(self, text: str, now: float | None) -> LogEvent:
         if shapes.TRACEBACK in text:
             if self._tb is None:  # an uncaught exception, printed by the interpreter itself
+                self._line_rank = None
                 self._tb = _Traceback(fatal=not self._ready, started_at=now, opener=text)
             return LogEvent.NONE
         if self._tb is not None:
@@ -353,6 +369,8 @@ class LogParser:
                 if not (old.kind is FailureKind.CRASH and kind is FailureKind.OOM):
                     stage, kind = old.stage, old.kind  # only an OOM further down the chain reclassifies
                 self._failure = Failure(stage, kind, line.strip(), old.detail or _detail(line))
+                if died := RANK_DIED.search(line):  # the launcher's last word names the dead rank
+                    self._failed_rank = int(died.group(1))
             return LogEvent.NONE
         if self._shutting_down:
             return LogEvent.NONE
@@ -408,6 +426,8 @@ class LogParser:
         if self._failure is not None:
             return LogEvent.NONE
         self._failure = Failure(stage, kind, message.strip(), _detail(message))
+        died = RANK_DIED.search(message)
+        self._failed_rank = int(died.group(1)) if died else self._line_rank
         self._error_line_at = at
         log.info("server log: %s at %s: %s", kind, stage, message.strip()[:200])
         return LogEvent.FAILED

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from orchestrator.records import Failure, FailureStage
+from orchestrator.server.ranks import RankFigures
 
 
 class LogEvent(StrEnum):
@@ -130,6 +131,13 @@ class LogReport:
     retraction_lines: int = 0
     nonfatal_errors: tuple[str, ...] = ()  # exception lines after ready that did not stop the server
     ready_at: float | None = None
+    ranks: tuple[RankFigures, ...] = ()  # each TP rank's own figures (empty on one GPU: no rank tags)
+    failed_rank: int | None = None  # the TP rank whose error came first; None: the launcher, or untagged
+
+    @property
+    def tp_ranks(self) -> int:
+        """How many TP ranks printed lines (1 on one GPU)."""
+        return max(1, len(self.ranks))
 
 
 # --- the parser -------------------------------------------------------------------------------

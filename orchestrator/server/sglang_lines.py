@@ -14,6 +14,9 @@ PREFIX = re.compile(
     r"^\[(?:\d{4}-\d\d-\d\d[ T][\d:.,]+(?P<tags>[^\]]*)|(?P<bare>[A-Z]+\d+(?: [A-Z]+\d+)*))\] ?"
 )
 TAG = re.compile(r"([A-Z]+)(\d+)")
+# Where a rank's line starts in the middle of another's: with tp > 1 a progress bar printed without a
+# newline (`Multi-thread loading shards: 0% ...`) gets the next rank's line glued to its end.
+EMBEDDED_PREFIX = re.compile(r"(?<=.)(?=\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]+\d+)*\] )")
 
 GB = r"([\d.]+) GB"
 WEIGHT_BEGIN = re.compile(rf"^Load weight begin\. avail mem={GB}")

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from orchestrator.memory_model import kv_shards
 from orchestrator.records import FailureStage
 from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, SimArgs, capture_batch_sizes
 from orchestrator.sim.profile import SimProfile
@@ -115,10 +116,10 @@ def kv_cells(profile: SimProfile, args: SimArgs) -> tuple[float, float]:
     shrink = 0.5 if args.kv_cache_dtype.startswith("fp8") else 1.0
     target = profile.target_kv_bytes_per_token * shrink
     if profile.target_kv_sharded:
-        target /= args.tp_size
+        target /= kv_shards(args.tp_size, profile.target_kv_heads)
     draft = profile.draft_kv_bytes_per_token * shrink if args.speculative else 0.0
     if profile.draft_kv_sharded:
-        draft /= args.tp_size
+        draft /= kv_shards(args.tp_size, profile.draft_kv_heads)
     return target, draft
 
 
@@ -232,21 +233,24 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
             kv_tokens=tokens, kv_k=size / 2, kv_v=size / 2,
         )  # fmt: skip
 
+    kv_floor = profile.pool_overhead_gib / (args.tp_size if profile.kv_floor_sharded else 1)
+
     def kv_failure(available_after_weights: float) -> MemFailure:
-        min_viable = 1 - (available_after_weights - profile.pool_overhead_gib) / free_at_start
+        min_viable = 1 - (available_after_weights - kv_floor) / free_at_start
         kind = OomKind.KV_RUNTIME_ERROR if old else OomKind.KV_VALUE_ERROR
         return MemFailure(kind, FailureStage.KV_ALLOCATION, "target", "", w.avail, min_viable=min_viable)
 
     target_w = profile.target_weights_gib / args.tp_size
     if not weights("target", target_w, profile.weight_load_s):
         return done()
-    if spec and not old and not weights("draft", profile.draft_weights_gib, profile.draft_weight_load_s):
+    draft_w = profile.draft_weights_gib / (args.tp_size if profile.draft_weights_sharded else 1)
+    if spec and not old and not weights("draft", draft_w, profile.draft_weight_load_s):
         return done()
 
     # Target (and, from 0.5.14, draft) KV: the rest of the fraction, split by cell size.
     rest = w.avail - free_at_start * (1 - f)
     cells = cell_t + (cell_d if spec and not old else 0.0)
-    if rest - profile.pool_overhead_gib <= 0 or rest * GIB / cells < 1:
+    if rest - kv_floor <= 0 or rest * GIB / cells < 1:
         w.fail(kv_failure(w.avail))
         return done()
     kv_tokens = int(rest * GIB // cells)
@@ -305,7 +309,7 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
     if not spec:
         return done()
     # <=0.5.9: the draft arrives only now, into whatever the target's fraction left over.
-    if old and not (weights("draft", profile.draft_weights_gib, profile.draft_weight_load_s) and draft_kv()):
+    if old and not (weights("draft", draft_w, profile.draft_weight_load_s) and draft_kv()):
         return done()
     if prefill_graphs and not prefill_graph("draft", profile.draft_prefill_graph_gib, drf):
         return done()

@@ -62,19 +62,31 @@ class SimProfile(BaseModel):
     target_weights_gib: float = Field(ge=0)
     """Target weights summed over all GPUs; each GPU holds this divided by the TP size."""
     draft_weights_gib: float = Field(default=0.0, ge=0)
-    """Draft weights on each GPU (the whole draft, on every GPU)."""
+    """Draft weights: on each GPU, or summed over all GPUs when ``draft_weights_sharded``."""
+    draft_weights_sharded: bool = False
+    """Whether TP splits the draft's weights like the target's (SGLang runs an EAGLE-3 draft in the
+    target's TP group: 0.05 GB on one H200, 0.02 GB per GPU at tp 2)."""
     target_kv_layout: KvLayout = "mha"
     """``mla`` prints a single ``KV size`` and keeps the full latent cache on every GPU."""
     target_kv_bytes_per_token: float = Field(gt=0)
     """Bytes of target KV cache per token, all layers, K and V together, before TP sharding."""
     target_kv_sharded: bool = True
     """Whether TP splits the target KV (MHA heads) or replicates it (MLA)."""
+    target_kv_heads: int | None = Field(default=None, ge=1)
+    """The target's KV heads: TP splits the KV at most this many ways (beyond, each GPU keeps one head
+    and the heads are replicated). Unset: no limit."""
     draft_kv_bytes_per_token: float = Field(default=0.0, ge=0)
     """Bytes of draft KV cache per token (all draft layers, K and V), before TP sharding."""
     draft_kv_sharded: bool = True
     """Whether TP splits the draft KV."""
+    draft_kv_heads: int | None = Field(default=None, ge=1)
+    """The draft's KV heads, as ``target_kv_heads``."""
     pool_overhead_gib: float = Field(default=0.10, ge=0)
-    """Request-to-token tables and other pool buffers allocated with the target KV."""
+    """Request-to-token tables and other pool buffers allocated with the target KV; also the least KV
+    budget SGLang accepts (below it: no KV pool)."""
+    kv_floor_sharded: bool = False
+    """Whether that least KV budget splits by TP: the tiny Llama's minimum viable fraction was 0.0018
+    at tp 1 and 0.0007 at tp 2 (real logs)."""
     context_len: int = Field(default=4096, ge=16)
     """The model's context length (``--context-length`` overrides it)."""
     vocab_size: int = Field(default=32000, ge=2)

@@ -123,15 +123,22 @@ def test_resume_continues_without_repeating(tmp_path: Path, demo_spec: Any) -> N
     proc = sweep(spec, out, "--resume", "--trials", "4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'optuna.db'}")
-    launched = [t for t in study.get_trials() if t.user_attrs.get("status") != "predicted_oom"]
+    # A configuration measured before the resume and proposed again is answered from its record
+    # (`repeat_of`), as within one run: it is not launched and has no MLflow run of its own.
+    launched = [
+        t
+        for t in study.get_trials()
+        if t.user_attrs.get("status") != "predicted_oom" and "repeat_of" not in t.user_attrs
+    ]
     assert len(launched) == 4
     assert len({t.number for t in launched}) == 4
+    assert len({str(sorted(t.params.items())) for t in launched}) == 4
     client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
     exp = client.get_experiment_by_name("demo")
     assert exp is not None
     children = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") != "sweep"]
     numbers = sorted(int(r.data.tags["optuna_trial_number"]) for r in children)
-    assert numbers == sorted(t.number for t in study.get_trials())
+    assert numbers == sorted(t.number for t in study.get_trials() if "repeat_of" not in t.user_attrs)
     # The closing table lists the first invocation's trials too, and counts them.
     table = proc.stdout[proc.stdout.index("configuration\n") :]
     assert sorted(int(n) for n in re.findall(r"^\s*(\d+) [a-z_]+ ", table, re.M)) == numbers

@@ -46,6 +46,12 @@ OUTCOMES = [
     ("0.5.17", "graph-oom.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
     ("0.5.17", "graph-oom-0.994.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
     ("0.5.17", "graph-oom-cublas.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
+    ("0.5.17", "tp2-ok.log", True, None, None),
+    ("0.5.17", "tp2-ok-0.8.log", True, None, None),
+    ("0.5.17", "tp2-kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
+    ("0.5.17", "scheduler-killed.log", False, S.KV_ALLOCATION, K.CRASH),
+    ("0.5.17", "tp8-ok.log", True, None, None),
+    ("0.5.17", "tp8-kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
     ("0.5.5", "ok.log", True, None, None),
     ("0.5.5", "kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
     ("0.5.5", "draft-graph-oom.log", False, S.DRAFT_GRAPH_CAPTURE, K.OOM),
@@ -82,9 +88,19 @@ def test_every_fixture_is_classified(
 
 def test_every_fixture_folder_is_tested() -> None:
     # Every depth: a subfolder of a version (a sweep's own logs) is a fixture folder too.
-    on_disk = {(p.parent.relative_to(FIXTURES).as_posix(), p.name) for p in FIXTURES.rglob("*.log")}
+    # A sweep's own console (driver.log) is no server log: the records test of its folder reads it.
+    on_disk = {
+        (p.parent.relative_to(FIXTURES).as_posix(), p.name)
+        for p in FIXTURES.rglob("*.log")
+        if p.name != "driver.log"
+    }
     assert ("0.5.17/specsweep-h200", "ok-dummy.log") in on_disk
     assert on_disk == {(v, n) for v, n, *_ in OUTCOMES}
+    # Folders of records inside a version (a sweep's logs, its trial records) have tests of their own.
+    tests = "".join(p.read_text() for p in FIXTURES.parents[1].rglob("test_*.py"))
+    for folder in (d for d in FIXTURES.glob("*/*") if d.is_dir()):
+        where = f"{folder.parent.name}/{folder.name}"
+        assert f'"{folder.name}"' in tests, f"no test reads fixtures/sglang/{where}"
 
 
 # --- the real 0.5.17 start-up ------------------------------------------------------------------

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from orchestrator.server.command import LaunchPlan
 from orchestrator.server.process import LogFollower, ServerProcess
@@ -122,3 +123,28 @@ def test_stop_kills_grandchildren_too(tmp_path: Path) -> None:
     proc.stop(grace_s=1.0)
     assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie" for pid in pids)
     assert not proc.alive_tree()
+
+
+def test_server_env_adds_to_the_trial_environment_and_drops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVLink multicast must stay off in every server: the variables set where the trial runs reach the
+    server even when the spec's `server.env` sets others."""
+    nvls = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    for key, value in nvls.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SPECSWEEP_TEST_OVERRIDDEN", "from-the-worker")
+    keys = [*nvls, "HF_HUB_OFFLINE", "SPECSWEEP_TEST_OVERRIDDEN"]
+    code = f"import os; print('env', [os.environ.get(k) for k in {keys!r}], flush=True)"
+    plan = LaunchPlan(
+        argv=(sys.executable, "-c", code),
+        host="127.0.0.1",
+        port=0,
+        env=(("HF_HUB_OFFLINE", "1"), ("SPECSWEEP_TEST_OVERRIDDEN", "from-the-spec")),
+    )
+    log = tmp_path / "server.log"
+    proc = ServerProcess(plan, log)
+    proc.start()
+    _wait_for(log, "env [")
+    proc.stop(grace_s=2.0)
+    assert "env ['0', '1', '1', '1', 'from-the-spec']" in log.read_text()

@@ -1,0 +1,112 @@
+"""Ctrl-C: SIGINT to the driver mid-trial, then --resume, on the simulated node."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def wait_until(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def in_session(sid: int) -> list[int]:
+    pids = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getsid(p.pid) == sid:
+                pids.append(p.pid)
+        except OSError:
+            continue
+    return pids
+
+
+def test_ctrl_c_mid_trial_then_resume_reruns_the_interrupted_configuration(
+    tmp_path: Path, demo_spec: Any
+) -> None:
+    spec = demo_spec(
+        known_good=[],
+        budget__trials=3,
+        budget__baseline=False,
+        workload__num_prompts=64,
+        workload__output_len=256,
+        workload__concurrency=[2],
+    )
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard"]
+    # SIGINT at its default, as in an interactive shell (a background job of a script ignores it).
+    driver = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    storage = f"sqlite:///{out / 'optuna.db'}"
+
+    def running_after_one_finished() -> bool:
+        try:
+            trials = optuna.load_study(study_name="demo", storage=storage).trials
+        except Exception:
+            return False
+        done = [t for t in trials if t.state.is_finished() and t.user_attrs.get("status") == "ok"]
+        return bool(done) and any(t.state == optuna.trial.TrialState.RUNNING for t in trials)
+
+    try:
+        wait_until(running_after_one_finished, 240, "a finished trial and a running one")
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        os.kill(driver.pid, signal.SIGINT)
+        rc = driver.wait(timeout=60)
+        exit_s = time.monotonic() - t0
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert rc == 130 and exit_s < 30
+    # Nothing the driver started outlives it: Ray, the trial worker, the server.
+    wait_until(lambda: not in_session(driver.pid), 20, "the driver's session to be empty")
+    before = optuna.load_study(study_name="demo", storage=storage).trials
+    interrupted = [t for t in before if t.user_attrs.get("closed")]
+    assert len(interrupted) == 1 and interrupted[0].state == optuna.trial.TrialState.FAIL
+    finished = {
+        json.dumps(t.params, sort_keys=True): t.number for t in before if t.user_attrs.get("status") == "ok"
+    }
+
+    proc = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = optuna.load_study(study_name="demo", storage=storage).trials
+    counted = [
+        t
+        for t in after
+        if t.state.is_finished()
+        and not t.user_attrs.get("closed")
+        and t.user_attrs.get("status") not in ("predicted_oom", "lost")
+        and "repeat_of" not in t.user_attrs
+    ]
+    assert len(counted) == 3
+    # The interrupted configuration ran again, once; no finished one was launched a second time.
+    rerun = [t for t in after if t.user_attrs.get("requeued_from") == interrupted[0].number]
+    assert len(rerun) == 1 and rerun[0].params == interrupted[0].params and rerun[0].user_attrs.get("status")
+    launched = [json.dumps(t.params, sort_keys=True) for t in counted]
+    assert all(launched.count(key) == 1 for key in finished)
