@@ -267,7 +267,8 @@ class MemoryModel:
                 )
             )
         for corr in found:
-            log.warning("memory model corrected by trial %d: %s", corr.trial, corr.what)
+            # Learning, not trouble: the correction is tagged on the trial's MLflow run; -v shows it here.
+            log.info("memory model corrected by trial %d: %s", corr.trial, corr.what)
         self.corrections.extend(found)
         return found
 

@@ -413,10 +413,16 @@ class Sweep:
 
     # -- confirmation (orchestrator.confirm) ---------------------------------------------------------
 
+    def remaining(self) -> int:
+        """Launches left in the budget."""
+        return max(self.n_trials - self._finished_count(), 0)
+
     def reserve_for_confirmation(self) -> int:
         """Keep the budget's confirmation launches back from the search (call before ``run``); returns
         how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""
-        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, self.n_trials)
+        # On --resume only what is left of the budget can be split: an earlier invocation's launches
+        # (its confirmation included) are spent.
+        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, self.remaining())
         self.n_trials -= self.confirm_reserve
         return self.confirm_reserve
 

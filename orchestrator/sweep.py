@@ -146,6 +146,17 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def earlier_best(study: Any, now: set[int], lossy: set[int]) -> tuple[int, float] | None:
+    """The best objective among the study's finished speculative trials of earlier invocations."""
+    best: tuple[int, float] | None = None
+    for t in study.get_trials(deepcopy=False):
+        if t.number in now or t.number in lossy or t.value is None or t.user_attrs.get("baseline"):
+            continue
+        if t.state.name == "COMPLETE" and (best is None or t.value > best[1]):
+            best = (t.number, float(t.value))
+    return best
+
+
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
     if spec.backend is not Backend.SIMULATED:
         return None
@@ -252,14 +263,15 @@ def run(
         lease=lease,
     )
     sweep.prepare(args.resume)
+    left = sweep.remaining()
     reserved = sweep.reserve_for_confirmation()
     if reserved:
         print(
-            f"  confirmation: {reserved} of the {n_trials} launches kept to relaunch the best "
+            f"  confirmation: {reserved} of the {left} launches left kept to relaunch the best "
             f"{spec.budget.confirm_top} configuration(s) ({spec.budget.confirm_repeats} launches each)"
         )
-    elif confirmation_note(spec.budget, n_trials):
-        print(f"warning: {confirmation_note(spec.budget, n_trials)}", file=sys.stderr)
+    elif confirmation_note(spec.budget, left):
+        print(f"warning: {confirmation_note(spec.budget, left)}", file=sys.stderr)
     if short_stage_warning(spec):
         print(short_stage_warning(spec), file=sys.stderr)
     if args.warm_start and not args.resume:
@@ -307,14 +319,24 @@ def run(
             "trials ran (continue with --resume)"
         )
     records = outcome.records
-    print(render_table(table_rows(study.get_trials(deepcopy=False), records), budget=n_trials))
+    rows = table_rows(study.get_trials(deepcopy=False), records)
+    print(render_table(rows, budget=n_trials))
     trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
     best = best_record(trusted)
     judged = verdict(trusted)
     if judged is not None:  # the median of the launches, not the luckiest one
         best = next(r for r in trusted if r.number == judged.winner.representative)
     artifacts = []
-    if best is None:
+    earlier = earlier_best(study, {r.number for r in records}, sweep.lossless.lossy)
+    kept = (study_dir / "best.json").is_file() and earlier is not None
+    if kept and earlier is not None and (best is None or (best.objective or 0.0) < earlier[1]):
+        # After --resume: an earlier invocation's trial is still the best; its best.json stays as it is.
+        print(
+            f"\nbest: trial {earlier[0]} of an earlier invocation, {earlier[1]:.1f} tok/s; nothing launched "
+            f"now beat it, so {study_dir / 'best.json'} and best_command.sh are unchanged"
+        )
+        best = None
+    elif best is None:
         print("no speculative configuration completed; see the reasons above and the server logs in MLflow")
     else:
         artifacts.extend(write_best(best, spec, study_dir, trusted, judged.confidence() if judged else None))
@@ -343,9 +365,13 @@ def run(
             "trials in MLflow (after `make mlflow-ui`): "
             + runs_url("http://127.0.0.1:5000", tracker.experiment_id)
         )
-    summary = {"best_output_tok_per_s": best.result.output_tok_per_s or 0.0} if best else {}
+    summary: dict[str, float | int] = {}
+    if best is not None:
+        summary["best_output_tok_per_s"] = best.result.output_tok_per_s or 0.0
+    elif kept and earlier is not None:
+        summary["best_output_tok_per_s"] = earlier[1]
     # Counts are ints: MLflow stores every metric as a float, summary.json need not.
-    counts = {"trials_recorded": len(records), "trials_pruned_oom": outcome.progress.pruned_oom}
+    counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}
     tracker.finish({**summary, **counts}, artifacts)
     (study_dir / "summary.json").write_text(json.dumps({**summary, **counts}, indent=1))
     return 0
