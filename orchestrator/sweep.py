@@ -146,15 +146,13 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def earlier_best(study: Any, now: set[int], lossy: set[int]) -> tuple[int, float] | None:
-    """The best objective among the study's finished speculative trials of earlier invocations."""
-    best: tuple[int, float] | None = None
-    for t in study.get_trials(deepcopy=False):
-        if t.number in now or t.number in lossy or t.value is None or t.user_attrs.get("baseline"):
-            continue
-        if t.state.name == "COMPLETE" and (best is None or t.value > best[1]):
-            best = (t.number, float(t.value))
-    return best
+def saved_best(study_dir: Path) -> tuple[int, float] | None:
+    """The trial and tok/s of the answer an earlier invocation saved in best.json, if any."""
+    try:
+        best = json.loads((study_dir / "best.json").read_text())
+        return int(best["trial"]), float(best.get("output_tok_per_s") or 0.0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
@@ -327,13 +325,12 @@ def run(
     if judged is not None:  # the median of the launches, not the luckiest one
         best = next(r for r in trusted if r.number == judged.winner.representative)
     artifacts = []
-    earlier = earlier_best(study, {r.number for r in records}, sweep.lossless.lossy)
-    kept = (study_dir / "best.json").is_file() and earlier is not None
-    if kept and earlier is not None and (best is None or (best.objective or 0.0) < earlier[1]):
-        # After --resume: an earlier invocation's trial is still the best; its best.json stays as it is.
+    earlier = saved_best(study_dir) if args.resume else None
+    if earlier is not None and (best is None or (best.objective or 0.0) < earlier[1]):
+        # After --resume: an earlier invocation's answer still stands; its best.json stays as it is.
         print(
-            f"\nbest: trial {earlier[0]} of an earlier invocation, {earlier[1]:.1f} tok/s; nothing launched "
-            f"now beat it, so {study_dir / 'best.json'} and best_command.sh are unchanged"
+            f"\nbest: trial {earlier[0]} (an earlier invocation's answer), {earlier[1]:.1f} tok/s: nothing "
+            f"launched now beat it, so {study_dir / 'best.json'} and best_command.sh are unchanged"
         )
         best = None
     elif best is None:
@@ -368,7 +365,7 @@ def run(
     summary: dict[str, float | int] = {}
     if best is not None:
         summary["best_output_tok_per_s"] = best.result.output_tok_per_s or 0.0
-    elif kept and earlier is not None:
+    elif earlier is not None:
         summary["best_output_tok_per_s"] = earlier[1]
     # Counts are ints: MLflow stores every metric as a float, summary.json need not.
     counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}
