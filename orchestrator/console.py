@@ -65,7 +65,9 @@ class ProgressPrinter:
         if tags.get("lossless") == "mismatch":
             msg += "\n  !!! LOSSY SPECULATION (output differs from the baseline at temperature 0): "
             msg += tags.get("lossless_detail", "")
-        self.write(("\r" if self.tty else "") + msg.ljust(100) + "\n")
+        # On a terminal the line overwrites the live one, which is as wide as the terminal: pad to that.
+        width = max(shutil.get_terminal_size((120, 24)).columns - 1, 40) if self.tty else 0
+        self.write(("\r" if self.tty else "") + msg.ljust(width) + "\n")
 
 
 def _running(number: int, event: PhaseEvent, now: float) -> str:
