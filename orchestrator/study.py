@@ -228,6 +228,7 @@ class Sweep:
         self.deadline = time.monotonic() + time_budget_s if time_budget_s else None
         self.baseline_tok_s: float | None = None
         self._inflight: dict[Any, _InFlight] = {}
+        self._open: dict[int, optuna.Trial] = {}  # asked and not yet told, launched or not
         self._by_number: dict[int, Any] = {}
         # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
         # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
@@ -329,22 +330,28 @@ class Sweep:
                 p.running = len(self._inflight)
                 self.on_progress(p)
         finally:
-            for ref, info in list(self._inflight.items()):
+            for ref in list(self._inflight):
                 ray.cancel(ref, force=True)
-                self._close_interrupted(info)
+            # Every trial this driver asked for and has not told: in flight, or caught between the ask
+            # and the launch, or between its result and the tell, when the signal came.
+            for trial in list(self._open.values()):
+                self._close_interrupted(trial)
             events.close()
         return self.outcome
 
-    def _close_interrupted(self, info: _InFlight) -> None:
+    def _close_interrupted(self, trial: optuna.Trial) -> None:
         """A trial cut short by Ctrl-C, SIGTERM or an error in the driver measured nothing: close it and
         queue its configuration again, so that --resume runs it and the budget is not spent on it."""
-        trial = info.trial
+        self._open.pop(trial.number, None)
+        if _finished_elsewhere(self.study, trial):
+            return
         try:
             trial.set_user_attr(CLOSED_TRIAL_ATTR, "interrupted: the driver stopped")
             self.study.tell(trial, state=TrialState.FAIL)
         except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
             log.warning("trial %d could not be closed: %s", trial.number, err)
             return
+        self._open.pop(trial.number, None)
         if self.lease is not None:
             self.lease.untrack(trial._trial_id)
         self.study.enqueue_trial(
@@ -382,6 +389,7 @@ class Sweep:
                     raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
                 return
             trial = self.study.ask()
+            self._open[trial.number] = trial
             if self.lease is not None:
                 self.lease.track(trial._trial_id)
             config = suggest_config(trial, self.spec.search)
@@ -444,6 +452,9 @@ class Sweep:
         trial.set_user_attr(REPEAT_ATTR, number)
         trial.set_user_attr("status", status.value)
         tell_outcome(self.study, trial, status, objective, pruned=False)
+        self._open.pop(trial.number, None)
+        if self.lease is not None:
+            self.lease.untrack(trial._trial_id)
         log.info("trial %d repeats trial %d: answered from the record", trial.number, number)
 
     def _skip(
@@ -554,6 +565,7 @@ class Sweep:
             for key, value in attrs.items():
                 trial.set_user_attr(key, value)
             tell_outcome(self.study, trial, result.status, objective, pruned=info.pruned_at is not None)
+        self._open.pop(trial.number, None)
         if self.lease is not None:
             self.lease.untrack(trial._trial_id)
         if result.status.infeasible:
