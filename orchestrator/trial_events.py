@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.records import FailureStage, StageMetrics
 
@@ -172,7 +173,11 @@ class EventFeed:
     trials' refs (`pending`), then `take` the events when that ref is among the ready ones."""
 
     def __init__(self) -> None:
-        self.actor: Any = TrialChannel.options(name=CHANNEL_NAME).remote()  # type: ignore[attr-defined]
+        # On the driver's own node: a trial node that dies must not take the channel (and the sweep) with it.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.actor: Any = TrialChannel.options(  # type: ignore[attr-defined]
+            name=CHANNEL_NAME, scheduling_strategy=here
+        ).remote()
         self._pending: ray.ObjectRef | None = None
 
     def pending(self) -> ray.ObjectRef:

@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 TRIALS = 3
+LAUNCHED = TRIALS + 1  # the no-speculation baseline runs on top of the budget
 
 
 def chromium() -> str | None:
@@ -113,10 +114,10 @@ def test_a_short_sweep_leaves_the_trials_and_little_else_in_the_task_list(swept:
     while True:  # task events reach the dashboard in batches
         names = [t.name for t in list_tasks(swept.url, limit=10_000, raise_on_missing_output=False)]
         trials = [n for n in names if re.match(r"trial-\d+ ", n)]
-        if len(trials) >= TRIALS or time.monotonic() > deadline:
+        if len(trials) >= LAUNCHED or time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert len(trials) == TRIALS, names
+    assert len(trials) == LAUNCHED, names
     others = [n for n in names if n not in trials]
     # The channel's creation task; no task per report, verdict or poll (there were dozens per trial).
     assert len(others) <= 2, others
@@ -138,8 +139,8 @@ def test_the_login_the_sweep_prints_opens_the_dashboard_on_the_node_and_the_tria
     cluster_text = pages["cluster"]
     assert swept.node_ip in cluster_text and "ALIVE" in cluster_text, cluster_text[:3000]
     job_text = pages["job"]
-    for number in range(TRIALS):
-        assert re.search(rf"trial-{number} mf\d", job_text), job_text[:3000]
+    # Every launched trial by name (a predicted OOM is never launched, so the numbers may skip one).
+    assert len(set(re.findall(r"trial-(\d+) mf\d", job_text))) == LAUNCHED, job_text[:3000]
     assert CHANNEL_NAME in pages["actors"], pages["actors"][:3000]
     assert "node health:" in pages["actor_log"], pages["actor_log"][:3000]
 
