@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from orchestrator.records import TrialStatus
 from orchestrator.server.command import flag_name, shell_command
 from orchestrator.server.logparse import MemoryAccount
-from orchestrator.spec import SEARCHED_PARAMS
+from orchestrator.spec_search import SEARCHED_PARAMS
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from typing import Any
 from orchestrator.node import SimulatedNode, free_port, port_is_free
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
-from orchestrator.spec import load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.sweep import resolve_profile
 from orchestrator.trial import TrialRequest, TrialRun
 

@@ -23,7 +23,8 @@ from ray.cluster_utils import Cluster
 from orchestrator import cluster as placement
 from orchestrator.records import TrialStatus
 from orchestrator.sim.nvml import FakeNvml
-from orchestrator.spec import load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.study import Sweep, open_study
 from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
