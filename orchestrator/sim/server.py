@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from aiohttp import web
 from pydantic import ValidationError
 
+from orchestrator.gpu import visible_indices
 from orchestrator.records import FailureStage
 from orchestrator.sim import logtext
 from orchestrator.sim.api import make_app
 from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, ArgsError, SimArgs, parse
 from orchestrator.sim.memory import MemFailure, MemStep, OomKind, StepKind, plan_startup
-from orchestrator.sim.nvml import GpuStateWriter, visible_gpu_indices
+from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.sim.prompts import probs_by_kind
 from orchestrator.sim.scheduler import Scheduler
@@ -55,7 +56,8 @@ class SimNode:
         self.scale = args.sim_startup_time_scale
         if self.scale is None:
             self.scale = profile.startup_time_scale
-        self.indices = visible_gpu_indices(profile.gpu_count)
+        # The same rule as the real probe's: CUDA_VISIBLE_DEVICES when set, else all of the node's GPUs.
+        self.indices = visible_indices(profile.gpu_count)
         self.gpus = GpuStateWriter(args.sim_state_dir, self.indices[: args.tp_size])
         self.scheduler: Scheduler | None = None
         self.ready = False
