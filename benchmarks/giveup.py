@@ -25,7 +25,8 @@ from orchestrator.node import SimulatedNode, current_node_id
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.server.logparse import LogEvent, LogParser
 from orchestrator.server.process import LogFollower
-from orchestrator.spec import TimeoutSpec, make_config
+from orchestrator.spec import TimeoutSpec
+from orchestrator.spec_search import make_config
 from orchestrator.trial import TrialRequest, TrialRun
 
 log = logging.getLogger(__name__)

@@ -14,16 +14,8 @@ from typing import Any
 from benchmarks.spaces import DEMO_SPEC
 from orchestrator.records import TrialResult
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import (
-    Choices,
-    FloatRange,
-    IntRange,
-    SearchSpace,
-    SimulatedSpec,
-    SweepSpec,
-    TimeoutSpec,
-    WorkloadSpec,
-)
+from orchestrator.spec import SimulatedSpec, SweepSpec, TimeoutSpec, WorkloadSpec
+from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
 
 # One short stage: what the orchestrator adds around a trial shows, not the serving.
 MINIMAL_WORKLOAD = WorkloadSpec(

@@ -20,16 +20,8 @@ import optuna
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.space import suggest_config
-from orchestrator.spec import (
-    Choices,
-    FloatRange,
-    IntRange,
-    SearchSpace,
-    SimulatedSpec,
-    SweepSpec,
-    WorkloadSpec,
-    load_spec,
-)
+from orchestrator.spec import SimulatedSpec, SweepSpec, WorkloadSpec, load_spec
+from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
 
 DEMO_SPEC = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 

@@ -39,7 +39,7 @@ from benchmarks.oracle import Oracle
 from orchestrator.records import ServerConfig
 from orchestrator.sim.args import build_parser, resolve
 from orchestrator.space import suggest_config
-from orchestrator.spec import Choices, FloatRange, IntRange, make_config
+from orchestrator.spec_search import Choices, FloatRange, IntRange, make_config
 
 log = logging.getLogger(__name__)
 HAS_TORCH = importlib.util.find_spec("torch") is not None

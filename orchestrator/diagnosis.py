@@ -114,9 +114,8 @@ def diagnose(result: TrialResult, model: MemoryModel, best_accept_elsewhere: flo
 
 
 def accept_length(result: TrialResult) -> float | None:
-    """The trial's acceptance length: its best stage's, else the server's own average."""
-    best = result.best_stage
-    return best.accept_length if best and best.accept_length is not None else result.server_accept_length
+    """``TrialResult.accept_length`` (the one rule), for callers that take it as a function."""
+    return result.accept_length
 
 
 def broken_speculation(result: TrialResult, best_accept_elsewhere: float | None = None) -> str:
@@ -127,7 +126,7 @@ def broken_speculation(result: TrialResult, best_accept_elsewhere: float | None 
     """
     if not result.config.speculative:
         return ""
-    accept = accept_length(result)
+    accept = result.accept_length
     if accept is None or accept > BROKEN_ACCEPT:
         return ""
     if best_accept_elsewhere is not None and best_accept_elsewhere >= WORKING_ACCEPT:

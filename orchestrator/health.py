@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,6 @@ from orchestrator.records import FailureKind, GpuSample, TrialResult, TrialStatu
 log = logging.getLogger(__name__)
 
 TRIAL_SLOT = "trial_slot"  # the same custom resource as `cluster.TRIAL_SLOT` (kept here to avoid a cycle)
-NODE_ID_LABEL = "ray.io/node-id"  # the label Ray 2.60 puts on every node
 REFRESH_S = 1.0  # well inside the agent's gauge TTL of 2 x max(metrics_report_interval_ms, 1 s)
 
 GPU_MEMORY_USED = "specsweep_gpu_memory_used_mib"
@@ -207,11 +206,6 @@ class NodeHealth:
     def quarantined_nodes(self) -> frozenset[str]:
         return frozenset(n for n, s in self._nodes.items() if s.quarantined)
 
-    def release(self, node_id: str) -> None:
-        """Put a node back in rotation (someone cleaned it)."""
-        if node_id in self._nodes:
-            self._nodes[node_id] = _NodeState()
-
     def board(self) -> list[str]:
         """One line per node a trial ran on: in rotation or quarantined, and the GPU memory in use at its
         last reading (after its last trial). What the dashboard shows without Prometheus."""
@@ -269,16 +263,3 @@ def pinned_to(node_id: str) -> dict[str, Any]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
-
-
-def node_affinity(node_ids_to_avoid: Iterable[str]) -> dict[str, Any]:
-    """`.options()` that keep a task off the given nodes and let Ray choose among the rest.
-
-    `NodeAffinitySchedulingStrategy` names one node only; Ray 2.60's label selector (experimental) can
-    say "anywhere but these" through the node-id label every node carries. With nothing to avoid this
-    adds nothing, so the default placement is unchanged.
-    """
-    avoid = sorted(set(node_ids_to_avoid))
-    if not avoid:
-        return {}
-    return {"label_selector": {NODE_ID_LABEL: f"!in({','.join(avoid)})"}}

@@ -21,7 +21,8 @@ from optuna.trial import TrialState, create_trial
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import BASELINE_ATTR, config_params, suggest_config
-from orchestrator.spec import SearchSpace, SweepSpec, make_config
+from orchestrator.spec import SweepSpec
+from orchestrator.spec_search import SearchSpace, make_config
 from orchestrator.study import HISTORY_ATTR, KNOWN_GOOD_ATTR, OOM_CONSTRAINT
 
 log = logging.getLogger(__name__)

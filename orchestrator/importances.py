@@ -22,7 +22,8 @@ from optuna.distributions import (
 )
 from optuna.trial import TrialState
 
-from orchestrator.report_data import SEARCH_PARAMS, sqlite_missing
+from orchestrator.report_data import sqlite_missing
+from orchestrator.spec_search import SEARCHED_PARAMS
 
 MIN_TRIALS_FOR_IMPORTANCE = 3
 
@@ -73,7 +74,7 @@ def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
         if p.get("speculative_eagle_topk") == 1 and "speculative_num_draft_tokens" not in p:
             p["speculative_num_draft_tokens"] = int(p["speculative_num_steps"]) + 1  # derived by SGLang
         params.append(p)
-    names = [n for n in SEARCH_PARAMS if all(n in p for p in params)]
+    names = [n for n in SEARCHED_PARAMS if all(n in p for p in params)]
     if len({tuple(p[n] for n in names) for p in params}) < 2:
         return Importances((), "Parameter importances need completed trials with different values.")
     dists = {

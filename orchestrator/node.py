@@ -107,6 +107,11 @@ def _version_from_interpreter(python: str) -> str:
     return out.stdout.strip()
 
 
+def sim_state_dir(node_id: str) -> Path:
+    """The folder where simulated node ``node_id`` keeps its GPUs' state, on that node's machine."""
+    return Path(tempfile.gettempdir()) / "specsweep-sim" / node_id
+
+
 class SimulatedNode:
     """A simulated node: its GPUs live in a state folder that only its own server processes write."""
 
@@ -114,7 +119,7 @@ class SimulatedNode:
         self.spec = spec
         self.node_id = node_id
         self.profile = profile
-        self.state_dir = Path(tempfile.gettempdir()) / "specsweep-sim" / node_id
+        self.state_dir = sim_state_dir(node_id)
         self.state_dir.mkdir(parents=True, exist_ok=True)
 
     def version(self) -> str:
@@ -141,6 +146,19 @@ class SimulatedNode:
 
     def missing_paths(self) -> list[str]:
         return []  # the simulated node reads no weights
+
+    def server_pids(self) -> set[int]:
+        """The processes holding memory on this node's simulated GPUs (what nvidia-smi would list)."""
+        return {p.pid for sample in self.probe().snapshot() for p in sample.processes}
+
+
+def launch_profile(spec: SweepSpec, profile: dict[str, Any] | None, number: int) -> dict[str, Any] | None:
+    """The simulated profile of one launch: each trial draws its own launch noise, as each start of a
+    real server does, from the spec's seed and the trial number (the same sweep is the same again)."""
+    if profile is None:
+        return None
+    base = spec.simulated.seed if spec.simulated is not None else 0
+    return {**profile, "launch_seed": base * 1_000_003 + number}
 
 
 def make_node(spec: SweepSpec, node_id: str, profile: dict[str, Any] | None) -> NodeBackend:

@@ -212,9 +212,13 @@ class TrialResult:
 
     @property
     def accept_length(self) -> float | None:
-        """The best stage's acceptance, else the server's own figure."""
+        """The trial's acceptance length: its best stage's, else the server's own average.
+
+        The one rule for it: the record, the diagnosis and the tables all read it from here."""
         best = self.best_stage
-        return (best.accept_length if best else None) or self.server_accept_length
+        if best is not None and best.accept_length is not None:
+            return best.accept_length
+        return self.server_accept_length
 
     def table_figures(self) -> dict[str, float | None]:
         """The figures the end-of-run table shows besides tok/s, under the names the study stores."""

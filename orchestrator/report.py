@@ -24,7 +24,6 @@ from plotly.offline import get_plotlyjs
 from orchestrator.importances import Importances, study_importances
 from orchestrator.records import TrialStatus
 from orchestrator.report_data import (
-    SEARCH_PARAMS,
     BestConfig,
     ReportError,
     TrialRow,
@@ -41,6 +40,7 @@ from orchestrator.report_plots import (
     latency_figure,
 )
 from orchestrator.server.command import flag_name
+from orchestrator.spec_search import SEARCHED_PARAMS
 
 __all__ = [
     "ReportError",
@@ -135,7 +135,7 @@ def best_section(best: BestConfig | None) -> str:
         ("best concurrency", _num(r.metrics.get("best_concurrency"), ".0f")),
         ("start-up (s)", _num(r.metrics.get("startup_s"))),
     ]
-    params = [(p, _num(r.value(p), "g")) for p in SEARCH_PARAMS if r.value(p) is not None]
+    params = [(p, _num(r.value(p), "g")) for p in SEARCHED_PARAMS if r.value(p) is not None]
     facts += confidence_facts(best.confidence)
     return "\n".join(
         [

@@ -24,12 +24,8 @@ from mlflow.tracking import MlflowClient
 from orchestrator.records import TrialStatus
 from orchestrator.server.command import flag_name, shell_command
 from orchestrator.server.logparse import MemoryAccount
-from orchestrator.spec import SEARCHED_PARAMS
 
 log = logging.getLogger(__name__)
-
-#: The searched values, in the order the report shows them (SGLang's flag names).
-SEARCH_PARAMS = SEARCHED_PARAMS
 
 
 class ReportError(Exception):

@@ -13,7 +13,7 @@ from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
 from orchestrator.records import ServerConfig
-from orchestrator.spec import Choices, FloatRange, IntRange, SearchSpace, make_config
+from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
 
 BASELINE_ATTR = "baseline"
 

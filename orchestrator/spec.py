@@ -12,22 +12,21 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from orchestrator.adaptive import AdaptiveMode, launch_steps
 from orchestrator.bench.textdata import DatasetRef, parse_ref, resolve_source
-from orchestrator.records import ServerConfig
 from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.secrets import flag_value, secret_values
-
-SEARCHED_PARAMS: tuple[str, ...] = (
-    "mem_fraction_static",
-    "cuda_graph_max_bs",
-    "max_running_requests",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
+from orchestrator.spec_search import (
+    KnownGood,
+    SearchSpace,
+    SpecError,
+    SpecModel,
+    known_good_problems,
 )
+
+# The study module still imports make_config from here; new code imports it from spec_search.
+from orchestrator.spec_search import make_config as make_config
 
 # Flags the orchestrator owns: a fixed flag may not set them, or the trial would not be what the study
 # thinks it measured.
@@ -58,150 +57,12 @@ MIN_STAGE_S = 20.0
 MIN_STAGE_TOKENS = 5000
 
 
-class SpecError(ValueError):
-    """A spec that cannot be run. The message names the field and the fix."""
-
-
 class Backend(StrEnum):
     SGLANG = "sglang"
     SIMULATED = "simulated"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class FloatRange(_Model):
-    low: float
-    high: float
-    step: float | None = None
-    log: bool = False
-
-    @model_validator(mode="after")
-    def _ordered(self) -> FloatRange:
-        if self.low > self.high:
-            raise ValueError(f"low ({self.low}) is above high ({self.high}); swap them")
-        if self.step is not None and self.step <= 0:
-            raise ValueError(f"step must be above 0 (got {self.step}); leave it out for a continuous range")
-        return self
-
-
-class IntRange(_Model):
-    low: int
-    high: int
-    step: int = 1
-    log: bool = False
-
-    @model_validator(mode="after")
-    def _ordered(self) -> IntRange:
-        if self.low > self.high:
-            raise ValueError(f"low ({self.low}) is above high ({self.high}); swap them")
-        if self.step < 1:
-            raise ValueError("step must be at least 1")
-        return self
-
-
-class Choices(_Model):
-    choices: list[float] = Field(min_length=1)
-
-
-FloatDim = FloatRange | Choices
-IntDim = IntRange | Choices
-
-
-class SearchSpace(_Model):
-    """Ranges (`{low, high, step}`) or `{choices: [...]}` for each searched flag.
-
-    The three speculative values are searched together, as SGLang requires. With top-k 1 SGLang forces
-    draft tokens = steps + 1, so that value is derived rather than searched; with top-k > 1 draft tokens
-    is searched between steps + 1 and top-k * steps + 1 (the size of the draft tree), clipped to its range.
-    """
-
-    mem_fraction_static: FloatDim
-    cuda_graph_max_bs: IntDim
-    max_running_requests: IntDim
-    speculative_num_steps: IntDim
-    speculative_eagle_topk: IntDim
-    speculative_num_draft_tokens: IntDim
-    speculative_adaptive: list[AdaptiveMode] = Field(
-        default_factory=lambda: [AdaptiveMode.OFF],
-        min_length=1,
-        description="SGLang's runtime speculation policy (0.5.17+, top-k 1 only): off, default "
-        "(SGLang's tiers) and/or tiers (built from the trial's steps)",
-    )
-
-    @field_validator("speculative_adaptive", mode="before")
-    @classmethod
-    def _yaml_off(cls, modes: Any) -> Any:
-        # YAML reads a bare `off` as false: take it as the mode it was meant to be.
-        if isinstance(modes, list):
-            return [AdaptiveMode.OFF if m is False else m for m in modes]
-        return modes
-
-    @field_validator("mem_fraction_static")
-    @classmethod
-    def _fraction(cls, dim: FloatDim) -> FloatDim:
-        lo, hi = _dim_bounds(dim)
-        if not (lo > 0.0 and hi < 1.0):
-            raise ValueError(f"values must lie strictly between 0 and 1 (SGLang's range), got {lo}..{hi}")
-        return dim
-
-    @field_validator(
-        "cuda_graph_max_bs",
-        "max_running_requests",
-        "speculative_num_steps",
-        "speculative_eagle_topk",
-        "speculative_num_draft_tokens",
-    )
-    @classmethod
-    def _whole_positive(cls, dim: IntDim) -> IntDim:
-        lo, _ = _dim_bounds(dim)
-        if lo < 1:
-            raise ValueError(f"values must be at least 1, got {lo}")
-        if isinstance(dim, Choices) and any(float(c) != int(c) for c in dim.choices):
-            raise ValueError("choices must be whole numbers")
-        return dim
-
-    @model_validator(mode="after")
-    def _bounds(self) -> SearchSpace:
-        steps_lo, _ = _dim_bounds(self.speculative_num_steps)
-        _, draft_hi = _dim_bounds(self.speculative_num_draft_tokens)
-        if draft_hi < steps_lo + 1 and _dim_bounds(self.speculative_eagle_topk)[1] > 1:
-            raise ValueError(
-                "speculative_num_draft_tokens: its largest value must be at least "
-                "speculative_num_steps + 1 (SGLang verifies steps + 1 tokens at least)"
-            )
-        return self
-
-
-def _dim_bounds(dim: FloatRange | IntRange | Choices) -> tuple[float, float]:
-    if isinstance(dim, Choices):
-        return min(dim.choices), max(dim.choices)
-    return dim.low, dim.high
-
-
-class KnownGood(_Model):
-    """A configuration known to work (from earlier runs or a colleague): tried first."""
-
-    mem_fraction_static: float = Field(gt=0, lt=1)
-    cuda_graph_max_bs: int = Field(ge=1)
-    max_running_requests: int = Field(ge=1)
-    speculative_num_steps: int = Field(ge=1)
-    speculative_eagle_topk: int = Field(ge=1)
-    speculative_num_draft_tokens: int | None = Field(default=None, ge=2)
-
-    def to_config(self) -> ServerConfig:
-        return make_config(
-            self.mem_fraction_static,
-            self.cuda_graph_max_bs,
-            self.max_running_requests,
-            self.speculative_num_steps,
-            self.speculative_eagle_topk,
-            self.speculative_num_draft_tokens,
-        )
-
-
-class ModelSpec(_Model):
+class ModelSpec(SpecModel):
     path: str = Field(min_length=1, description="--model-path on the nodes")
     draft_path: str = Field(min_length=1, description="--speculative-draft-model-path on the nodes")
     speculative_algorithm: Literal["EAGLE3", "EAGLE"] = "EAGLE3"
@@ -210,7 +71,7 @@ class ModelSpec(_Model):
     )
 
 
-class ServerSpec(_Model):
+class ServerSpec(SpecModel):
     flags: list[str] = Field(default_factory=list, description="fixed SGLang flags, as an argument list")
     host: str = "127.0.0.1"
     python: str = Field(default="", description="interpreter on the nodes; empty = the worker's own")
@@ -266,17 +127,17 @@ class ServerSpec(_Model):
         return flags
 
 
-class SimulatedSpec(_Model):
+class SimulatedSpec(SpecModel):
     profile: str | dict[str, Any] = Field(description="a built-in profile name, a YAML path, or a mapping")
     seed: int = 0
 
 
-class NodeSpec(_Model):
+class NodeSpec(SpecModel):
     gpus: int = Field(ge=1, description="GPUs per node; a trial claims all of them (--tp-size)")
     clean_threshold_mib: float = Field(default=1024.0, ge=0)
 
 
-class WeightedDataset(_Model):
+class WeightedDataset(SpecModel):
     """One dataset of a mix: its share of the requests is its weight over the sum of the weights."""
 
     source: str = Field(description="random, generated-chat, 'sharegpt: PATH' or 'jsonl: PATH'")
@@ -289,7 +150,7 @@ class WeightedDataset(_Model):
         return source
 
 
-class WorkloadSpec(_Model):
+class WorkloadSpec(SpecModel):
     dataset: str | list[WeightedDataset] = Field(
         default="random",
         description="the prompts: one dataset, or a list of {source, weight} sent mixed by weight",
@@ -343,7 +204,7 @@ class WorkloadSpec(_Model):
         return ", ".join(f"{ref} {w / total:.2g}" for ref, w in pairs)
 
 
-class ObjectiveSpec(_Model):
+class ObjectiveSpec(SpecModel):
     metric: Literal["output_tok_per_s"] = "output_tok_per_s"
     itl_p99_ms_max: float | None = Field(
         default=None, gt=0, description="a stage over this SLA does not count"
@@ -351,7 +212,7 @@ class ObjectiveSpec(_Model):
     ttft_p99_ms_max: float | None = Field(default=None, gt=0)
 
 
-class TimeoutSpec(_Model):
+class TimeoutSpec(SpecModel):
     startup_s: float = Field(default=1800.0, gt=0)
     benchmark_s: float = Field(default=900.0, gt=0)
     gpu_clean_s: float = Field(default=60.0, ge=0)
@@ -359,7 +220,7 @@ class TimeoutSpec(_Model):
     hang_after_error_s: float = Field(default=15.0, gt=0)
 
 
-class BudgetSpec(_Model):
+class BudgetSpec(SpecModel):
     trials: int = Field(default=20, ge=1)
     baseline: bool = Field(default=False, description="also run one trial without speculation")
     # Kept back from `trials` for the end of the sweep: the best `confirm_top` configurations are launched
@@ -372,7 +233,7 @@ class BudgetSpec(_Model):
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
-class SweepSpec(_Model):
+class SweepSpec(SpecModel):
     name: str = Field(min_length=1, pattern=NAME_PATTERN)
     backend: Backend
     node: NodeSpec
@@ -415,38 +276,6 @@ def short_stage_warning(spec: SweepSpec) -> str:
     )
 
 
-def make_config(
-    mem_fraction_static: float,
-    cuda_graph_max_bs: int,
-    max_running_requests: int,
-    steps: int | None = None,
-    topk: int | None = None,
-    draft_tokens: int | None = None,
-    adaptive: AdaptiveMode = AdaptiveMode.OFF,
-) -> ServerConfig:
-    """Build a configuration applying SGLang's own rules to the speculative values."""
-    if adaptive is not AdaptiveMode.OFF:
-        if steps is None or topk != 1:
-            raise SpecError("speculative_adaptive: SGLang supports it with speculative_eagle_topk 1 only")
-        steps = launch_steps(adaptive, steps)  # launched at the largest tier, as SGLang needs
-    if steps is not None:
-        if topk is None:
-            raise SpecError("speculative_eagle_topk: set it together with speculative_num_steps")
-        if topk == 1 or draft_tokens is None:
-            draft_tokens = steps + 1  # SGLang forces this for top-k 1 (with a warning)
-        if draft_tokens < 2:
-            raise SpecError("speculative_num_draft_tokens: must be at least 2")
-    return ServerConfig(
-        mem_fraction_static=round(float(mem_fraction_static), 4),
-        cuda_graph_max_bs=int(cuda_graph_max_bs),
-        max_running_requests=int(max_running_requests),
-        speculative_num_steps=steps,
-        speculative_eagle_topk=topk,
-        speculative_num_draft_tokens=draft_tokens,
-        speculative_adaptive=None if adaptive is AdaptiveMode.OFF else adaptive.value,
-    )
-
-
 def _describe(err: ValidationError, source: str) -> str:
     lines = [f"{source}: the spec is not valid:"]
     for item in err.errors():
@@ -467,72 +296,13 @@ def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
         spec = SweepSpec.model_validate(data)
     except ValidationError as err:
         raise SpecError(_describe(err, source)) from None
-    problems = [p for i, known in enumerate(spec.known_good) for p in _outside(known, spec.search, i)]
+    problems = [
+        p for i, known in enumerate(spec.known_good) for p in known_good_problems(known, spec.search, i)
+    ]
     if problems:
         lines = [f"{source}: the spec is not valid:"] + [f"  - {p}" for p in problems]
         raise SpecError("\n".join(lines))
     return spec
-
-
-def _outside(known: KnownGood, space: SearchSpace, index: int) -> list[str]:
-    """Why a known-good configuration is not a point of the search space (empty when it is).
-
-    Optuna can only enqueue a point of the space, and a value SGLang would silently change (draft tokens
-    under top-k 1) would be measured as another configuration than the one the user wrote down.
-    """
-    where = f"known_good.{index}"
-    problems = []
-    for name in SEARCHED_PARAMS:
-        value = getattr(known, name)
-        if value is None:
-            continue
-        dim = getattr(space, name)
-        if name == "speculative_num_draft_tokens" and known.speculative_eagle_topk != 1:
-            continue  # checked against the draft tree below, which may be narrower than the range
-        why = _not_in_dim(value, dim) if name != "speculative_num_draft_tokens" else None
-        if why:
-            problems.append(f"{where}.{name}: {value} {why}; change it or widen search.{name}")
-    steps, topk, draft = (
-        known.speculative_num_steps,
-        known.speculative_eagle_topk,
-        known.speculative_num_draft_tokens,
-    )
-    if draft is not None and topk == 1 and draft != steps + 1:
-        problems.append(
-            f"{where}.speculative_num_draft_tokens: with speculative_eagle_topk 1 SGLang runs steps + 1 = "
-            f"{steps + 1} draft tokens, not {draft}; write {steps + 1} or leave it out"
-        )
-    elif draft is not None and topk > 1:
-        lo, hi = steps + 1, topk * steps + 1
-        why = _not_in_dim(draft, space.speculative_num_draft_tokens)
-        if not lo <= draft <= hi:
-            problems.append(
-                f"{where}.speculative_num_draft_tokens: {draft} is outside the draft tree of top-k {topk} "
-                f"x {steps} steps ({lo}..{hi}); choose a value in {lo}..{hi}"
-            )
-        elif why:
-            problems.append(
-                f"{where}.speculative_num_draft_tokens: {draft} {why}; change it or widen the search"
-            )
-    return problems
-
-
-def _not_in_dim(value: float, dim: FloatRange | IntRange | Choices) -> str | None:
-    if isinstance(dim, Choices):
-        if not any(abs(value - c) < 1e-9 for c in dim.choices):
-            return f"is not one of the searched choices {[_num(c) for c in dim.choices]}"
-        return None
-    if not dim.low - 1e-9 <= value <= dim.high + 1e-9:
-        return f"is outside the searched range {_num(dim.low)}..{_num(dim.high)}"
-    if dim.step:
-        k = (value - dim.low) / dim.step
-        if abs(k - round(k)) > 1e-6:
-            return f"is off the searched step grid ({_num(dim.low)} + n x step {_num(dim.step)})"
-    return None
-
-
-def _num(x: float) -> float | int:
-    return int(x) if float(x).is_integer() else x
 
 
 def load_spec(path: Path | str) -> SweepSpec:

@@ -22,7 +22,8 @@ from typing import Any
 from orchestrator.bench.traffic import check_workload
 from orchestrator.quiet import quiet_libraries
 from orchestrator.server.command import shell_command
-from orchestrator.spec import NAME_PATTERN, Backend, SpecError, SweepSpec, load_spec, short_stage_warning
+from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
+from orchestrator.spec_search import SpecError
 from orchestrator.summary import (
     best_record,
     render_levels,

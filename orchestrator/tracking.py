@@ -96,7 +96,7 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
             metrics["output_tok_per_s_ci95_low"], metrics["output_tok_per_s_ci95_high"] = (
                 best.output_tok_per_s_ci95
             )
-        accept = best.accept_length if best.accept_length is not None else r.server_accept_length
+        accept = r.accept_length
         if accept is not None:
             metrics["accept_length"] = accept
         for per in best.by_dataset:  # acceptance and tok/s of each dataset of the mix

@@ -10,20 +10,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from orchestrator import adaptive, health
-from orchestrator.bench.client import flush_cache, run_stage, server_accept_length, wait_healthy
+from orchestrator.bench.client import run_stage
+from orchestrator.bench.control import flush_cache, server_accept_length, wait_healthy
 from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
 from orchestrator.gpu import wait_clean
-from orchestrator.node import NodeBackend, current_node_id, free_port, make_node
+from orchestrator.node import NodeBackend, current_node_id, free_port, launch_profile, make_node
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -40,9 +41,10 @@ from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, startup_phase
+from orchestrator.trial_files import fresh_folder, read_capped
+from orchestrator.trial_load import kv_probe, under_load_failure
 
 log = logging.getLogger(__name__)
-LOG_LIMIT = 4 * 1024 * 1024  # the whole log goes back to the driver, up to this size
 
 StageHook = Callable[[int, StageMetrics], bool]  # (step, metrics) -> keep going?
 
@@ -54,7 +56,6 @@ class TrialRequest:
     number: int
     workdir: str
     sim_profile: dict[str, Any] | None = None
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,38 +66,14 @@ class _Startup:
     startup_s: float | None = None
 
 
-def fresh_folder(path: Path) -> Path:
-    """`path`, or `path.1`, `path.2`, ... whichever does not exist yet, created empty.
-
-    A trial's files are its own: a folder left by an earlier run (the same study name and trial number)
-    is never appended to, or the log parser would read the old run's lines as this trial's.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for n in range(10_000):
-        candidate = path if n == 0 else path.with_name(f"{path.name}.{n}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        return candidate
-    raise RuntimeError(f"no free trial folder next to {path}")
-
-
 def run_trial(
     request: TrialRequest, on_stage: StageHook | None = None, on_phase: PhaseHook | None = None
 ) -> TrialResult:
     """Run one trial; never raises for anything the server or the benchmark does."""
-    node = make_node(request.spec, current_node_id(), launch_profile(request))
+    node = make_node(
+        request.spec, current_node_id(), launch_profile(request.spec, request.sim_profile, request.number)
+    )
     return TrialRun(request, node, on_stage, on_phase).run()
-
-
-def launch_profile(request: TrialRequest) -> dict[str, Any] | None:
-    """The simulated profile of this launch: each trial draws its own launch noise, as each start of a
-    real server does, from the spec's seed and the trial number (the same sweep is the same again)."""
-    if request.sim_profile is None:
-        return None
-    base = request.spec.simulated.seed if request.spec.simulated is not None else 0
-    return {**request.sim_profile, "launch_seed": base * 1_000_003 + request.number}
 
 
 class TrialRun:
@@ -338,37 +315,16 @@ class TrialRun:
         return TrialStatus.OK, None, tuple(self._stages_done), accept
 
     async def _kv_probe(self, url: str, session: aiohttp.ClientSession) -> Failure | None:
-        """Can the configuration serve its own max_running_requests? A too-small KV pool does not crash
-        SGLang: it retracts requests again and again and re-prefills them, and throughput falls off a
-        cliff. Probe at full concurrency with the workload's lengths when the pool looks short."""
-        wl = self.spec.workload
-        self._drain_log()
-        report = self.parser.report()
-        kv_tokens = report.memory.max_total_num_tokens or report.memory.kv_cache_tokens
-        mrr = self.req.config.max_running_requests
-        if report.args is not None and report.args.effective_max_running_requests:
-            mrr = report.args.effective_max_running_requests
-        demand = mrr * (wl.input_len + wl.output_len)
-        if not kv_tokens or kv_tokens >= demand:
-            return None
-        self._enter(Phase.KV_PROBE)
-        probe = synthetic_requests(mrr, wl.input_len, wl.output_len, wl.vocab_size, wl.seed + 11)
-        outcomes, _ = await run_stage(
-            url, probe, mrr, timeout_s=self.spec.timeouts.benchmark_s, session=session
+        failure, note = await kv_probe(
+            url, session, self.spec, self.req.config, self._read_log, lambda: self._enter(Phase.KV_PROBE)
         )
+        if note:
+            self.notes.append(note)
+        return failure
+
+    def _read_log(self) -> LogReport:
         self._drain_log()
-        retracted = max(sum(o.num_retractions for o in outcomes), self.parser.report().retractions)
-        self.notes.append(f"KV probe: {kv_tokens} KV tokens for {demand} asked, {retracted} retraction(s)")
-        if retracted == 0:
-            return None
-        return Failure(
-            FailureStage.UNDER_LOAD,
-            FailureKind.KV_PRESSURE,
-            f"kv_pressure: {retracted} request(s) retracted at {mrr} concurrent requests; the KV pool holds "
-            f"{kv_tokens} tokens, {demand} were asked for ({mrr} x {wl.input_len}+{wl.output_len}). "
-            "Lower max_running_requests or give the KV pool more memory.",
-            detail=f"retractions={retracted} kv_tokens={kv_tokens} demand={demand}",
-        )
+        return self.parser.report()
 
     def _drain_log(self) -> None:
         follower = LogFollower(self.log_path)
@@ -379,15 +335,7 @@ class TrialRun:
         self.parser = parser
 
     def _under_load_failure(self, server: ServerProcess, why: str) -> tuple[TrialStatus, Failure]:
-        self._drain_log()
-        report = self.parser.report()
-        if report.runtime_oom or (report.failure is not None and report.failure.is_oom):
-            failure = report.failure or Failure(FailureStage.UNDER_LOAD, FailureKind.OOM, why)
-            return TrialStatus.OOM_UNDER_LOAD, failure
-        if report.failure is not None:
-            return TrialStatus.FAILED, report.failure
-        kind = FailureKind.CRASH if server.poll() is not None else FailureKind.BENCHMARK_ERROR
-        return TrialStatus.FAILED, Failure(FailureStage.UNDER_LOAD, kind, why or "every request failed")
+        return under_load_failure(self._read_log(), server.poll() is not None, why)
 
     # -- the record ---------------------------------------------------------------------------------
 
@@ -406,18 +354,9 @@ class TrialRun:
     ) -> TrialResult:
         secrets = self.spec.server.secrets()
         scrub_file(self.log_path, secrets)
-        log_text = _read_capped(self.log_path)
+        log_text = read_capped(self.log_path)
         report: LogReport = self.parser.report()
-        resolved: dict[str, float | int | str | bool] = {}
-        if report.args is not None:
-            for key in ("mem_fraction_static", "cuda_graph_max_bs", "max_running_requests"):
-                value = getattr(report.args, key)
-                if value is not None:
-                    resolved[key] = value
-            if report.args.effective_max_running_requests is not None:
-                resolved["effective_max_running_requests"] = report.args.effective_max_running_requests
-            if report.args.max_running_requests_reset_to is not None:
-                resolved["max_running_requests_reset_to"] = report.args.max_running_requests_reset_to
+        resolved = report.args.launch_values() if report.args is not None else {}
         result = TrialResult(
             config=self.req.config,
             status=status,
@@ -444,13 +383,3 @@ class TrialRun:
             greedy_outputs=self._greedy,
         )
         return scrub(result, secrets)
-
-
-def _read_capped(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    if len(data) > LOG_LIMIT:
-        data = data[: LOG_LIMIT // 4] + b"\n[... trimmed ...]\n" + data[-3 * LOG_LIMIT // 4 :]
-    return data.decode(errors="replace")

@@ -1,5 +1,5 @@
 """A small finished study for the report tests: MLflow runs written by the real Tracker, and the
-matching Optuna study told as the sweep tells it (OOMs pruned, crashes failed)."""
+matching Optuna study told through the sweep's own `tell_outcome` (OOMs pruned, crashes failed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 import optuna
 from mlflow.tracking import MlflowClient
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.trial import TrialState
 
 from orchestrator.records import (
     Failure,
@@ -20,6 +19,8 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
+from orchestrator.space import BASELINE_ATTR
+from orchestrator.study import tell_outcome
 from orchestrator.tracking import Tracker, TrialRecord
 
 STUDY = "demo-study"
@@ -150,23 +151,25 @@ def _distributions(config: ServerConfig) -> dict[str, BaseDistribution]:
 
 
 def tell_optuna(study: optuna.Study, plan: tuple[Planned, ...]) -> None:
+    """Each planned trial asked and told through the product's funnel (`tell_outcome`), with the
+    attributes the sweep writes on a finished trial."""
     for p in plan:
+        result = record_of(p).result
         dists = _distributions(p.config)
-        params = {k: v for k, v in p.config.as_params().items() if k in dists}
-        attrs = {"status": p.status.value, "config": p.config.label(), "output_tok_per_s": p.tok_s}
+        study.enqueue_trial({k: v for k, v in p.config.as_params().items() if k in dists})
+        trial = study.ask(fixed_distributions=dists)
+        attrs: dict[str, object] = {
+            "status": result.status.value,
+            "config": result.config.label(),
+            "output_tok_per_s": result.output_tok_per_s,
+            **result.table_figures(),
+        }
         if p.baseline:
-            attrs["baseline"] = True
-        if p.status is TrialStatus.OK and p.pruned_at is None:
-            state, value = TrialState.COMPLETE, p.tok_s
-        elif p.status.infeasible or p.pruned_at is not None:
-            state, value = TrialState.PRUNED, None
-        else:
-            state, value = TrialState.FAIL, None
-        study.add_trial(
-            optuna.trial.create_trial(
-                params=params, distributions=dists, value=value, state=state, user_attrs=attrs
-            )
-        )
+            attrs[BASELINE_ATTR] = True
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        objective = p.tok_s if p.status is TrialStatus.OK else None
+        tell_outcome(study, trial, p.status, objective, pruned=p.pruned_at is not None)
 
 
 @dataclass(frozen=True)

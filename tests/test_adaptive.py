@@ -17,7 +17,8 @@ from orchestrator.server.command import sglang_flags
 from orchestrator.server.logparse import parse_log
 from orchestrator.sim.args import ArgsError
 from orchestrator.sim.tiers import TierController
-from orchestrator.spec import SpecError, load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import SpecError, make_config
 from orchestrator.tracking import TrialRecord
 
 sys.path.insert(0, str(Path(__file__).parent / "sim"))

@@ -33,7 +33,8 @@ from orchestrator.node import SimulatedNode
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.space import suggest_config
-from orchestrator.spec import Choices, FloatRange, IntRange, SearchSpace, WorkloadSpec, make_config
+from orchestrator.spec import WorkloadSpec
+from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
 from orchestrator.trial import TrialRequest, TrialRun
 
 # The product's sampler uses Optuna's `group` option, which Optuna still calls experimental.

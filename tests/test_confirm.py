@@ -13,7 +13,8 @@ from orchestrator.confirm import (
     verdict,
 )
 from orchestrator.records import StageMetrics, TrialResult, TrialStatus
-from orchestrator.spec import BudgetSpec, make_config
+from orchestrator.spec import BudgetSpec
+from orchestrator.spec_search import make_config
 from orchestrator.tracking import TrialRecord
 
 A = make_config(0.85, 64, 16, 3, 1, 4)

@@ -10,7 +10,8 @@ from orchestrator.history import HISTORY_ATTR, find_history, seed_study
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
 from orchestrator.server.logparse import parse_log
-from orchestrator.spec import load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker, TrialRecord
 
 ROOT = Path(__file__).resolve().parents[1]

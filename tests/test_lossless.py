@@ -15,7 +15,8 @@ from orchestrator.bench.greedy import check_requests, compare, greedy_outputs
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.lossless import LosslessCheck
 from orchestrator.records import TrialResult, TrialStatus
-from orchestrator.spec import SweepSpec, make_config, parse_spec
+from orchestrator.spec import SweepSpec, parse_spec
+from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker, TrialRecord
 
 sys.path.insert(0, str(Path(__file__).parent / "sim"))

@@ -8,7 +8,7 @@ from orchestrator.diagnosis import broken_speculation, check_draft_config, diagn
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
 from orchestrator.server.logparse import parse_log
-from orchestrator.spec import make_config
+from orchestrator.spec_search import make_config
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "sglang" / "0.5.17"
 

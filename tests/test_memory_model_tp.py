@@ -9,7 +9,7 @@ import pytest
 from orchestrator.memory_model import MemoryModel, TpFigures, kv_heads_of, kv_shards
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.server.logparse import parse_log
-from orchestrator.spec import make_config
+from orchestrator.spec_search import make_config
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"

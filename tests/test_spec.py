@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.spec import SpecError, load_spec, make_config, parse_spec
+from orchestrator.spec import load_spec, parse_spec
+from orchestrator.spec_search import SpecError, make_config
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 

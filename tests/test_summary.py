@@ -12,7 +12,8 @@ from optuna.distributions import FloatDistribution
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
 from orchestrator.report_data import parse_script
 from orchestrator.server.command import shell_script
-from orchestrator.spec import load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.summary import (
     WIDTH,
     TableRow,

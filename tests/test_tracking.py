@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
-from orchestrator.spec import make_config
+from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker, TrialRecord, flag_params
 
 

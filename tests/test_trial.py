@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -11,7 +12,8 @@ from typing import Any
 from orchestrator.node import SimulatedNode, free_port, port_is_free
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
-from orchestrator.spec import load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.sweep import resolve_profile
 from orchestrator.trial import TrialRequest, TrialRun
 
@@ -41,8 +43,20 @@ def run(tmp_path: Path, config_args: tuple[Any, ...], **timeouts: float) -> tupl
 
 
 def assert_clean(node: SimulatedNode) -> None:
-    snapshot = FakeNvml.for_profile(node.state_dir, node.profile).snapshot()
-    assert all(not s.processes for s in snapshot)
+    assert node.server_pids() == set()
+
+
+def test_simulated_node_lists_the_processes_on_its_gpus(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    node = SimulatedNode(spec, f"pids-{tmp_path.name}", resolve_profile(spec) or {})
+    assert node.server_pids() == set()
+    writer = GpuStateWriter(node.state_dir, [node.probe().snapshot()[-1].index])
+    try:
+        writer.update(100)
+        assert node.server_pids() == {os.getpid()}
+    finally:
+        writer.remove()
+    assert node.server_pids() == set()
 
 
 def test_ok_trial_measures_and_leaves_gpus_clean(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from orchestrator import cluster
 from orchestrator.console import ProgressPrinter
 from orchestrator.node import SimulatedNode
 from orchestrator.records import StageMetrics
-from orchestrator.spec import load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.study import Progress
 from orchestrator.sweep import resolve_profile
 from orchestrator.trial import TrialRequest, TrialRun

@@ -33,7 +33,6 @@ _META_KEY = b'"meta_info":'
 _DECODER = json.JSONDecoder()
 _JSON_HEADERS = {"Content-Type": "application/json"}
 _MAX_ERROR_CHARS = 300
-_CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
 @dataclass(frozen=True)
@@ -298,7 +297,7 @@ async def _stream_one(
             if buf.strip():
                 feed(bytes(buf).strip(), perf())
     except Exception as exc:  # every failure of one request is data, never the end of the stage
-        acc.error = acc.error or _describe(exc, timeout)
+        acc.error = acc.error or describe_error(exc, timeout)
     return acc.outcome(prompt_len)
 
 
@@ -318,7 +317,7 @@ async def _cancel(tasks: Sequence[asyncio.Task[Any]]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _describe(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
+def describe_error(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
     if isinstance(exc, TimeoutError) and not str(exc):
         return f"no data from the server for {timeout.sock_read:g} s"
     text = str(exc)
@@ -330,74 +329,3 @@ def _error_text(error: Any) -> str:
     if isinstance(error, dict) and "message" in error:
         return str(error["message"])
     return str(error)
-
-
-async def flush_cache(
-    base_url: str, session: aiohttp.ClientSession, *, attempts: int = 20, delay_s: float = 0.5
-) -> bool:
-    """POST /flush_cache. SGLang answers 400 while requests are still pending, so retry briefly."""
-    url = base_url.rstrip("/") + "/flush_cache"
-    for _ in range(attempts):
-        try:
-            async with session.post(url, timeout=_CONTROL_TIMEOUT) as resp:
-                if resp.status == 200:
-                    return True
-                if resp.status != 400:
-                    log.warning("/flush_cache answered %d", resp.status)
-                    return False
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("/flush_cache failed: %s", _describe(exc, _CONTROL_TIMEOUT))
-            return False
-        await asyncio.sleep(delay_s)
-    log.warning("/flush_cache still refused (requests pending) after %d attempts", attempts)
-    return False
-
-
-async def server_info(base_url: str, session: aiohttp.ClientSession) -> dict[str, Any] | None:
-    """GET /server_info, or /get_server_info for servers before 0.5.9 (0.5.17 deprecates it)."""
-    base = base_url.rstrip("/")
-    for path in ("/server_info", "/get_server_info"):
-        try:
-            async with session.get(base + path, timeout=_CONTROL_TIMEOUT) as resp:
-                if resp.status != 200:
-                    continue
-                data = await resp.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            log.debug("%s failed: %s", path, exc)
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
-
-
-async def server_accept_length(base_url: str, session: aiohttp.ClientSession) -> float | None:
-    """The server's own average accept length since the last /flush_cache (warm-up included),
-    ``internal_states[0].avg_spec_accept_length``; None without speculation or when unreadable."""
-    info = await server_info(base_url, session)
-    states = info.get("internal_states") if info else None
-    if not isinstance(states, list) or not states or not isinstance(states[0], dict):
-        return None
-    value = states[0].get("avg_spec_accept_length")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-async def wait_healthy(
-    base_url: str, session: aiohttp.ClientSession, timeout_s: float, *, poll_s: float = 1.0
-) -> bool:
-    """Poll GET /health until it answers 200 (503 while the server starts); False after ``timeout_s``."""
-    url = base_url.rstrip("/") + "/health"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while (remaining := deadline - loop.time()) > 0:
-        try:
-            # /health runs a one-token generate inside the server, so give each probe some time.
-            probe = aiohttp.ClientTimeout(total=min(remaining, 30.0))
-            async with session.get(url, timeout=probe) as resp:
-                if resp.status == 200:
-                    return True
-        except (aiohttp.ClientError, TimeoutError):
-            pass  # not listening yet
-        await asyncio.sleep(max(0.0, min(poll_s, deadline - loop.time())))
-    return False

@@ -31,7 +31,8 @@ from orchestrator.bench.textdata import (
 from orchestrator.bench.tokenizer import ChatTokenizer, load_tokenizer
 from orchestrator.bench.workload import RequestSpec, synthetic_requests
 from orchestrator.records import DatasetMetrics
-from orchestrator.spec import Backend, SpecError, SweepSpec
+from orchestrator.spec import Backend, SweepSpec
+from orchestrator.spec_search import SpecError
 
 _METRIC_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 

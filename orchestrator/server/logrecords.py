@@ -103,6 +103,17 @@ class ResolvedArgs:
     disable_cuda_graph: bool | None = None
     context_len: int | None = None  # from the max_total_num_tokens=... line
 
+    def launch_values(self) -> dict[str, float | int | str | bool]:
+        """What SGLang settled on for the launch values the sweep sets (those printed), for the record."""
+        keys = (
+            "mem_fraction_static",
+            "cuda_graph_max_bs",
+            "max_running_requests",
+            "effective_max_running_requests",
+            "max_running_requests_reset_to",
+        )
+        return {k: v for k in keys if (v := getattr(self, k)) is not None}
+
     def as_params(self) -> dict[str, float | int | str | bool]:
         """The typed values that are set (``raw`` and the batch-size list left out), for MLflow."""
         return {

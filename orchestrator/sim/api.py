@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from orchestrator.sim.args import server_args_items
 from orchestrator.sim.prompts import greedy_stream, prompt_kind
 from orchestrator.sim.scheduler import SimRequest
+from orchestrator.sim.server_args_text import server_args_items
+from orchestrator.sim.startup_figures import graph_usage, kv_target_gib, startup_times
 
 if TYPE_CHECKING:
     from orchestrator.sim.server import SimNode
@@ -84,6 +85,36 @@ def body(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
     return out
 
 
+def parse_generate(node: SimNode, data: Any) -> tuple[int, int]:
+    """Prompt length and new-token budget of a ``/generate`` body; ValueError in SGLang's words."""
+    if not isinstance(data, dict):
+        raise ValueError("The request body must be a JSON object.")
+    ids, text = data.get("input_ids"), data.get("text")
+    if ids is not None:
+        if not isinstance(ids, list) or any(not isinstance(i, int) for i in ids):
+            raise ValueError("input_ids must be a flat list of token ids (batches are not supported).")
+        prompt_len = len(ids)
+    elif text is not None:
+        if node.args.skip_tokenizer_init:
+            raise ValueError("The tokenizer is not initialized (--skip-tokenizer-init): send input_ids.")
+        prompt_len = len(str(text).split())  # about one token a word
+    else:
+        raise ValueError("Either text or input_ids should be provided.")
+    if prompt_len == 0:
+        raise ValueError("The input is empty.")
+    params = data.get("sampling_params") or {}
+    max_new = int(params.get("max_new_tokens", 128))
+    if max_new < 0:
+        raise ValueError("max_new_tokens must be at least 0.")
+    context_len = node.args.context_length or node.profile.context_len
+    if prompt_len >= context_len:
+        raise ValueError(
+            f"The input ({prompt_len} tokens) is longer than the model's context length "
+            f"({context_len} tokens)."
+        )
+    return prompt_len, min(max_new, context_len - prompt_len)
+
+
 def _json_args(node: SimNode) -> dict[str, Any]:
     items = dict(server_args_items(node.args, node.profile))
     cfg = items["cuda_graph_config"]
@@ -100,13 +131,13 @@ def server_info(node: SimNode) -> dict[str, Any]:
         last_gen_throughput=node.scheduler.stats.last_gen_throughput if node.scheduler else 0.0,
         memory_usage={
             "weight": round(node.profile.target_weights_gib / node.args.tp_size, 3),
-            "kvcache": round(node.kv_target_gib, 3),
+            "kvcache": round(kv_target_gib(plan), 3),
             "startup_available": round(plan.final_avail, 3),
             "token_capacity": plan.kv_tokens,
             "token_capacity_swa": None,
-            "graph": {k: round(v, 3) for k, v in node.graph_usage().items()},
+            "graph": {k: round(v, 3) for k, v in graph_usage(plan, node.speed.spec is not None).items()},
         },
-        startup_time=node.startup_times(),
+        startup_time=startup_times(plan, node.profile, node.speed.spec is not None),
         effective_max_running_requests_per_dp=plan.max_running_requests,
     )
     if node.speed.spec is not None and node.scheduler is not None:
@@ -117,7 +148,7 @@ def server_info(node: SimNode) -> dict[str, Any]:
         "status": "ready" if node.ready else "starting",
         "max_total_num_tokens": plan.kv_tokens,
         "max_req_input_len": context_len - 6,
-        "startup_time": node.startup_times(),
+        "startup_time": startup_times(plan, node.profile, node.speed.spec is not None),
         "internal_states": [internal],
         "version": node.profile.sglang_version,
         "kv_events": None,
@@ -192,7 +223,7 @@ def make_app(node: SimNode) -> web.Application:
             )
         try:
             data = await request.json()
-            prompt_len, max_new = node.parse_generate(data)
+            prompt_len, max_new = parse_generate(node, data)
         except (ValueError, TypeError) as err:
             return logged(_error(400, str(err)), request)
         ids = data.get("input_ids")

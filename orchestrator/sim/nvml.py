@@ -18,15 +18,10 @@ from typing import Any
 
 import psutil
 
-from orchestrator.gpu import visible_indices
 from orchestrator.records import GpuProcess, GpuSample
 from orchestrator.sim.profile import SimProfile
 
 PROCESS_NAME = "sglang::scheduler"
-
-
-# The same rule as the real probe's: CUDA_VISIBLE_DEVICES when set, else all of the node's GPUs.
-visible_gpu_indices = visible_indices
 
 
 class GpuStateWriter:

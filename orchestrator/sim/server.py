@@ -18,38 +18,25 @@ import random
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
+from orchestrator.gpu import visible_indices
 from orchestrator.records import FailureStage
 from orchestrator.sim import logtext
 from orchestrator.sim.api import make_app
-from orchestrator.sim.args import (
-    PREFILL_GRAPH_TOKENS,
-    ArgsError,
-    SimArgs,
-    parse,
-    render_server_args,
-    server_args_items,
-)
+from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, ArgsError, SimArgs, parse
 from orchestrator.sim.memory import MemFailure, MemStep, OomKind, StepKind, plan_startup
-from orchestrator.sim.nvml import GpuStateWriter, visible_gpu_indices
+from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.sim.prompts import probs_by_kind
 from orchestrator.sim.scheduler import Scheduler
+from orchestrator.sim.server_args_text import render_server_args, server_args_items
 from orchestrator.sim.speed import SpeedModel, broken_draft_reason, position_probs
+from orchestrator.sim.startup_figures import startup_times
 from orchestrator.sim.tiers import TierController, load_tier_config
 
-GRAPH_KEYS = {
-    "target prefill": "prefill",
-    "target decode": "decode",
-    "target verify": "target_verify",
-    "draft prefill": "draft_prefill",
-    "draft decode": "draft_decode",
-    "draft extend": "draft_extend",
-}
 FIRED_UP = "The server is fired up and ready to roll!"
 
 
@@ -69,7 +56,8 @@ class SimNode:
         self.scale = args.sim_startup_time_scale
         if self.scale is None:
             self.scale = profile.startup_time_scale
-        self.indices = visible_gpu_indices(profile.gpu_count)
+        # The same rule as the real probe's: CUDA_VISIBLE_DEVICES when set, else all of the node's GPUs.
+        self.indices = visible_indices(profile.gpu_count)
         self.gpus = GpuStateWriter(args.sim_state_dir, self.indices[: args.tp_size])
         self.scheduler: Scheduler | None = None
         self.ready = False
@@ -80,71 +68,6 @@ class SimNode:
         self._stop_kind = ""
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
-
-    # ---------------------------------------------------------------- figures for the API -----
-    @property
-    def kv_target_gib(self) -> float:
-        kv = [s for s in self.plan.steps if s.kind is StepKind.KV and s.role == "target"]
-        return kv[0].kv_k + kv[0].kv_v if kv else 0.0
-
-    def graph_usage(self) -> dict[str, float]:
-        usage = {"prefill": 0.0, "decode": 0.0}
-        if self.speed.spec is not None:
-            usage.update(target_verify=0.0, draft_prefill=0.0, draft_decode=0.0, draft_extend=0.0)
-        for s in self.plan.steps:
-            if s.kind is StepKind.GRAPH:
-                usage[GRAPH_KEYS.get(s.name, s.name.replace(" ", "_"))] = s.usage
-        return usage
-
-    def _graph_times(self) -> dict[str, float]:
-        times = dict.fromkeys(self.graph_usage(), 0.0)
-        for s in self.plan.steps:
-            if s.kind is StepKind.GRAPH:
-                times[GRAPH_KEYS.get(s.name, s.name.replace(" ", "_"))] = s.real_s
-        return times
-
-    def startup_times(self) -> dict[str, Any]:
-        p = self.profile
-        kv = sum(s.real_s for s in self.plan.steps if s.kind is StepKind.KV)
-        graphs = self._graph_times()
-        weights = sum(s.real_s for s in self.plan.steps if s.kind is StepKind.WEIGHTS)
-        scheduler_e2e = p.import_s / 2 + weights + kv + sum(graphs.values())
-        return {
-            "load_weight": p.weight_load_s,
-            "kv_cache_allocation": kv,
-            "scheduler_e2e": scheduler_e2e,
-            "cuda_graph": graphs,
-            "tokenizer_e2e": scheduler_e2e + p.import_s / 2,
-        }
-
-    def parse_generate(self, data: Any) -> tuple[int, int]:
-        """Prompt length and new-token budget of a ``/generate`` body; ValueError in SGLang's words."""
-        if not isinstance(data, dict):
-            raise ValueError("The request body must be a JSON object.")
-        ids, text = data.get("input_ids"), data.get("text")
-        if ids is not None:
-            if not isinstance(ids, list) or any(not isinstance(i, int) for i in ids):
-                raise ValueError("input_ids must be a flat list of token ids (batches are not supported).")
-            prompt_len = len(ids)
-        elif text is not None:
-            if self.args.skip_tokenizer_init:
-                raise ValueError("The tokenizer is not initialized (--skip-tokenizer-init): send input_ids.")
-            prompt_len = len(str(text).split())  # about one token a word
-        else:
-            raise ValueError("Either text or input_ids should be provided.")
-        if prompt_len == 0:
-            raise ValueError("The input is empty.")
-        params = data.get("sampling_params") or {}
-        max_new = int(params.get("max_new_tokens", 128))
-        if max_new < 0:
-            raise ValueError("max_new_tokens must be at least 0.")
-        context_len = self.args.context_length or self.profile.context_len
-        if prompt_len >= context_len:
-            raise ValueError(
-                f"The input ({prompt_len} tokens) is longer than the model's context length "
-                f"({context_len} tokens)."
-            )
-        return prompt_len, min(max_new, context_len - prompt_len)
 
     # ---------------------------------------------------------------- the process's life -------
     async def run(self) -> int:
@@ -324,7 +247,7 @@ class SimNode:
             "hierarchical=False streaming_wrapped=False",
             rank=True,
         )
-        t = self.startup_times()
+        t = startup_times(self.plan, self.profile, self.speed.spec is not None)
         graphs = ", ".join(f"{k}={v:.2f}" for k, v in t["cuda_graph"].items())
         log.line(
             f"Engine startup timings (s): load_weight={t['load_weight']:.2f}, kv_cache_allocation="

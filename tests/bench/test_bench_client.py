@@ -16,16 +16,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from orchestrator.bench.client import (
-    RequestOutcome,
-    StageTimeout,
-    StreamAccumulator,
-    flush_cache,
-    new_session,
-    run_stage,
-    server_accept_length,
-    wait_healthy,
-)
+from orchestrator.bench.client import RequestOutcome, StageTimeout, StreamAccumulator, new_session, run_stage
+from orchestrator.bench.control import flush_cache, server_accept_length, wait_healthy
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.workload import RequestSpec
 

@@ -14,7 +14,8 @@ from orchestrator.bench.textdata import DatasetError, Role, load_jsonl, load_sha
 from orchestrator.bench.tokenizer import BuiltinTokenizer
 from orchestrator.bench.traffic import build_requests, check_workload, dataset_breakdown
 from orchestrator.bench.workload import RequestSpec
-from orchestrator.spec import SpecError, load_spec, parse_spec
+from orchestrator.spec import load_spec, parse_spec
+from orchestrator.spec_search import SpecError
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "datasets"

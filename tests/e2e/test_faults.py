@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -21,9 +20,10 @@ from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster as placement
+from orchestrator.node import SimulatedNode
 from orchestrator.records import TrialStatus
-from orchestrator.sim.nvml import FakeNvml
-from orchestrator.spec import load_spec, make_config
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.study import Sweep, open_study
 from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
@@ -33,10 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 LONG = {"workload__num_prompts": 64, "workload__output_len": 256, "workload__concurrency": [2]}
-
-
-def server_pids(state_dir: Path, profile: dict[str, Any]) -> set[int]:
-    return {p.pid for s in FakeNvml.for_profile(state_dir, profile).snapshot() for p in s.processes}
 
 
 def wait_until(predicate: Any, timeout: float, what: str) -> Any:
@@ -60,9 +56,7 @@ def test_killed_worker_takes_its_server_with_it(two_nodes: Cluster, tmp_path: Pa
     profile = resolve_profile(spec)
     assert profile is not None
     node_id = placement.alive_nodes()[0]["NodeID"]
-    state_dir = (
-        Path(tempfile.gettempdir()) / "specsweep-sim" / node_id
-    )  # where SimulatedNode keeps this node's GPUs
+    node = SimulatedNode(spec, node_id, profile)
     request = TrialRequest(
         spec=spec,
         config=make_config(0.88, 128, 48, 3, 1, 4),
@@ -71,14 +65,14 @@ def test_killed_worker_takes_its_server_with_it(two_nodes: Cluster, tmp_path: Pa
         sim_profile=profile,
     )
     ref = placement.submit(request, None, node_id)
-    pids = wait_until(lambda: server_pids(state_dir, profile), 60, "the server to hold GPU memory")
+    pids = wait_until(node.server_pids, 60, "the server to hold GPU memory")
     ray.cancel(ref, force=True)  # kills the worker process
     wait_until(
         lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids),
         20,
         "the server to die with its worker",
     )
-    assert not server_pids(state_dir, profile)
+    assert not node.server_pids()
 
 
 def test_lost_node_is_requeued_once_and_the_sweep_finishes(

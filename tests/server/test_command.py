@@ -3,7 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.server.command import launch_plan, mask_secrets, parse_version, sglang_flags
-from orchestrator.spec import Backend, load_spec, make_config
+from orchestrator.spec import Backend, load_spec
+from orchestrator.spec_search import make_config
 
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"
 

@@ -11,7 +11,7 @@ from orchestrator.diagnosis import diagnose
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus
 from orchestrator.server.logparse import LogReport, parse_log
-from orchestrator.spec import make_config
+from orchestrator.spec_search import make_config
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "0.5.17"
 

@@ -6,7 +6,8 @@ import pytest
 from simhelp import KIMI, TINY, resolve, spec
 
 from orchestrator.server.logparse import LogParser
-from orchestrator.sim.args import MRR_RESET_LINE, TOPK1_LINE, ArgsError, render_server_args, server_args_items
+from orchestrator.sim.args import MRR_RESET_LINE, TOPK1_LINE, ArgsError
+from orchestrator.sim.server_args_text import render_server_args, server_args_items
 
 
 def test_unknown_flag_exits_2_like_argparse(capsys: pytest.CaptureFixture[str]) -> None:

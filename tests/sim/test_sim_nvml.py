@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sim.nvml import FakeNvml, GpuStateWriter, visible_gpu_indices
+from orchestrator.gpu import visible_indices
+from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
 from orchestrator.sim.profile import load_profile
 
 
@@ -63,6 +64,6 @@ def test_profile_sized_probe_and_visible_devices(tmp_path: Path, monkeypatch: py
     samples = nvml.snapshot()
     assert len(samples) == 8 and samples[0].total_mib == 97887 and samples[0].used_mib == 600
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    assert visible_gpu_indices(8) == [2, 3]
+    assert visible_indices(8) == [2, 3]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert visible_gpu_indices(2) == [0, 1]
+    assert visible_indices(2) == [0, 1]
