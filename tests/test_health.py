@@ -190,6 +190,7 @@ def ray_local() -> Iterator[dict[str, Any]]:
     os.environ[REPORT_INTERVAL_ENV] = "200"
     try:
         ray.init(
+            address="local",  # a new instance, never another Ray running on this machine
             num_cpus=1,
             resources={"trial_slot": 1},
             include_dashboard=False,

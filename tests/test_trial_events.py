@@ -82,6 +82,7 @@ def local_ray() -> Iterator[None]:
         ray.shutdown()
     with tempfile.TemporaryDirectory(prefix="ss-ev-", dir="/tmp") as tmp:
         ray.init(
+            address="local",  # a new instance, never another Ray running on this machine
             num_cpus=1,
             include_dashboard=False,
             logging_level=logging.WARNING,
