@@ -322,7 +322,8 @@ def run(
     print(render_table(rows, budget=n_trials))
     trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
     best = best_record(trusted)
-    judged = verdict(trusted)
+    # The baseline is the reference, never the recommendation: the verdict ranks the candidates only.
+    judged = verdict([r for r in trusted if not r.baseline])
     if judged is not None:  # the median of the launches, not the luckiest one
         best = next(r for r in trusted if r.number == judged.winner.representative)
     artifacts = []
