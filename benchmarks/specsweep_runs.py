@@ -20,10 +20,10 @@ from benchmarks.confirm import ConfirmRule, confirm
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.strategies import SearchRun, Strategy
+from orchestrator.driver.attrs import TrialAttr
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import ServerConfig
-from orchestrator.study import REPEAT_ATTR
 
 SamplerFactory = Callable[[int], optuna.samplers.BaseSampler]
 
@@ -58,7 +58,7 @@ def drive(name: str, variant: Variant, launcher: Launcher) -> SearchRun:
         if key == "memory_model_correction" and value.startswith("predicted to fit")
     )
     run.repeats_answered = sum(
-        1 for t in sweep.study.get_trials(deepcopy=False) if REPEAT_ATTR in t.user_attrs
+        1 for t in sweep.study.get_trials(deepcopy=False) if TrialAttr.REPEAT_OF in t.user_attrs
     )
     searched = len(launcher.launches)
     if variant.reserve > 0:

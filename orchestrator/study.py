@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from orchestrator import cluster, confirm, health
 from orchestrator.diagnosis import accept_length, diagnose
+from orchestrator.driver.attrs import StudyAttr, TrialAttr
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import Prediction, kv_heads_of
@@ -34,7 +35,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.space import BASELINE_ATTR, baseline_config, config_params, suggest_config
+from orchestrator.space import baseline_config, config_params, suggest_config
 from orchestrator.spec import SpecError, SweepSpec, make_config
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials, closed_numbers, make_storage
 from orchestrator.tracking import Tracker, TrialRecord
@@ -44,14 +45,7 @@ from orchestrator.trial_events import PhaseEvent
 log = logging.getLogger(__name__)
 OOM_CONSTRAINT = "oom"
 SLA_CONSTRAINT = "sla"  # ran, but no stage met the spec's latency limits
-CLOSED_TRIAL_ATTR = "closed"  # set on a trial closed without a result (interrupted): it is re-queued
-MEMORY_ATTR = "memory"  # the memory account, so a resumed driver can rebuild its memory model
-FAILURE_STAGE_ATTR = "failure_stage"
-REQUEUED_ATTR = "requeued_from"
 _FREE_STATUSES = frozenset({TrialStatus.PREDICTED_OOM.value, TrialStatus.LOST.value})
-HISTORY_ATTR = "warm_start_from"  # a trial of an earlier study, added by --warm-start
-REPEAT_ATTR = "repeat_of"  # answered from an earlier trial's record, not launched
-KNOWN_GOOD_ATTR = "known_good"  # enqueued by the user: launched even when the model predicts an OOM
 
 
 @dataclass
@@ -146,7 +140,7 @@ def open_study(
         pruner=pruner,
         load_if_exists=True,
     )
-    study.set_user_attr("spec_name", spec.name)
+    study.set_user_attr(StudyAttr.SPEC_NAME, spec.name)
     return study
 
 
@@ -189,11 +183,11 @@ def launched_count(study: optuna.Study) -> int:
         for t in study.get_trials(deepcopy=False)
         if t.state.is_finished()
         and t.number not in closed
-        and CLOSED_TRIAL_ATTR not in t.user_attrs
-        and HISTORY_ATTR not in t.user_attrs
-        and REPEAT_ATTR not in t.user_attrs
-        and not t.user_attrs.get(BASELINE_ATTR)  # a reference, not a candidate: it costs no budget
-        and t.user_attrs.get("status") not in _FREE_STATUSES
+        and TrialAttr.CLOSED not in t.user_attrs
+        and TrialAttr.WARM_START_FROM not in t.user_attrs
+        and TrialAttr.REPEAT_OF not in t.user_attrs
+        and not t.user_attrs.get(TrialAttr.BASELINE)  # a reference, not a candidate: it costs no budget
+        and t.user_attrs.get(TrialAttr.STATUS) not in _FREE_STATUSES
     )
 
 
@@ -255,12 +249,12 @@ class Sweep:
         if self.spec.budget.baseline:
             self.study.enqueue_trial(
                 baseline_config(self.spec.search, known[0] if known else None),
-                user_attrs={BASELINE_ATTR: True},
+                user_attrs={TrialAttr.BASELINE: True},
                 skip_if_exists=True,
             )
         for config in known:
             self.study.enqueue_trial(
-                config_params(config), user_attrs={KNOWN_GOOD_ATTR: True}, skip_if_exists=True
+                config_params(config), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True
             )
 
     def _finished_count(self) -> int:
@@ -275,21 +269,21 @@ class Sweep:
             if (
                 not t.state.is_finished()
                 or t.number in closed
-                or CLOSED_TRIAL_ATTR in t.user_attrs
-                or HISTORY_ATTR in t.user_attrs
+                or TrialAttr.CLOSED in t.user_attrs
+                or TrialAttr.WARM_START_FROM in t.user_attrs
             ):
                 continue
             status = _status_of(t)
             if status is None:
                 continue
-            if REPEAT_ATTR not in t.user_attrs and status is not TrialStatus.PREDICTED_OOM:
+            if TrialAttr.REPEAT_OF not in t.user_attrs and status is not TrialStatus.PREDICTED_OOM:
                 p.done += 1
             if status.infeasible:
                 p.pruned_oom += 1
             elif status is not TrialStatus.OK:
                 p.failed += 1
-            tok = t.user_attrs.get("output_tok_per_s")
-            if t.user_attrs.get(BASELINE_ATTR) and tok:
+            tok = t.user_attrs.get(TrialAttr.OUTPUT_TOK_PER_S)
+            if t.user_attrs.get(TrialAttr.BASELINE) and tok:
                 self.baseline_tok_s = float(tok)
             if (
                 t.state == TrialState.COMPLETE
@@ -298,13 +292,13 @@ class Sweep:
             ):
                 p.best_tok_s, p.best_number = t.value, t.number
             config = config_from_params(t.params)
-            if config is None or REPEAT_ATTR in t.user_attrs:
+            if config is None or TrialAttr.REPEAT_OF in t.user_attrs:
                 continue
             pruned = t.state == TrialState.PRUNED and not status.infeasible
             if (status is TrialStatus.OK and not pruned) or status.infeasible:
                 value = t.value if t.state == TrialState.COMPLETE else None
                 self._measured.setdefault(config, (t.number, status, value))
-            memory = t.user_attrs.get(MEMORY_ATTR)
+            memory = t.user_attrs.get(TrialAttr.MEMORY)
             if isinstance(memory, dict) and status is not TrialStatus.PREDICTED_OOM:
                 self.model.observe(t.number, _replayed_result(t, config, status, memory))
 
@@ -340,7 +334,7 @@ class Sweep:
         queue its configuration again, so that --resume runs it and the budget is not spent on it."""
         trial = info.trial
         try:
-            trial.set_user_attr(CLOSED_TRIAL_ATTR, "interrupted: the driver stopped")
+            trial.set_user_attr(TrialAttr.CLOSED, "interrupted: the driver stopped")
             self.study.tell(trial, state=TrialState.FAIL)
         except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
             log.warning("trial %d could not be closed: %s", trial.number, err)
@@ -348,7 +342,7 @@ class Sweep:
         if self.lease is not None:
             self.lease.untrack(trial._trial_id)
         self.study.enqueue_trial(
-            dict(trial.params), user_attrs={REQUEUED_ATTR: trial.number, **_bl(trial.user_attrs)}
+            dict(trial.params), user_attrs={TrialAttr.REQUEUED_FROM: trial.number, **_bl(trial.user_attrs)}
         )
 
     def _stop(self, reason: StopReason, message: str = "") -> None:
@@ -385,16 +379,16 @@ class Sweep:
             if self.lease is not None:
                 self.lease.track(trial._trial_id)
             config = suggest_config(trial, self.spec.search)
-            baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+            baseline = bool(trial.user_attrs.get(TrialAttr.BASELINE))
             # A confirmation launch is launched whatever the record or the memory model says (and, like a
             # re-queued trial, is not re-queued again if its node dies).
-            requeued = REQUEUED_ATTR in trial.user_attrs or confirm.CONFIRM_ATTR in trial.user_attrs
+            requeued = TrialAttr.REQUEUED_FROM in trial.user_attrs or TrialAttr.CONFIRM_OF in trial.user_attrs
             seen = self._measured.get(config)
             if seen is not None and not requeued:
                 self._repeat(trial, seen)
                 continue
             prediction = self.model.predict(config)
-            if prediction.skip and not requeued and not trial.user_attrs.get(KNOWN_GOOD_ATTR):
+            if prediction.skip and not requeued and not trial.user_attrs.get(TrialAttr.KNOWN_GOOD):
                 self._skip(trial, config, prediction, baseline)
                 continue
             request = TrialRequest(
@@ -435,8 +429,8 @@ class Sweep:
         instead of spending another launch (the study still learns the value)."""
         number, status, objective = seen
         self.repeats += 1
-        trial.set_user_attr(REPEAT_ATTR, number)
-        trial.set_user_attr("status", status.value)
+        trial.set_user_attr(TrialAttr.REPEAT_OF, number)
+        trial.set_user_attr(TrialAttr.STATUS, status.value)
         tell_outcome(self.study, trial, status, objective, pruned=False)
         log.info("trial %d repeats trial %d: answered from the record", trial.number, number)
 
@@ -475,7 +469,7 @@ class Sweep:
             last = step >= len(self.spec.workload.concurrency) - 1
             # After the last stage there is nothing left to save: a finished trial is never pruned.
             # A confirmation launch is never pruned: its whole point is one more full measurement.
-            confirming = confirm.CONFIRM_ATTR in info.trial.user_attrs
+            confirming = TrialAttr.CONFIRM_OF in info.trial.user_attrs
             keep_going = info.baseline or last or confirming or not info.trial.should_prune()
             if not keep_going:
                 info.pruned_at = step
@@ -483,9 +477,9 @@ class Sweep:
 
     def _intermediate(self, info: _InFlight, step: int, metrics: StageMetrics) -> float:
         # The best tok/s so far: monotonic in the step, as the percentile pruner expects.
-        best = info.trial.user_attrs.get("_best_so_far", 0.0)
+        best = info.trial.user_attrs.get(TrialAttr.BEST_SO_FAR, 0.0)
         value = max(float(best), metrics.output_tok_per_s)
-        info.trial.set_user_attr("_best_so_far", value)
+        info.trial.set_user_attr(TrialAttr.BEST_SO_FAR, value)
         return value
 
     def _finish(self, ref: Any) -> None:
@@ -505,7 +499,8 @@ class Sweep:
         if not info.requeued:
             params = {**info.trial.params}
             self.study.enqueue_trial(
-                params, user_attrs={REQUEUED_ATTR: info.trial.number, BASELINE_ATTR: info.baseline}
+                params,
+                user_attrs={TrialAttr.REQUEUED_FROM: info.trial.number, TrialAttr.BASELINE: info.baseline},
             )
         return TrialResult(
             config=info.config,
@@ -523,23 +518,23 @@ class Sweep:
         if objective is None and result.status is TrialStatus.OK and info.pruned_at is None and ran:
             result = replace(result, status=TrialStatus.SLA_MISSED)
         attrs: dict[str, Any] = {
-            "status": result.status.value,
-            "config": result.config.label(),
-            "node_id": result.node_id,
-            "output_tok_per_s": result.output_tok_per_s,
+            TrialAttr.STATUS: result.status.value,
+            TrialAttr.CONFIG: result.config.label(),
+            TrialAttr.NODE_ID: result.node_id,
+            TrialAttr.OUTPUT_TOK_PER_S: result.output_tok_per_s,
             # What the end-of-run table shows, so that after --resume it lists the earlier trials too.
             **result.table_figures(),
         }
         if result.failure is not None:
-            attrs["failure"] = (
+            attrs[TrialAttr.FAILURE] = (
                 f"{result.failure.stage.value}/{result.failure.kind.value}: {result.failure.message}"
             )
-            attrs[FAILURE_STAGE_ATTR] = result.failure.stage.value
+            attrs[TrialAttr.FAILURE_STAGE] = result.failure.stage.value
         if result.memory:
-            attrs[MEMORY_ATTR] = dict(result.memory)
+            attrs[TrialAttr.MEMORY] = dict(result.memory)
         fraction = result.resolved_args.get("mem_fraction_static")
         if isinstance(fraction, int | float):
-            attrs["resolved_mem_fraction_static"] = float(fraction)
+            attrs[TrialAttr.RESOLVED_MEM_FRACTION] = float(fraction)
         if _finished_elsewhere(self.study, trial):
             # Another process closed it (a second driver that should have been refused, by hand): the
             # result is still recorded in MLflow below, but the study cannot take it any more.
@@ -611,12 +606,12 @@ class Sweep:
 
 
 def _confirm_tag(trial: optuna.Trial) -> tuple[tuple[str, str], ...]:
-    of = trial.user_attrs.get(confirm.CONFIRM_ATTR)
-    return ((confirm.CONFIRM_ATTR, str(of)),) if of is not None else ()
+    of = trial.user_attrs.get(TrialAttr.CONFIRM_OF)
+    return ((TrialAttr.CONFIRM_OF, str(of)),) if of is not None else ()
 
 
 def _bl(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {BASELINE_ATTR: True} if attrs.get(BASELINE_ATTR) else {}
+    return {TrialAttr.BASELINE: True} if attrs.get(TrialAttr.BASELINE) else {}
 
 
 def _finished_elsewhere(study: optuna.Study, trial: optuna.Trial) -> bool:
@@ -625,7 +620,7 @@ def _finished_elsewhere(study: optuna.Study, trial: optuna.Trial) -> bool:
 
 def _status_of(t: optuna.trial.FrozenTrial) -> TrialStatus | None:
     try:
-        return TrialStatus(t.user_attrs.get("status", ""))
+        return TrialStatus(t.user_attrs.get(TrialAttr.STATUS, ""))
     except ValueError:
         return None
 
@@ -650,16 +645,16 @@ def _replayed_result(
     t: optuna.trial.FrozenTrial, config: ServerConfig, status: TrialStatus, memory: dict[str, Any]
 ) -> TrialResult:
     """The part of a finished trial's result the memory model learns from, read back from the study."""
-    stage = t.user_attrs.get(FAILURE_STAGE_ATTR)
+    stage = t.user_attrs.get(TrialAttr.FAILURE_STAGE)
     failure = None
     if stage:
         kind = FailureKind.OOM if status is TrialStatus.OOM else FailureKind.CRASH
         failure = Failure(FailureStage(stage), kind, "from the study's record")
-    fraction = t.user_attrs.get("resolved_mem_fraction_static", config.mem_fraction_static)
+    fraction = t.user_attrs.get(TrialAttr.RESOLVED_MEM_FRACTION, config.mem_fraction_static)
     return TrialResult(
         config=config,
         status=status,
-        node_id=str(t.user_attrs.get("node_id", "")),
+        node_id=str(t.user_attrs.get(TrialAttr.NODE_ID, "")),
         command=(),
         failure=failure,
         memory={k: float(v) for k, v in memory.items() if isinstance(v, int | float)},

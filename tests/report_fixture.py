@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from orchestrator.driver.attrs import TrialAttr
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -155,7 +156,7 @@ def tell_optuna(study: optuna.Study, plan: tuple[Planned, ...]) -> None:
         params = {k: v for k, v in p.config.as_params().items() if k in dists}
         attrs = {"status": p.status.value, "config": p.config.label(), "output_tok_per_s": p.tok_s}
         if p.baseline:
-            attrs["baseline"] = True
+            attrs[TrialAttr.BASELINE] = True
         if p.status is TrialStatus.OK and p.pruned_at is None:
             state, value = TrialState.COMPLETE, p.tok_s
         elif p.status.infeasible or p.pruned_at is not None:
