@@ -2,7 +2,7 @@
 
 `Sweep.prepare` and `Sweep.run` run unchanged (the study from `open_study`, the repeat check, the memory
 model's predicted-OOM skip, stage reports and pruning, `tell_outcome` and `MemoryModel.observe`), with
-only Ray replaced by noisy, paid launches (`benchmarks.driver`). The search phase stops when it has spent
+its executor running noisy, paid launches (`benchmarks.driver`). The search phase stops when it has spent
 its share of the GPU-hour budget (the product's time budget); the rest is reserved for confirmation
 (`benchmarks.confirm`): the top candidates relaunched and ranked by their medians.
 

@@ -19,11 +19,11 @@ from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState, create_trial
 
 from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.settle import OOM_CONSTRAINT
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import config_params, suggest_config
 from orchestrator.spec import SearchSpace, SweepSpec, make_config
-from orchestrator.study import OOM_CONSTRAINT
 
 log = logging.getLogger(__name__)
 BEST_TO_TRY = 3

@@ -174,7 +174,9 @@ def run(
     from orchestrator import cluster
     from orchestrator.confirm import confirmation_note, verdict
     from orchestrator.diagnosis import check_draft_config
-    from orchestrator.study import StopReason, Sweep, open_study
+    from orchestrator.driver.outcome import StopReason
+    from orchestrator.driver.study import open_study
+    from orchestrator.driver.sweep import Sweep
     from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
 

@@ -305,7 +305,7 @@ def test_strategies_spend_the_budget_on_the_space(
 def test_specsweep_runs_the_real_driver_on_the_oracle(
     tight: tuple[Oracle, list[ServerConfig], float],
 ) -> None:
-    """`Sweep.run` itself, with Ray stood in for: skips and answered repeats cost no launch, every stage
+    """`Sweep.run` itself, on the oracle executor: skips and answered repeats cost no launch, every stage
     goes through the event feed, every infeasible launch is told to Optuna as a violated constraint, and the
     driver stops launching once the budget is spent."""
     oracle, grid, _ = tight

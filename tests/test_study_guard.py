@@ -20,9 +20,9 @@ from optuna.trial import TrialState
 
 from orchestrator import sweep as cli
 from orchestrator.driver.attrs import StudyAttr
+from orchestrator.driver.study import launched_count, open_study, tell_outcome
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
-from orchestrator.study import launched_count, open_study, tell_outcome
 from orchestrator.study_lock import (
     DriverLease,
     StudyInUse,
