@@ -20,6 +20,7 @@ from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Handle, TrialLost
+from orchestrator.driver.settle import settle
 from orchestrator.driver.study import config_from_params, launched_count, open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
@@ -211,3 +212,32 @@ def test_a_lost_trial_is_requeued_once(oracle: Oracle, configs: dict[str, Server
     assert requeued[0].number == second.number and second.params == first.params  # once, not again
     assert all(r.result.failure is not None for r in records if r.result.status is TrialStatus.LOST)
     assert launched_count(study) == 2  # lost launches cost no budget
+
+
+def test_settle_is_the_one_place_a_result_becomes_a_status_a_tell_and_attributes(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    """A run whose every stage misses the latency limit is SLA_MISSED (PRUNED, `sla` violated), not OK with
+    a fake value; a pruned run stays OK with no value; an OOM is PRUNED with `oom` violated."""
+    result = oracle.evaluate(configs["good"]).result(node_id=NODE)
+    strict = oracle.spec.model_copy(
+        update={"objective": oracle.spec.objective.model_copy(update={"itl_p99_ms_max": 1e-6})}
+    )
+    missed = settle(result, strict, pruned_at=None)
+    assert missed.result.status is TrialStatus.SLA_MISSED and missed.objective is None
+    assert missed.verdict.state is TrialState.PRUNED and missed.verdict.constraints == {
+        "oom": 0.0,
+        "sla": 1.0,
+    }
+    assert missed.attrs[TrialAttr.STATUS] == "sla_missed" and not missed.measured
+    pruned = settle(result, strict, pruned_at=0)
+    assert pruned.result.status is TrialStatus.OK and pruned.verdict.state is TrialState.PRUNED
+    ok = settle(result, oracle.spec, pruned_at=None)
+    assert (
+        ok.verdict.state is TrialState.COMPLETE
+        and ok.verdict.value == ok.objective == result.output_tok_per_s
+    )
+    assert ok.measured and ok.attrs[TrialAttr.CONFIG] == configs["good"].label()
+    oom = settle(oracle.evaluate(configs["no_kv"]).result(node_id=NODE), oracle.spec, pruned_at=None)
+    assert oom.verdict.state is TrialState.PRUNED and oom.verdict.constraints == {"oom": 1.0}
+    assert oom.attrs[TrialAttr.FAILURE_STAGE] == "kv_allocation" and TrialAttr.MEMORY in oom.attrs
