@@ -9,9 +9,9 @@ from pathlib import Path
 import optuna
 from mlflow.tracking import MlflowClient
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.trial import TrialState
 
 from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.settle import attributes, verdict
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -151,21 +151,24 @@ def _distributions(config: ServerConfig) -> dict[str, BaseDistribution]:
 
 
 def tell_optuna(study: optuna.Study, plan: tuple[Planned, ...]) -> None:
+    """Each planned trial as the driver tells it: attributes and verdict from `driver.settle`."""
     for p in plan:
         dists = _distributions(p.config)
         params = {k: v for k, v in p.config.as_params().items() if k in dists}
-        attrs = {"status": p.status.value, "config": p.config.label(), "output_tok_per_s": p.tok_s}
+        result = record_of(p).result
+        attrs = attributes(result)
         if p.baseline:
             attrs[TrialAttr.BASELINE] = True
-        if p.status is TrialStatus.OK and p.pruned_at is None:
-            state, value = TrialState.COMPLETE, p.tok_s
-        elif p.status.infeasible or p.pruned_at is not None:
-            state, value = TrialState.PRUNED, None
-        else:
-            state, value = TrialState.FAIL, None
+        objective = p.tok_s if p.status is TrialStatus.OK else None
+        told = verdict(p.status, objective, pruned=p.pruned_at is not None)
         study.add_trial(
             optuna.trial.create_trial(
-                params=params, distributions=dists, value=value, state=state, user_attrs=attrs
+                params=params,
+                distributions=dists,
+                value=told.value,
+                state=told.state,
+                user_attrs=attrs,
+                constraints=told.constraints or None,
             )
         )
 
