@@ -46,7 +46,7 @@ def drive(name: str, variant: Variant, launcher: Launcher) -> SearchRun:
     if variant.sampler is not None:
         sweep.study.sampler = variant.sampler(launcher.seed)
     if variant.memory is not None:
-        sweep.model = variant.memory()
+        sweep.memory_model = variant.memory()
     stop_at = launcher.budget_gpu_s * (1.0 - variant.reserve)
     records = run_on_oracle(sweep, launcher, stop_at)
     run = SearchRun(name, launcher.seed)

@@ -23,6 +23,7 @@ from orchestrator.driver.executor import Handle, TrialLost
 from orchestrator.driver.settle import settle
 from orchestrator.driver.study import config_from_params, launched_count, open_study
 from orchestrator.driver.sweep import Sweep
+from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.space import config_params
@@ -175,15 +176,15 @@ def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
     first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=2)
     first.prepare(resume=False)
     first.run()
-    assert first.measured and first.model.ready
+    assert first.measured and first.memory_model.ready
 
     study = open_study(spec, "resume", storage, resume=True)
     executor = InProcessExecutor(oracle)
     resumed = _sweep(spec, study, executor, n_trials=3)
     resumed.prepare(resume=True)
     assert resumed.measured == first.measured  # the configurations measured, from the study alone
-    assert resumed.model.ready and resumed.model.kv_floor == first.model.kv_floor > 0
-    assert resumed.model.predict(configs["lower"]).skip
+    assert resumed.memory_model.ready and resumed.memory_model.kv_floor == first.memory_model.kv_floor > 0
+    assert resumed.memory_model.predict(configs["lower"]).skip
     assert resumed.outcome.progress.done == 2 and resumed.outcome.progress.pruned_oom == 1
     for name in ("good", "no_kv", "lower"):
         study.enqueue_trial(config_params(configs[name]))
@@ -241,3 +242,20 @@ def test_settle_is_the_one_place_a_result_becomes_a_status_a_tell_and_attributes
     oom = settle(oracle.evaluate(configs["no_kv"]).result(node_id=NODE), oracle.spec, pruned_at=None)
     assert oom.verdict.state is TrialState.PRUNED and oom.verdict.constraints == {"oom": 1.0}
     assert oom.attrs[TrialAttr.FAILURE_STAGE] == "kv_allocation" and TrialAttr.MEMORY in oom.attrs
+
+
+def test_a_swapped_memory_model_is_the_one_that_predicts_and_learns(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    spec = oracle.spec
+    study = open_study(spec, "swap", InMemoryStorage(), resume=False)
+    for name in ("no_kv", "lower"):
+        study.enqueue_trial(config_params(configs[name]))
+    executor = InProcessExecutor(oracle)
+    sweep = _sweep(spec, study, executor, n_trials=2)
+    unused = sweep.memory_model
+    sweep.memory_model = MemoryModel(tp=spec.node.gpus)
+    sweep.prepare(resume=False)
+    sweep.run()
+    assert sweep.memory_model.ready and sweep.memory_model.kv_floor > 0 and not unused.ready
+    assert executor.launched(configs["lower"]) == 0

@@ -27,7 +27,7 @@ from orchestrator.driver.settle import settle
 from orchestrator.driver.study import finished_elsewhere, launched_count, tell, tell_outcome
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_bounds import BoundedMemoryModel
-from orchestrator.memory_model import Prediction, kv_heads_of
+from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import baseline_config, config_params, suggest_config
 from orchestrator.spec import SweepSpec
@@ -88,22 +88,23 @@ class Sweep:
         self._inflight: dict[Handle, _InFlight] = {}
         self._by_number: dict[int, Handle] = {}
         self._node_of: dict[Handle, str] = {}
-        # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
-        # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
-        self.model = BoundedMemoryModel(tp=spec.node.gpus, kv_heads=kv_heads_of(spec.model.path))
         self.nodes = health.NodeHealth()
         self.skipped = 0
         self.repeats = 0
         self.measured: obs.Measured = {}
         self.lossless = LosslessCheck(spec, tracker)
-        self.diagnosis = obs.Diagnosis(self.model)
+        # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
+        # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
+        model = BoundedMemoryModel(tp=spec.node.gpus, kv_heads=kv_heads_of(spec.model.path))
+        self._learning = obs.MemoryLearning(model)
+        self.diagnosis = obs.Diagnosis(model)
         self.speedup = obs.Speedup()
         progress = self.outcome.progress
         self.observers: list[obs.Observer] = [
             obs.ProgressCounts(progress),
             obs.NodeMetrics(self.nodes, progress),
             obs.MeasuredSet(self.measured),
-            obs.MemoryLearning(self.model),
+            self._learning,
             self.diagnosis,
             self.speedup,
             obs.build_record,
@@ -111,6 +112,16 @@ class Sweep:
             obs.TrackerLog(tracker),
             obs.Collect(self.outcome.records, on_record),
         ]
+
+    @property
+    def memory_model(self) -> MemoryModel:
+        """What the sweep predicts memory with and learns into (a benchmark may swap in another)."""
+        return self._learning.model
+
+    @memory_model.setter
+    def memory_model(self, model: MemoryModel) -> None:
+        self._learning.model = model
+        self.diagnosis.model = model
 
     @property
     def baseline_tok_s(self) -> float | None:
@@ -150,7 +161,7 @@ class Sweep:
         for config, seen in restored.measured.items():
             self.measured.setdefault(config, seen)
         for number, result in restored.memory:
-            self.model.observe(number, result)
+            self.memory_model.observe(number, result)
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -239,7 +250,7 @@ class Sweep:
             if seen is not None and not requeued:
                 self._repeat(trial, seen)
                 continue
-            prediction = self.model.predict(config)
+            prediction = self.memory_model.predict(config)
             if prediction.skip and not requeued and not trial.user_attrs.get(TrialAttr.KNOWN_GOOD):
                 self._skip(trial, config, prediction, baseline)
                 continue
