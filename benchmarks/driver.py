@@ -1,13 +1,10 @@
-"""The real sweep driver (`Sweep.run`) with Ray replaced by noisy, paid oracle launches.
+"""The real sweep driver (`Sweep.run`) on noisy, paid oracle launches instead of a Ray cluster.
 
-`Sweep.run` asks, predicts, skips, submits, reads stage reports, prunes, tells and records through two
-module-level names in `orchestrator.study`: `ray` and `cluster`. For the length of one run they are
-swapped for the stand-ins below, which answer at once: a "submitted" trial is a launch drawn from the
-benchmark's `Launcher` (the oracle's stages with a real node's noise), its stages are reported one at a
-time through the event feed, and it runs the next stage only if the driver says so, as a trial on a node
-does. Everything the driver decides is its own code, unchanged; when it starts to need more of Ray than
-this, the stand-ins fail loudly (AttributeError). This file is the only place that knows how the driver
-reaches Ray: when the product grows an executor interface, an oracle executor replaces this patching.
+`Sweep.run` asks, predicts, skips, submits, reads stage reports, prunes, tells and records; it reaches the
+trials only through its `Executor` (`orchestrator.driver.executor`). `OracleExecutor` below answers at
+once: a "submitted" trial is a launch drawn from the benchmark's `Launcher` (the oracle's stages with a
+real node's noise), its stages are reported one at a time, and it runs the next stage only if the driver
+says so, as a trial on a node does. Everything the driver decides is its own code, unchanged.
 
 The GPU-hour budget is the product's own time budget: once the launches have spent it, the driver's
 deadline is set to the past, so `Sweep.run` starts nothing new and returns, as on a real cluster.
@@ -15,24 +12,23 @@ deadline is set to the past, so `Sweep.run` starts nothing new and returns, as o
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, cast
 
 from optuna.storages import InMemoryStorage
 
-import orchestrator.study as study_module
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Evaluation
+from orchestrator.driver.executor import Handle
+from orchestrator.driver.study import objective_value, open_study
+from orchestrator.driver.sweep import Sweep
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
-from orchestrator.study import Sweep, objective_value, open_study
 from orchestrator.tracking import Tracker, TrialRecord
 from orchestrator.trial import TrialRequest
-from orchestrator.trial_events import StageReport
+from orchestrator.trial_events import StageReport, TrialEvent
 
 NODE_ID = "oracle-node"
 
@@ -58,37 +54,48 @@ class TrialRef:
         return result
 
 
-class _Arrivals:
-    """The feed's pending 'ref': ready while some trial has a stage to report."""
+class OracleExecutor:
+    """The driver's `Executor`, answered in the driver's own thread: a submitted trial is a launch drawn
+    from the launcher, its stages are reported one at a time, and it runs the next stage only if the
+    driver says so, as a trial on a node does. Once the launches have spent `stop_at_gpu_s`, the sweep's
+    deadline is set to the past (the product's own time budget)."""
 
-    def __init__(self, feed: OracleFeed) -> None:
-        self.feed = feed
-
-    @property
-    def done(self) -> bool:
-        return any(not ref.done and not ref.reported for ref in self.feed.refs.values())
-
-
-class OracleFeed:
-    """The event feed's protocol (`cluster.open_events`), answered in the driver's own thread."""
-
-    def __init__(self) -> None:
+    def __init__(self, sweep: Sweep, launcher: Launcher, stop_at_gpu_s: float) -> None:
+        self.sweep = sweep
+        self.launcher = launcher
+        self.stop_at_gpu_s = stop_at_gpu_s
         self.refs: dict[int, TrialRef] = {}
-        self.actor = None
-        self._arrivals = _Arrivals(self)
+        gpus = float(launcher.oracle.gpus)
+        self._node = {"NodeID": NODE_ID, "Alive": True, "Resources": {"trial_slot": 1.0, "GPU": gpus}}
 
-    def pending(self) -> _Arrivals:
-        return self._arrivals
+    def open(self) -> None:
+        pass
 
-    def take(self, ready: list[Any]) -> list[StageReport]:
-        if self._arrivals not in ready:
-            return []
-        out = []
+    def trial_slots(self) -> int:
+        return 1
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        return [self._node]
+
+    def submit(self, request: TrialRequest, node_id: str) -> Handle:
+        ref = TrialRef(request.number, self.launcher.measure(request.config), self._paid)
+        self.refs[request.number] = ref
+        return ref
+
+    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
+        # A finished trial first, one at a time; otherwise every stage waiting to be reported.
+        done = [h for h in handles if cast(TrialRef, h).done]
+        if done:
+            return done[:1], []
+        reports: list[TrialEvent] = []
         for ref in self.refs.values():
             if not ref.done and not ref.reported:
                 ref.reported = True
-                out.append(StageReport(ref.number, ref.step, ref.evaluation.stages[ref.step], 0.0))
-        return out
+                reports.append(StageReport(ref.number, ref.step, ref.evaluation.stages[ref.step], 0.0))
+        return [], reports
+
+    def result(self, handle: Handle) -> TrialResult:
+        return cast(TrialRef, handle).result()
 
     def decide(self, number: int, step: int, keep_going: bool) -> None:
         ref = self.refs[number]
@@ -101,66 +108,29 @@ class OracleFeed:
     def node_health(self, lines: list[str]) -> None:
         pass
 
+    def cancel(self, handle: Handle) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
-
-class _RayError(Exception):
-    pass
-
-
-def _stand_ins(sweep: Sweep, launcher: Launcher, stop_at_gpu_s: float) -> tuple[Any, Any]:
-    feed = OracleFeed()
-
-    def paid(ref: TrialRef) -> None:
+    def _paid(self, ref: TrialRef) -> None:
         ev = ref.evaluation
         pruned = ev.status is TrialStatus.OK and ref.stages_run < len(ev.stages)
         result = ev.result(ref.stages_run, node_id=NODE_ID)
-        measured = None if pruned or ev.status is not TrialStatus.OK else objective_value(result, sweep.spec)
-        launcher.pay(ev, stages_run=ref.stages_run, objective=measured)
-        if launcher.spent_s >= stop_at_gpu_s:
-            sweep.deadline = -math.inf  # the product's time budget, spent: no new launch
-
-    def submit(request: TrialRequest, _channel: Any, node_id: str | None = None) -> TrialRef:
-        ref = TrialRef(request.number, launcher.measure(request.config), paid)
-        feed.refs[request.number] = ref
-        return ref
-
-    def wait(refs: list[Any], num_returns: int = 1, timeout: float | None = None) -> Any:
-        ready = [r for r in refs if r.done][:num_returns]
-        return ready, [r for r in refs if r not in ready]
-
-    def get(value: Any, timeout: float | None = None) -> Any:
-        return value.result() if isinstance(value, TrialRef) else value
-
-    gpus = float(launcher.oracle.gpus)
-    node = {"NodeID": NODE_ID, "Alive": True, "Resources": {"trial_slot": 1.0, "GPU": gpus}}
-    fake_cluster = SimpleNamespace(
-        open_events=lambda: feed,
-        trial_slots=lambda: 1,
-        alive_nodes=lambda: [node],
-        submit=submit,
-    )
-    fake_ray = SimpleNamespace(
-        wait=wait,
-        get=get,
-        cancel=lambda ref, force=False: None,
-        exceptions=SimpleNamespace(RayError=_RayError),
-    )
-    return fake_ray, fake_cluster
+        measured = (
+            None if pruned or ev.status is not TrialStatus.OK else objective_value(result, self.sweep.spec)
+        )
+        self.launcher.pay(ev, stages_run=ref.stages_run, objective=measured)
+        if self.launcher.spent_s >= self.stop_at_gpu_s:
+            self.sweep.deadline = -math.inf  # the product's time budget, spent: no new launch
 
 
-@contextlib.contextmanager
-def oracle_backend(sweep: Sweep, launcher: Launcher, stop_at_gpu_s: float) -> Iterator[None]:
-    """Within this block `Sweep.run` runs its trials as the launcher's launches (one process, one
-    thread), and stops launching once they have spent `stop_at_gpu_s`."""
-    fake_ray, fake_cluster = _stand_ins(sweep, launcher, stop_at_gpu_s)
-    saved = study_module.ray, study_module.cluster
-    study_module.ray, study_module.cluster = fake_ray, fake_cluster
-    try:
-        yield
-    finally:
-        study_module.ray, study_module.cluster = saved
+class _Unset:
+    """The executor of a sweep not yet given its launcher: any use is a mistake."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("run the oracle sweep with run_on_oracle(sweep, launcher)")
 
 
 class _NoTracking:
@@ -173,14 +143,20 @@ class _NoTracking:
 def oracle_sweep(spec: SweepSpec, n_trials: int) -> Sweep:
     """A `Sweep` on an in-memory study (the same `open_study`), ready for `run_on_oracle`."""
     # `open_study` takes a storage URL; an in-memory storage object serves as well and is much faster.
-    study = open_study(spec, spec.name, cast(str, InMemoryStorage()), resume=False)
+    study = open_study(spec, spec.name, InMemoryStorage(), resume=False)
     return Sweep(
-        spec, study, cast(Tracker, _NoTracking()), n_trials=n_trials, workdir=Path("unused"), sim_profile=None
+        spec,
+        study,
+        cast(Tracker, _NoTracking()),
+        n_trials=n_trials,
+        workdir=Path("unused"),
+        sim_profile=None,
+        executor=_Unset(),
     )
 
 
 def run_on_oracle(sweep: Sweep, launcher: Launcher, stop_at_gpu_s: float = math.inf) -> list[TrialRecord]:
     """`prepare` then `run`, exactly as the CLI does, with the trials launched through `launcher`."""
-    with oracle_backend(sweep, launcher, stop_at_gpu_s):
-        sweep.prepare(resume=False)
-        return sweep.run().records
+    sweep.executor = OracleExecutor(sweep, launcher, stop_at_gpu_s)
+    sweep.prepare(resume=False)
+    return sweep.run().records

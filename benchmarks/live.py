@@ -83,7 +83,8 @@ class SweepRun:
 
 def run_sweep(spec: SweepSpec, profile: dict[str, Any], n_trials: int, workdir: Path, nodes: int) -> SweepRun:
     """The real driver on whatever Ray cluster is connected: study on SQLite, MLflow on SQLite."""
-    from orchestrator.study import Sweep, open_study
+    from orchestrator.driver.study import open_study
+    from orchestrator.driver.sweep import Sweep
     from orchestrator.tracking import Tracker
 
     workdir.mkdir(parents=True, exist_ok=True)

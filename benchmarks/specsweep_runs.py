@@ -2,7 +2,7 @@
 
 `Sweep.prepare` and `Sweep.run` run unchanged (the study from `open_study`, the repeat check, the memory
 model's predicted-OOM skip, stage reports and pruning, `tell_outcome` and `MemoryModel.observe`), with
-only Ray replaced by noisy, paid launches (`benchmarks.driver`). The search phase stops when it has spent
+its executor running noisy, paid launches (`benchmarks.driver`). The search phase stops when it has spent
 its share of the GPU-hour budget (the product's time budget); the rest is reserved for confirmation
 (`benchmarks.confirm`): the top candidates relaunched and ranked by their medians.
 
@@ -20,10 +20,10 @@ from benchmarks.confirm import ConfirmRule, confirm
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.strategies import SearchRun, Strategy
+from orchestrator.driver.attrs import TrialAttr
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import ServerConfig
-from orchestrator.study import REPEAT_ATTR
 
 SamplerFactory = Callable[[int], optuna.samplers.BaseSampler]
 
@@ -46,7 +46,7 @@ def drive(name: str, variant: Variant, launcher: Launcher) -> SearchRun:
     if variant.sampler is not None:
         sweep.study.sampler = variant.sampler(launcher.seed)
     if variant.memory is not None:
-        sweep.model = variant.memory()
+        sweep.memory_model = variant.memory()
     stop_at = launcher.budget_gpu_s * (1.0 - variant.reserve)
     records = run_on_oracle(sweep, launcher, stop_at)
     run = SearchRun(name, launcher.seed)
@@ -58,7 +58,7 @@ def drive(name: str, variant: Variant, launcher: Launcher) -> SearchRun:
         if key == "memory_model_correction" and value.startswith("predicted to fit")
     )
     run.repeats_answered = sum(
-        1 for t in sweep.study.get_trials(deepcopy=False) if REPEAT_ATTR in t.user_attrs
+        1 for t in sweep.study.get_trials(deepcopy=False) if TrialAttr.REPEAT_OF in t.user_attrs
     )
     searched = len(launcher.launches)
     if variant.reserve > 0:

@@ -231,7 +231,7 @@ def quiet_optuna() -> Any:
     thousands of trials."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    for name in ("orchestrator.study", "orchestrator.memory_model"):
+    for name in ("orchestrator.driver", "orchestrator.memory_model"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 

@@ -2,7 +2,7 @@
 
 A trial asks for all the GPUs of a node plus the custom resource `trial_slot: 1` that every node
 declares once, so nothing is ever packed beside it. Ray-level retries are off: the driver decides
-what a lost node means.
+what a lost node means. `RayExecutor` is the driver's `Executor` (`driver.executor`) on Ray.
 """
 
 from __future__ import annotations
@@ -11,17 +11,19 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ray
 
+from orchestrator.driver.executor import Handle, TrialLost
 from orchestrator.health import pinned_to
 from orchestrator.records import TrialResult
 from orchestrator.spec import Backend, SweepSpec
 from orchestrator.trial import TrialRequest, run_trial
-from orchestrator.trial_events import EventFeed, phase_hook, stage_hook
+from orchestrator.trial_events import EventFeed, TrialEvent, phase_hook, stage_hook
 
 log = logging.getLogger(__name__)
 TRIAL_SLOT = "trial_slot"
@@ -172,6 +174,60 @@ def open_events() -> EventFeed:
     """The channel running trials report their phases and stages through; its actor is `specsweep` in
     the dashboard's Actors tab, and its log is the node health board."""
     return EventFeed()
+
+
+class RayExecutor:
+    """The driver's executor on a Ray cluster: a trial is a task on a whole node, its phases and stages
+    come through the `TrialChannel` actor, and a trial whose worker or node died is `TrialLost`."""
+
+    def __init__(self) -> None:
+        self._events: EventFeed | None = None
+
+    def open(self) -> None:
+        self._events = open_events()
+
+    def _feed(self) -> EventFeed:
+        if self._events is None:
+            raise RuntimeError("RayExecutor.open() was not called")
+        return self._events
+
+    def trial_slots(self) -> int:
+        return trial_slots()
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        return alive_nodes()
+
+    def submit(self, request: TrialRequest, node_id: str) -> Handle:
+        return submit(request, self._feed().actor, node_id)
+
+    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
+        feed = self._feed()
+        # The events' ref is waited on beside the trials': a stage report wakes the driver at once.
+        ready, _ = ray.wait([*handles, feed.pending()], num_returns=1, timeout=timeout_s)
+        events = feed.take(ready)
+        running = set(handles)
+        return [ref for ref in ready if ref in running], events
+
+    def result(self, handle: Handle) -> TrialResult:
+        try:
+            result: TrialResult = ray.get(cast(ray.ObjectRef, handle))
+        except (ray.exceptions.RayError, OSError) as err:
+            raise TrialLost(str(err)) from err
+        return result
+
+    def decide(self, number: int, step: int, keep_going: bool) -> None:
+        self._feed().decide(number, step, keep_going)
+
+    def node_health(self, lines: list[str]) -> None:
+        self._feed().node_health(lines)
+
+    def cancel(self, handle: Handle) -> None:
+        ray.cancel(cast(ray.ObjectRef, handle), force=True)
+
+    def close(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
 
 
 def dashboard_login() -> str | None:

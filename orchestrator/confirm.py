@@ -18,12 +18,11 @@ from typing import Any
 import optuna
 
 from orchestrator.bench.steady import t975
+from orchestrator.driver.attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialStatus
-from orchestrator.space import BASELINE_ATTR, config_params
+from orchestrator.space import config_params
 from orchestrator.spec import BudgetSpec
 from orchestrator.tracking import TrialRecord
-
-CONFIRM_ATTR = "confirm_of"  # a confirmation launch of the configuration first measured by this trial
 
 
 @dataclass(frozen=True)
@@ -174,9 +173,9 @@ def enqueue(study: optuna.Study, records: Sequence[TrialRecord], budget: BudgetS
     of its configuration; returns how many were queued."""
     enqueued = 0
     for ranked, missing in to_confirm(records, budget):
-        attrs: dict[str, Any] = {CONFIRM_ATTR: ranked.first}
+        attrs: dict[str, Any] = {TrialAttr.CONFIRM_OF: ranked.first}
         if not ranked.config.speculative:
-            attrs[BASELINE_ATTR] = True  # the no-speculation baseline is asked for as such
+            attrs[TrialAttr.BASELINE] = True  # the no-speculation baseline is asked for as such
         for _ in range(min(missing, reserve - enqueued)):
             study.enqueue_trial(config_params(ranked.config), user_attrs=attrs)
             enqueued += 1

@@ -8,8 +8,8 @@ import shutil
 import time
 from collections.abc import Callable
 
+from orchestrator.driver.outcome import Progress
 from orchestrator.records import TrialStatus
-from orchestrator.study import Progress
 from orchestrator.tracking import TrialRecord
 from orchestrator.trial_events import PhaseEvent
 

@@ -18,12 +18,13 @@ import optuna
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState, create_trial
 
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.settle import OOM_CONSTRAINT
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.space import BASELINE_ATTR, config_params, suggest_config
+from orchestrator.space import config_params, suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.spec_search import SearchSpace, make_config
-from orchestrator.study import HISTORY_ATTR, KNOWN_GOOD_ATTR, OOM_CONSTRAINT
 
 log = logging.getLogger(__name__)
 BEST_TO_TRY = 3
@@ -100,7 +101,7 @@ def _distributions(space: SearchSpace, config: ServerConfig) -> tuple[dict[str, 
     probe.enqueue_trial(config_params(config))
     trial = probe.ask()
     if not config.speculative:
-        trial.set_user_attr(BASELINE_ATTR, True)
+        trial.set_user_attr(TrialAttr.BASELINE, True)
     suggested = suggest_config(trial, space)
     if suggested != config:
         return None  # outside today's space, or not representable in it
@@ -132,7 +133,10 @@ def seed_study(
         if shape is None or item.status is TrialStatus.PREDICTED_OOM:
             continue
         params, dists = shape
-        attrs = {HISTORY_ATTR: item.experiment, "status": item.status.value}
+        attrs: dict[str, Any] = {
+            TrialAttr.WARM_START_FROM: item.experiment,
+            TrialAttr.STATUS: item.status.value,
+        }
         infeasible = item.status.infeasible
         if not infeasible and not (item.status is TrialStatus.OK and item.tok_s):
             continue  # a crash or a timeout says nothing the new study can use
@@ -152,7 +156,7 @@ def seed_study(
         if item.config.speculative and _distributions(space, item.config) is not None:
             # Run it again even though the study now holds its old result: the hardware, driver or
             # SGLang may have changed since, and a known-good configuration is the cheapest anchor.
-            study.enqueue_trial(config_params(item.config), user_attrs={KNOWN_GOOD_ATTR: True})
+            study.enqueue_trial(config_params(item.config), user_attrs={TrialAttr.KNOWN_GOOD: True})
             counts["enqueued"] += 1
     log.info("warm start: %s", counts)
     return counts

@@ -8,7 +8,7 @@ import warnings
 # Ray's notice that it turned token authentication on and generated a token for the instance it was
 # asked to start: the sweep started that instance itself, so there is nothing for the user to do.
 RAY_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
-# group=True is experimental in Optuna 5; the sweep chose it on purpose (see orchestrator/study.py).
+# group=True is experimental in Optuna 5; the sweep chose it on purpose (see orchestrator/driver/study.py).
 OPTUNA_GROUP_WARNING = r"Argument ``group`` is an experimental feature"
 
 

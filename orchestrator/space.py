@@ -12,10 +12,9 @@ from typing import Any
 from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
+from orchestrator.driver.attrs import TrialAttr
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
-
-BASELINE_ATTR = "baseline"
 
 
 def _suggest_int(
@@ -47,7 +46,7 @@ def suggest_config(trial: BaseTrial, space: SearchSpace) -> ServerConfig:
     mem = _suggest_float(trial, "mem_fraction_static", space.mem_fraction_static)
     graph_bs = _suggest_int(trial, "cuda_graph_max_bs", space.cuda_graph_max_bs)
     mrr = _suggest_int(trial, "max_running_requests", space.max_running_requests)
-    if trial.user_attrs.get(BASELINE_ATTR):
+    if trial.user_attrs.get(TrialAttr.BASELINE):
         return make_config(mem, graph_bs, mrr)
     steps = _suggest_int(trial, "speculative_num_steps", space.speculative_num_steps)
     topk = _suggest_int(trial, "speculative_eagle_topk", space.speculative_eagle_topk)

@@ -54,7 +54,7 @@ def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_
             f"--resume: study '{name}' is being run by another driver ({owner.describe()}); "
             "wait for it to finish, or stop it (Ctrl-C) and then --resume"
         )
-    from orchestrator.study import launched_count  # ray-heavy: only once the quick checks passed
+    from orchestrator.driver.study import launched_count  # optuna: only once the quick checks passed
 
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
     done = launched_count(study)

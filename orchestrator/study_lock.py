@@ -26,14 +26,12 @@ import psutil
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from orchestrator.driver.attrs import StudyAttr, TrialAttr
+
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 5  # how often a live driver says so (Optuna wants whole seconds)
 GRACE_S = 20  # silence after which a driver, and its trials, are taken for dead
-DRIVER_ATTR = "driver"  # the lease: a DriverStamp as a dict, or None once released
-CLOSED_ATTR = "closed_trials"  # {trial number: why} for trials closed on a dead driver's behalf
-REQUEUED_ATTR = "requeued_from"
-BASELINE_ATTR = "baseline"
 
 
 class StudyInUse(RuntimeError):
@@ -110,26 +108,26 @@ def find_study(storage: RDBStorage, name: str) -> optuna.Study | None:
 
 
 def current_driver(study: optuna.Study) -> DriverStamp | None:
-    return DriverStamp.from_attr(study.user_attrs.get(DRIVER_ATTR))
+    return DriverStamp.from_attr(study.user_attrs.get(StudyAttr.DRIVER))
 
 
 def closed_numbers(study: optuna.Study) -> set[int]:
-    closed = study.user_attrs.get(CLOSED_ATTR) or {}
+    closed = study.user_attrs.get(StudyAttr.CLOSED_TRIALS) or {}
     return {int(n) for n in closed}
 
 
 def _mark_closed(study: optuna.Study, number: int, why: str) -> None:
-    closed = dict(study.user_attrs.get(CLOSED_ATTR) or {})
+    closed = dict(study.user_attrs.get(StudyAttr.CLOSED_TRIALS) or {})
     closed[str(number)] = why
-    study.set_user_attr(CLOSED_ATTR, closed)
+    study.set_user_attr(StudyAttr.CLOSED_TRIALS, closed)
 
 
 def requeue_closed(study: optuna.Study, trial: FrozenTrial) -> None:
     """A trial closed on a dead driver's behalf says nothing about its configuration: run it again."""
     _mark_closed(study, trial.number, "stale: its driver's heartbeat stopped")
-    attrs: dict[str, Any] = {REQUEUED_ATTR: trial.number}
-    if trial.user_attrs.get(BASELINE_ATTR):
-        attrs[BASELINE_ATTR] = True
+    attrs: dict[str, Any] = {TrialAttr.REQUEUED_FROM: trial.number}
+    if trial.user_attrs.get(TrialAttr.BASELINE):
+        attrs[TrialAttr.BASELINE] = True
     study.enqueue_trial(dict(trial.params), user_attrs=attrs)
     log.warning("closed stale trial %d (its driver stopped) and re-queued its configuration", trial.number)
 
@@ -180,7 +178,7 @@ class DriverLease:
             self._thread.join(timeout=HEARTBEAT_S * 2)
         owner = current_driver(self.study)
         if owner is not None and owner.driver_id == self.stamp.driver_id:
-            self.study.set_user_attr(DRIVER_ATTR, None)
+            self.study.set_user_attr(StudyAttr.DRIVER, None)
 
     def track(self, trial_id: int) -> None:
         with self._lock:
@@ -193,7 +191,7 @@ class DriverLease:
 
     def _beat(self) -> None:
         stamp = DriverStamp(self.stamp.driver_id, self.stamp.host, self.stamp.pid, time.time())
-        self.study.set_user_attr(DRIVER_ATTR, asdict(stamp))
+        self.study.set_user_attr(StudyAttr.DRIVER, asdict(stamp))
 
     def _beat_trial(self, trial_id: int) -> None:
         storage = self.study._storage

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adaptive import CONFIG_FILE
+from orchestrator.driver.attrs import TrialAttr
 from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import TrialStatus
 from orchestrator.server.command import mask_secrets, sglang_flags, shell_script
@@ -119,23 +120,24 @@ def row_from_trial(trial: FrozenTrial) -> TableRow | None:
     """A finished trial of the study (this run's or an earlier one's); None for what is not a trial of
     this study's own (a warm-start seed, a trial closed after its driver died: its configuration was
     re-queued) or not finished."""
-    # Imported here: orchestrator.study pulls in Ray, which the CLI loads only once the spec is good.
-    from orchestrator.space import BASELINE_ATTR
-    from orchestrator.study import HISTORY_ATTR, REPEAT_ATTR
-
     attrs = trial.user_attrs
-    status = attrs.get("status")
-    if not trial.state.is_finished() or not status or "closed" in attrs or HISTORY_ATTR in attrs:
+    status = attrs.get(TrialAttr.STATUS)
+    if (
+        not trial.state.is_finished()
+        or not status
+        or TrialAttr.CLOSED in attrs
+        or TrialAttr.WARM_START_FROM in attrs
+    ):
         return None
-    failure = str(attrs.get("failure") or "")
+    failure = str(attrs.get(TrialAttr.FAILURE) or "")
     head, _, message = failure.partition(": ")
-    repeat = attrs.get(REPEAT_ATTR)
+    repeat = attrs.get(TrialAttr.REPEAT_OF)
     return TableRow(
         number=trial.number,
         status=str(status),
-        config=str(attrs.get("config", "")),
-        baseline=bool(attrs.get(BASELINE_ATTR)),
-        tok_s=_float(attrs.get("output_tok_per_s")),
+        config=str(attrs.get(TrialAttr.CONFIG, "")),
+        baseline=bool(attrs.get(TrialAttr.BASELINE)),
+        tok_s=_float(attrs.get(TrialAttr.OUTPUT_TOK_PER_S)),
         figures={k: _float(v) for k, v in attrs.items() if isinstance(v, int | float)},
         reason=f"{head.split('/')[0]}: {message}" if failure and status != TrialStatus.OK.value else "",
         repeat_of=int(repeat) if isinstance(repeat, int) else None,

@@ -184,7 +184,9 @@ def run(
     from orchestrator import cluster
     from orchestrator.confirm import confirmation_note, verdict
     from orchestrator.diagnosis import check_draft_config
-    from orchestrator.study import StopReason, Sweep, open_study
+    from orchestrator.driver.outcome import StopReason
+    from orchestrator.driver.study import open_study
+    from orchestrator.driver.sweep import Sweep
     from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
 
@@ -277,12 +279,12 @@ def run(
         from orchestrator.history import find_history, seed_study
 
         past = find_history(tracking_uri, spec, exclude=study_name)
-        counts = seed_study(study, spec.search, past, sweep.model)
+        counts = seed_study(study, spec.search, past, sweep.memory_model)
         print(
             f"  warm start from {len({p.experiment for p in past})} earlier study(ies): "
             f"{counts['infeasible']} OOM(s) and {counts['feasible']} result(s) learned, "
             f"{counts['enqueued']} best configuration(s) queued, memory model "
-            f"{'ready' if sweep.model.ready else 'not ready'}"
+            f"{'ready' if sweep.memory_model.ready else 'not ready'}"
         )
     failed = True
     try:

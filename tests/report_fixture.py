@@ -10,6 +10,8 @@ import optuna
 from mlflow.tracking import MlflowClient
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.settle import attributes, verdict
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -19,8 +21,6 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.space import BASELINE_ATTR
-from orchestrator.study import tell_outcome
 from orchestrator.tracking import Tracker, TrialRecord
 
 STUDY = "demo-study"
@@ -151,25 +151,27 @@ def _distributions(config: ServerConfig) -> dict[str, BaseDistribution]:
 
 
 def tell_optuna(study: optuna.Study, plan: tuple[Planned, ...]) -> None:
-    """Each planned trial asked and told through the product's funnel (`tell_outcome`), with the
-    attributes the sweep writes on a finished trial."""
+    """Each planned trial as the driver tells it: attributes and verdict from `driver.settle`."""
     for p in plan:
         result = record_of(p).result
         dists = _distributions(p.config)
-        study.enqueue_trial({k: v for k, v in p.config.as_params().items() if k in dists})
-        trial = study.ask(fixed_distributions=dists)
-        attrs: dict[str, object] = {
-            "status": result.status.value,
-            "config": result.config.label(),
-            "output_tok_per_s": result.output_tok_per_s,
-            **result.table_figures(),
-        }
+        params = {k: v for k, v in p.config.as_params().items() if k in dists}
+        result = record_of(p).result
+        attrs = attributes(result)
         if p.baseline:
-            attrs[BASELINE_ATTR] = True
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
+            attrs[TrialAttr.BASELINE] = True
         objective = p.tok_s if p.status is TrialStatus.OK else None
-        tell_outcome(study, trial, p.status, objective, pruned=p.pruned_at is not None)
+        told = verdict(p.status, objective, pruned=p.pruned_at is not None)
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params,
+                distributions=dists,
+                value=told.value,
+                state=told.state,
+                user_attrs=attrs,
+                constraints=told.constraints or None,
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -306,7 +306,7 @@ def test_strategies_spend_the_budget_on_the_space(
 def test_specsweep_runs_the_real_driver_on_the_oracle(
     tight: tuple[Oracle, list[ServerConfig], float],
 ) -> None:
-    """`Sweep.run` itself, with Ray stood in for: skips and answered repeats cost no launch, every stage
+    """`Sweep.run` itself, on the oracle executor: skips and answered repeats cost no launch, every stage
     goes through the event feed, every infeasible launch is told to Optuna as a violated constraint, and the
     driver stops launching once the budget is spent."""
     oracle, grid, _ = tight
@@ -326,7 +326,7 @@ def test_specsweep_runs_the_real_driver_on_the_oracle(
     )
     ok = [r for r in launched if r.result.status is TrialStatus.OK]
     assert ok and all(r.result.config in set(grid) for r in launched)
-    assert sweep.model.ready  # the memory model learned from the oracle's memory accounts
+    assert sweep.memory_model.ready  # the memory model learned from the oracle's memory accounts
     assert sweep.outcome.progress.best_tok_s == max(r.objective or 0.0 for r in ok)
     # the launcher paid for exactly what the driver ran, and saw the same noisy figures
     assert [lc.config for lc in launcher.launches] == [r.result.config for r in launched]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import optuna
 
-from orchestrator.history import HISTORY_ATTR, find_history, seed_study
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.history import find_history, seed_study
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
 from orchestrator.server.logparse import parse_log
@@ -55,7 +56,8 @@ def test_earlier_sweep_seeds_a_new_study(tmp_path: Path) -> None:
     pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
     assert len(pruned) == 1 and pruned[0].constraints == {"oom": 1.0}
     assert (
-        pruned[0].params["mem_fraction_static"] == 0.99 and pruned[0].user_attrs[HISTORY_ATTR] == "h200-old"
+        pruned[0].params["mem_fraction_static"] == 0.99
+        and pruned[0].user_attrs[TrialAttr.WARM_START_FROM] == "h200-old"
     )
     waiting = [t for t in study.trials if t.state == optuna.trial.TrialState.WAITING]
     assert len(waiting) == 1 and waiting[0].user_attrs["known_good"]

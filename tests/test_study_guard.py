@@ -19,12 +19,11 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from orchestrator import sweep as cli
+from orchestrator.driver.attrs import StudyAttr
+from orchestrator.driver.study import launched_count, open_study, tell_outcome
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
-from orchestrator.study import launched_count, open_study, tell_outcome
 from orchestrator.study_lock import (
-    CLOSED_ATTR,
-    DRIVER_ATTR,
     DriverLease,
     StudyInUse,
     close_dead_drivers_trials,
@@ -124,7 +123,7 @@ def test_a_second_driver_on_a_live_study_is_refused(
             close_dead_drivers_trials(optuna.load_study(study_name="demo", storage=storage_url(out)))
     finally:
         lease.release()
-    assert study.user_attrs[DRIVER_ATTR] is None
+    assert study.user_attrs[StudyAttr.DRIVER] is None
 
 
 def test_a_dead_drivers_running_trial_is_closed_and_requeued(tmp_path: Path) -> None:
@@ -137,13 +136,13 @@ def test_a_dead_drivers_running_trial_is_closed_and_requeued(tmp_path: Path) -> 
     orphan = study.ask({"mem_fraction_static": optuna.distributions.FloatDistribution(0.8, 0.9)})
     lease.track(orphan._trial_id)
     lease._stop.set()  # the driver dies without releasing: its stamp now names a process that is gone
-    stamp = dict(study.user_attrs[DRIVER_ATTR], pid=dead.pid)
-    study.set_user_attr(DRIVER_ATTR, stamp)
+    stamp = dict(study.user_attrs[StudyAttr.DRIVER], pid=dead.pid)
+    study.set_user_attr(StudyAttr.DRIVER, stamp)
     closed = close_dead_drivers_trials(optuna.load_study(study_name="demo", storage=storage_url(out)))
     assert closed == [orphan.number]
     after = optuna.load_study(study_name="demo", storage=storage_url(out))
     assert after.trials[orphan.number].state == TrialState.FAIL
-    assert str(orphan.number) in after.user_attrs[CLOSED_ATTR]
+    assert str(orphan.number) in after.user_attrs[StudyAttr.CLOSED_TRIALS]
     waiting = [t for t in after.trials if t.state == TrialState.WAITING]
     assert [t.user_attrs["requeued_from"] for t in waiting] == [orphan.number]
     assert waiting[0].system_attrs["fixed_params"] == after.trials[orphan.number].params
@@ -171,4 +170,6 @@ def test_optunas_heartbeat_closes_only_the_trial_whose_heartbeat_stopped(tmp_pat
         optuna.storages.fail_stale_trials(study)
     assert storage.get_trial(silent._trial_id).state == TrialState.FAIL
     assert storage.get_trial(beating._trial_id).state == TrialState.RUNNING
-    assert study.user_attrs[CLOSED_ATTR] == {str(silent.number): "stale: its driver's heartbeat stopped"}
+    assert study.user_attrs[StudyAttr.CLOSED_TRIALS] == {
+        str(silent.number): "stale: its driver's heartbeat stopped"
+    }

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import optuna
 
+from orchestrator.driver.study import open_study, tell_outcome
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.space import suggest_config
 from orchestrator.spec import load_spec
-from orchestrator.study import open_study, tell_outcome
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 
@@ -80,7 +80,7 @@ def test_each_outcome_is_told_with_its_state_and_constraints() -> None:
     """What the sampler is told: the state and the constraint values it learns from, per outcome."""
     import pytest
 
-    from orchestrator.study import OOM_CONSTRAINT, SLA_CONSTRAINT
+    from orchestrator.driver.settle import OOM_CONSTRAINT, SLA_CONSTRAINT
 
     study = optuna.create_study(direction="maximize")
     cases = [

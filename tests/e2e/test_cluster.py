@@ -11,8 +11,9 @@ from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster as placement
+from orchestrator.driver.study import open_study
+from orchestrator.driver.sweep import Sweep
 from orchestrator.spec import load_spec
-from orchestrator.study import Sweep, open_study
 from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
 

@@ -9,9 +9,11 @@ import pytest
 from e2ehelp import GOOD, sim_cluster
 
 from orchestrator import cluster as placement
-from orchestrator.confirm import CONFIRM_ATTR, rank, verdict
+from orchestrator.confirm import rank, verdict
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.study import open_study
+from orchestrator.driver.sweep import Sweep
 from orchestrator.spec import load_spec
-from orchestrator.study import Sweep, open_study
 from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
 
@@ -40,14 +42,14 @@ def test_the_best_configuration_is_relaunched_until_it_has_its_repeats(
         outcome = sweep.confirm_best()
     launched = [r for r in outcome.records if r.result.node_id]
     assert len(launched) == 4
-    confirms = [t for t in study.get_trials() if CONFIRM_ATTR in t.user_attrs]
+    confirms = [t for t in study.get_trials() if TrialAttr.CONFIRM_OF in t.user_attrs]
     # Launched again (not answered from the record), the same configuration, marked with its first trial.
     assert len(confirms) == 2 and all("repeat_of" not in t.user_attrs for t in confirms)
-    first = confirms[0].user_attrs[CONFIRM_ATTR]
+    first = confirms[0].user_attrs[TrialAttr.CONFIRM_OF]
     again = [r for r in launched if r.number in {t.number for t in confirms}]
     original = next(r for r in launched if r.number == first)
     assert all(r.result.config == original.result.config for r in again)
-    assert all((CONFIRM_ATTR, str(first)) in r.extra_tags for r in again)
+    assert all((TrialAttr.CONFIRM_OF, str(first)) in r.extra_tags for r in again)
     # Each launch is a new sample of the launch noise: the figures differ.
     values = [r.objective for r in [original, *again]]
     assert len(set(values)) == 3

@@ -20,11 +20,12 @@ from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster as placement
+from orchestrator.driver.study import open_study
+from orchestrator.driver.sweep import Sweep
 from orchestrator.node import SimulatedNode
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.study import Sweep, open_study
 from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
 from orchestrator.trial import TrialRequest
@@ -89,7 +90,7 @@ def test_lost_node_is_requeued_once_and_the_sweep_finishes(
     runner = threading.Thread(target=lambda: done.update(outcome=sweep.run()))
     runner.start()
     # Wait until a trial is running on a worker node, then take that node away.
-    victim_id = wait_until(lambda: next(iter(sweep._node_of.values()), None), 60, "a trial to start")
+    victim_id = wait_until(lambda: next(iter(sweep.running_nodes()), None), 60, "a trial to start")
     victim = next(n for n in two_nodes.worker_nodes if n.node_id == victim_id)
     time.sleep(3)
     two_nodes.remove_node(victim)

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from orchestrator.study_lock import CLOSED_ATTR
+from orchestrator.driver.attrs import StudyAttr
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG = {"workload__num_prompts": 64, "workload__output_len": 256, "workload__concurrency": [2]}
@@ -107,7 +107,7 @@ def test_sigterm_stops_like_ctrl_c_and_resume_relaunches_nothing(tmp_path: Path,
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     after = trials(out)
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'optuna.db'}")
-    closed = {int(n) for n in (study.user_attrs.get(CLOSED_ATTR) or {})}
+    closed = {int(n) for n in (study.user_attrs.get(StudyAttr.CLOSED_TRIALS) or {})}
     configs = launched_configs(after, closed)
     assert len(configs) == 4
     assert len(set(configs)) == len(configs), "a measured configuration was launched again"

@@ -1,0 +1,39 @@
+"""Every Optuna attribute name the product writes or reads, in one place.
+
+A trial's user attributes are the study's own record of what happened (the end-of-run table, --resume
+and the benchmarks read them back); a typo in one of these names silently loses that record, so they
+are members of an enum, never string literals.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TrialAttr(StrEnum):
+    """Names of a trial's user attributes."""
+
+    STATUS = "status"  # a TrialStatus value
+    CONFIG = "config"  # the configuration's label
+    NODE_ID = "node_id"
+    OUTPUT_TOK_PER_S = "output_tok_per_s"
+    FAILURE = "failure"  # "stage/kind: message"
+    FAILURE_STAGE = "failure_stage"
+    MEMORY = "memory"  # the memory account, so a resumed driver can rebuild its memory model
+    RESOLVED_MEM_FRACTION = "resolved_mem_fraction_static"
+    BASELINE = "baseline"  # the no-speculation reference: it costs no budget
+    KNOWN_GOOD = "known_good"  # enqueued by the user: launched even when the model predicts an OOM
+    REQUEUED_FROM = "requeued_from"  # a lost or interrupted trial's configuration, run again
+    REPEAT_OF = "repeat_of"  # answered from an earlier trial's record, not launched
+    WARM_START_FROM = "warm_start_from"  # a trial of an earlier study, added by --warm-start
+    CLOSED = "closed"  # closed without a result (interrupted): its configuration is re-queued
+    CONFIRM_OF = "confirm_of"  # a confirmation launch of the configuration first measured by this trial
+    BEST_SO_FAR = "_best_so_far"  # the intermediate value the pruner sees: best stage tok/s so far
+
+
+class StudyAttr(StrEnum):
+    """Names of the study's user attributes."""
+
+    SPEC_NAME = "spec_name"
+    DRIVER = "driver"  # the lease: a DriverStamp as a dict, or None once released
+    CLOSED_TRIALS = "closed_trials"  # {trial number: why} for trials closed on a dead driver's behalf

@@ -1,0 +1,56 @@
+"""The seam between the driver's decisions and where trials run.
+
+`Sweep` decides what to launch, where, whether to prune, and what a result means; an `Executor` only runs
+trials and carries their reports. `cluster.RayExecutor` runs them as Ray tasks, one per whole node; a test
+or a benchmark can run the same `Sweep` on an in-process executor (no Ray, no wall clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any, Protocol
+
+from orchestrator.records import TrialResult
+from orchestrator.trial import TrialRequest
+from orchestrator.trial_events import TrialEvent
+
+Handle = Hashable  # what `submit` returns: the executor's name for one running trial
+
+
+class TrialLost(Exception):
+    """The trial's worker or node went away: no result exists (not an OOM; worth one more try)."""
+
+
+class Executor(Protocol):
+    """Runs trials for the driver. Every method is called from the driver's one thread."""
+
+    def open(self) -> None:
+        """Before the first submit of a `Sweep.run` (opens the event channel)."""
+
+    def trial_slots(self) -> int:
+        """How many trials may run at once."""
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        """Nodes that can take a trial, as `ray.nodes()` describes them (`NodeID`, `Alive`, `Resources`)."""
+
+    def submit(self, request: TrialRequest, node_id: str) -> Handle:
+        """Start `request` on `node_id`; its phases and stages arrive through `wait`."""
+
+    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
+        """Block until a trial finishes or an event arrives (or `timeout_s`): the finished handles, and the
+        phase events and stage reports that arrived. A stage report waits for `decide`."""
+
+    def result(self, handle: Handle) -> TrialResult:
+        """The finished trial's result; raises `TrialLost` when it has none."""
+
+    def decide(self, number: int, step: int, keep_going: bool) -> None:
+        """The driver's verdict on trial `number`'s stage `step`: measure on, or stop (pruned)."""
+
+    def node_health(self, lines: list[str]) -> None:
+        """The driver's view of its nodes, for whoever watches the executor."""
+
+    def cancel(self, handle: Handle) -> None:
+        """Stop a running trial (the driver is stopping)."""
+
+    def close(self) -> None:
+        """After a `Sweep.run`: release what `open` took."""

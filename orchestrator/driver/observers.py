@@ -1,0 +1,204 @@
+"""What happens after a trial is told: each observer does one job, in order, on the same `Finished`.
+
+Progress counts, node metrics and quarantine, the set of measured configurations, the memory model, the
+diagnosis, the speed-up over the baseline, the record (and its lossless review), MLflow, and the console.
+A later observer may read what an earlier one wrote on the `Finished` (the record is built from the
+memory model's correction and the diagnosis), which is why the order is fixed in `default_observers`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from orchestrator import health
+from orchestrator.diagnosis import accept_length, diagnose
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.outcome import Progress
+from orchestrator.driver.settle import Settled
+from orchestrator.lossless import LosslessCheck
+from orchestrator.memory_model import MemoryModel
+from orchestrator.records import ServerConfig, TrialResult, TrialStatus
+from orchestrator.tracking import Tracker, TrialRecord
+
+log = logging.getLogger(__name__)
+
+Measured = dict[ServerConfig, tuple[int, TrialStatus, float | None]]  # config -> (trial, status, objective)
+
+
+@dataclass
+class Finished:
+    """One trial, settled and told, on its way through the observers."""
+
+    number: int
+    settled: Settled
+    baseline: bool
+    confirm_of: int | None = None
+    corrections: list[str] = field(default_factory=list)  # what the memory model learned from it
+    diagnosis: str = ""
+    speedup: float | None = None
+    record: TrialRecord | None = None
+
+    @property
+    def result(self) -> TrialResult:
+        return self.settled.result
+
+
+class Observer(Protocol):
+    def __call__(self, done: Finished) -> None: ...
+
+
+@dataclass
+class ProgressCounts:
+    progress: Progress
+
+    def __call__(self, done: Finished) -> None:
+        p, status, objective = self.progress, done.result.status, done.settled.objective
+        if status.infeasible:
+            p.pruned_oom += 1
+        elif status is TrialStatus.OK:
+            if (
+                objective is not None
+                and not done.settled.pruned
+                and (p.best_tok_s is None or objective > p.best_tok_s)
+            ):
+                p.best_tok_s, p.best_number = objective, done.number
+        else:
+            p.failed += 1
+        if status is not TrialStatus.PREDICTED_OOM:
+            p.done += 1
+
+
+@dataclass
+class NodeMetrics:
+    """Ray metrics for the dashboard, and GPU hygiene quarantine (a skipped trial ran on no node)."""
+
+    nodes: health.NodeHealth
+    progress: Progress
+
+    def __call__(self, done: Finished) -> None:
+        result = done.result
+        if result.status is not TrialStatus.PREDICTED_OOM:
+            health.record_trial_finished(result.status)
+            if result.gpu_after:
+                clean = "GPUs not clean" not in " ".join(result.notes)
+                health.record_gpu_samples(result.node_id, result.gpu_after, clean)
+            if self.nodes.observe(result):
+                log.error(
+                    "node %s taken out of the rotation: %s", result.node_id, "; ".join(self.nodes.report())
+                )
+        if self.progress.best_tok_s:
+            health.record_best(self.progress.best_tok_s)
+
+
+@dataclass
+class MeasuredSet:
+    """Configurations measured in full (or infeasible): a proposal of one again is answered from here."""
+
+    measured: Measured
+
+    def __call__(self, done: Finished) -> None:
+        if done.settled.measured:
+            self.measured.setdefault(
+                done.result.config, (done.number, done.result.status, done.settled.objective)
+            )
+
+
+@dataclass
+class MemoryLearning:
+    model: MemoryModel
+
+    def __call__(self, done: Finished) -> None:
+        done.corrections = [c.what for c in self.model.observe(done.number, done.result)]
+
+
+@dataclass
+class Diagnosis:
+    """Why a trial did what it did; loud once the draft has failed on two trees and worked on none (one
+    tree can simply not suit it)."""
+
+    model: MemoryModel
+    best_accept: float | None = None  # the draft's best acceptance length so far
+    broken_trials: int = 0  # speculative trials that accepted almost nothing
+    broken_warned: bool = False
+
+    def __call__(self, done: Finished) -> None:
+        result = done.result
+        done.diagnosis = diagnose(result, self.model, self.best_accept)
+        accept = accept_length(result) if result.config.speculative else None
+        if accept is not None:
+            self.best_accept = max(accept, self.best_accept or accept)
+        broken = done.diagnosis.startswith("broken_speculation")
+        if broken:
+            self.broken_trials += 1
+        if self.broken_trials >= 2 and not self.broken_warned and broken:
+            self.broken_warned = True
+            log.error("!!! %s", done.diagnosis)
+
+
+@dataclass
+class Speedup:
+    baseline_tok_s: float | None = None
+
+    def __call__(self, done: Finished) -> None:
+        tok_s = done.result.output_tok_per_s
+        if done.baseline and tok_s:
+            self.baseline_tok_s = tok_s
+        if self.baseline_tok_s and tok_s and not done.baseline:
+            done.speedup = tok_s / self.baseline_tok_s
+
+
+def build_record(done: Finished) -> None:
+    pruned_at = done.settled.pruned_at
+    tags: list[tuple[str, str]] = []
+    if pruned_at is not None:
+        tags.append(("pruned_at_stage", str(pruned_at)))
+    tags += [("memory_model_correction", what) for what in done.corrections[:1]]
+    if done.confirm_of is not None:
+        tags.append((TrialAttr.CONFIRM_OF.value, str(done.confirm_of)))
+    done.record = TrialRecord(
+        number=done.number,
+        result=done.result,
+        objective=done.settled.objective,
+        speedup_vs_baseline=done.speedup,
+        diagnosis=done.diagnosis,
+        baseline=done.baseline,
+        extra_tags=tuple(tags),
+    )
+
+
+def _record(done: Finished) -> TrialRecord:
+    if done.record is None:
+        raise RuntimeError("build_record must run before the observers that read the record")
+    return done.record
+
+
+@dataclass
+class LosslessReview:
+    lossless: LosslessCheck
+
+    def __call__(self, done: Finished) -> None:
+        done.record = self.lossless.review(_record(done))
+
+
+@dataclass
+class TrackerLog:
+    tracker: Tracker
+
+    def __call__(self, done: Finished) -> None:
+        self.tracker.log_trial(_record(done))
+
+
+@dataclass
+class Collect:
+    """The sweep's list of records, then the caller's callback (the console's trial table)."""
+
+    records: list[TrialRecord]
+    on_record: Callable[[TrialRecord], None]
+
+    def __call__(self, done: Finished) -> None:
+        record = _record(done)
+        self.records.append(record)
+        self.on_record(record)

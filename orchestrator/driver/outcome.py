@@ -1,0 +1,46 @@
+"""What a sweep reports while it runs and when it stops."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from orchestrator.tracking import TrialRecord
+from orchestrator.trial_events import PhaseEvent
+
+
+@dataclass
+class Progress:
+    done: int = 0
+    running: int = 0
+    pruned_oom: int = 0
+    failed: int = 0
+    best_tok_s: float | None = None
+    best_number: int | None = None
+    phases: dict[int, PhaseEvent] = field(default_factory=dict)  # running trials by number
+
+
+class StopReason(StrEnum):
+    """Why a sweep stopped launching trials."""
+
+    BUDGET_DONE = "budget_done"  # every trial of the budget ran
+    TIME_BUDGET = "time_budget"  # --time-budget ran out; running trials finished
+    ONLY_REPEATS = "only_repeats"  # the sampler kept proposing configurations already measured
+    ALL_SKIPPED = "all_skipped"  # the memory model ruled out almost every proposal
+
+    def explain(self) -> str:
+        return {
+            StopReason.BUDGET_DONE: "the trial budget is spent",
+            StopReason.TIME_BUDGET: "the time budget ran out (no new trial after --time-budget seconds)",
+            StopReason.ONLY_REPEATS: "the sampler only proposed configurations already measured: "
+            "the space is exhausted at this budget",
+            StopReason.ALL_SKIPPED: "the memory model rules out almost every proposal: widen the space "
+            "(higher mem_fraction_static, smaller cuda_graph_max_bs)",
+        }[self]
+
+
+@dataclass
+class SweepOutcome:
+    records: list[TrialRecord] = field(default_factory=list)
+    progress: Progress = field(default_factory=Progress)
+    stop_reason: StopReason = StopReason.BUDGET_DONE

@@ -1,0 +1,89 @@
+"""--resume: rebuild what the driver learned from the study's finished trials, so a resumed sweep neither
+relaunches a configuration it has measured nor proposes what its memory model rules out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.observers import Measured
+from orchestrator.driver.outcome import Progress
+from orchestrator.driver.study import config_from_params, status_of
+from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.study_lock import closed_numbers
+
+
+@dataclass
+class Restored:
+    progress: Progress = field(default_factory=Progress)
+    baseline_tok_s: float | None = None
+    measured: Measured = field(default_factory=dict)
+    memory: list[tuple[int, TrialResult]] = field(default_factory=list)  # what the memory model relearns
+
+
+def restore(study: optuna.Study) -> Restored:
+    out = Restored()
+    p = out.progress
+    closed = closed_numbers(study)
+    for t in study.get_trials(deepcopy=False):
+        if (
+            not t.state.is_finished()
+            or t.number in closed
+            or TrialAttr.CLOSED in t.user_attrs
+            or TrialAttr.WARM_START_FROM in t.user_attrs
+        ):
+            continue
+        status = status_of(t)
+        if status is None:
+            continue
+        if TrialAttr.REPEAT_OF not in t.user_attrs and status is not TrialStatus.PREDICTED_OOM:
+            p.done += 1
+        if status.infeasible:
+            p.pruned_oom += 1
+        elif status is not TrialStatus.OK:
+            p.failed += 1
+        tok = t.user_attrs.get(TrialAttr.OUTPUT_TOK_PER_S)
+        if t.user_attrs.get(TrialAttr.BASELINE) and tok:
+            out.baseline_tok_s = float(tok)
+        if (
+            t.state == TrialState.COMPLETE
+            and t.value is not None
+            and (p.best_tok_s is None or t.value > p.best_tok_s)
+        ):
+            p.best_tok_s, p.best_number = t.value, t.number
+        config = config_from_params(t.params)
+        if config is None or TrialAttr.REPEAT_OF in t.user_attrs:
+            continue
+        pruned = t.state == TrialState.PRUNED and not status.infeasible
+        if (status is TrialStatus.OK and not pruned) or status.infeasible:
+            value = t.value if t.state == TrialState.COMPLETE else None
+            out.measured.setdefault(config, (t.number, status, value))
+        memory = t.user_attrs.get(TrialAttr.MEMORY)
+        if isinstance(memory, dict) and status is not TrialStatus.PREDICTED_OOM:
+            out.memory.append((t.number, replayed_result(t, config, status, memory)))
+    return out
+
+
+def replayed_result(
+    t: FrozenTrial, config: ServerConfig, status: TrialStatus, memory: dict[str, Any]
+) -> TrialResult:
+    """The part of a finished trial's result the memory model learns from, read back from the study."""
+    stage = t.user_attrs.get(TrialAttr.FAILURE_STAGE)
+    failure = None
+    if stage:
+        kind = FailureKind.OOM if status is TrialStatus.OOM else FailureKind.CRASH
+        failure = Failure(FailureStage(stage), kind, "from the study's record")
+    fraction = t.user_attrs.get(TrialAttr.RESOLVED_MEM_FRACTION, config.mem_fraction_static)
+    return TrialResult(
+        config=config,
+        status=status,
+        node_id=str(t.user_attrs.get(TrialAttr.NODE_ID, "")),
+        command=(),
+        failure=failure,
+        memory={k: float(v) for k, v in memory.items() if isinstance(v, int | float)},
+        resolved_args={"mem_fraction_static": float(fraction)},
+    )

@@ -1,0 +1,130 @@
+"""Optuna policy: how the study is opened, what it is told for each outcome, what counts as a launch.
+
+An OOM is told as PRUNED with the constraint `oom` violated, so the sampler learns the boundary; other
+failures are FAIL with a reason and never count as infeasible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from orchestrator.driver.attrs import StudyAttr, TrialAttr
+from orchestrator.driver.settle import OOM_CONSTRAINT, SLA_CONSTRAINT, Verdict, objective_value, verdict
+from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.spec import SpecError, SweepSpec, make_config
+from orchestrator.study_lock import closed_numbers, make_storage
+
+__all__ = [
+    "OOM_CONSTRAINT",
+    "SLA_CONSTRAINT",
+    "config_from_params",
+    "finished_elsewhere",
+    "launched_count",
+    "objective_value",
+    "open_study",
+    "status_of",
+    "tell",
+    "tell_outcome",
+]
+
+_FREE_STATUSES = frozenset({TrialStatus.PREDICTED_OOM.value, TrialStatus.LOST.value})
+
+
+def open_study(
+    spec: SweepSpec, name: str, storage: str | optuna.storages.BaseStorage, resume: bool
+) -> optuna.Study:
+    """Create the study, or load it with `resume`. A study is never deleted: the CLI refuses to start a
+    new one under a name already taken (study_lock and the CLI say so before anything starts)."""
+    if isinstance(storage, str) and not storage.startswith("sqlite:///:memory:"):
+        storage = make_storage(storage)
+    # A resumed study's sampler must not replay the proposals its first invocation already made.
+    seed = spec.sampler_seed
+    if resume:
+        try:
+            seed += len(optuna.load_study(study_name=name, storage=storage).trials)
+        except KeyError:
+            pass
+    # group=True: the speculative values exist only together and draft tokens only for top-k > 1, so the
+    # space is conditional; grouped multivariate TPE models each sub-space jointly (benchmarks/: it
+    # reaches 98 % of the best in more runs on every profile than the ungrouped sampler).
+    sampler = optuna.samplers.TPESampler(
+        seed=seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=5
+    )
+    # Cut only what is clearly worse (Optuna's percentile is what is *kept*: 75 prunes the bottom
+    # quarter), and only after two stages: a configuration built for high concurrency may be ordinary
+    # at low concurrency.
+    pruner = optuna.pruners.PercentilePruner(75.0, n_startup_trials=4, n_warmup_steps=1)
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        direction="maximize",
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
+    study.set_user_attr(StudyAttr.SPEC_NAME, spec.name)
+    return study
+
+
+def tell_outcome(
+    study: optuna.Study, trial: optuna.Trial, status: TrialStatus, objective: float | None, pruned: bool
+) -> None:
+    """Tell Optuna what happened so that the sampler learns from it (`settle.verdict` says what)."""
+    tell(study, trial, verdict(status, objective, pruned))
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, told: Verdict) -> None:
+    for name, value in told.constraints.items():
+        trial.set_constraint(name, value)
+    if told.value is not None:
+        study.tell(trial, told.value)
+    else:
+        study.tell(trial, state=told.state)
+
+
+def launched_count(study: optuna.Study) -> int:
+    """Trials that count against the budget: launched and finished. A predicted-OOM skip costs no GPU
+    time, a trial lost with its node, or closed for a dead or interrupted driver, says nothing about
+    its configuration (it is re-queued), and the baseline is a reference: none of them uses up a launch."""
+    closed = closed_numbers(study)
+    return sum(
+        1
+        for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished()
+        and t.number not in closed
+        and TrialAttr.CLOSED not in t.user_attrs
+        and TrialAttr.WARM_START_FROM not in t.user_attrs
+        and TrialAttr.REPEAT_OF not in t.user_attrs
+        and not t.user_attrs.get(TrialAttr.BASELINE)  # a reference, not a candidate: it costs no budget
+        and t.user_attrs.get(TrialAttr.STATUS) not in _FREE_STATUSES
+    )
+
+
+def finished_elsewhere(study: optuna.Study, trial: optuna.Trial) -> bool:
+    return study._storage.get_trial(trial._trial_id).state.is_finished()
+
+
+def status_of(t: FrozenTrial) -> TrialStatus | None:
+    try:
+        return TrialStatus(t.user_attrs.get(TrialAttr.STATUS, ""))
+    except ValueError:
+        return None
+
+
+def config_from_params(params: dict[str, Any]) -> ServerConfig | None:
+    """The configuration a trial's Optuna params stand for (top-k 1 trials have no draft-token param)."""
+    try:
+        steps = params.get("speculative_num_steps")
+        return make_config(
+            params["mem_fraction_static"],
+            params["cuda_graph_max_bs"],
+            params["max_running_requests"],
+            int(steps) if steps is not None else None,
+            int(params["speculative_eagle_topk"]) if steps is not None else None,
+            params.get("speculative_num_draft_tokens"),
+        )
+    except (KeyError, TypeError, ValueError, SpecError):
+        return None

@@ -1,0 +1,414 @@
+"""The ask/tell loop: Optuna proposes, an executor runs one trial per node, the driver tells and records.
+
+Only this driver touches the Optuna storage and MLflow. Each benchmark stage is reported as an
+intermediate value, so the pruner can stop a configuration that is already clearly worse. A finished
+trial goes through one funnel: `settle` decides what it means, the study is told, then the observers
+(`driver.observers`) each do their one job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from orchestrator import confirm, health
+from orchestrator.driver import observers as obs
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.executor import Executor, Handle, TrialLost
+from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
+from orchestrator.driver.restore import restore
+from orchestrator.driver.settle import settle
+from orchestrator.driver.study import finished_elsewhere, launched_count, tell, tell_outcome
+from orchestrator.lossless import LosslessCheck
+from orchestrator.memory_bounds import BoundedMemoryModel
+from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
+from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.space import baseline_config, config_params, suggest_config
+from orchestrator.spec import SweepSpec
+from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
+from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.trial import TrialRequest
+from orchestrator.trial_events import PhaseEvent, TrialEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _InFlight:
+    trial: optuna.Trial
+    config: ServerConfig
+    started: float
+    baseline: bool
+    requeued: bool
+    pruned_at: int | None = None
+
+
+def _ray_executor() -> Executor:
+    from orchestrator.cluster import RayExecutor
+
+    return RayExecutor()
+
+
+class Sweep:
+    confirm_reserve = 0  # launches kept back for confirmation (reserve_for_confirmation)
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        study: optuna.Study,
+        tracker: Tracker,
+        *,
+        n_trials: int,
+        workdir: Path,
+        sim_profile: dict[str, Any] | None,
+        on_progress: Callable[[Progress], None] = lambda p: None,
+        on_record: Callable[[TrialRecord], None] = lambda r: None,
+        time_budget_s: float | None = None,
+        lease: DriverLease | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self.spec = spec
+        self.lease = lease
+        self.study = study
+        self.tracker = tracker
+        self.n_trials = n_trials
+        self.workdir = workdir
+        self.sim_profile = sim_profile
+        self.on_progress = on_progress
+        self.executor = executor if executor is not None else _ray_executor()
+        self.outcome = SweepOutcome()
+        # No new launch after this moment; running trials finish (a later --resume goes on).
+        self.deadline = time.monotonic() + time_budget_s if time_budget_s else None
+        self._inflight: dict[Handle, _InFlight] = {}
+        self._open: dict[int, optuna.Trial] = {}  # asked and not yet told, launched or not
+        self._by_number: dict[int, Handle] = {}
+        self._node_of: dict[Handle, str] = {}
+        self.nodes = health.NodeHealth()
+        self.skipped = 0
+        self.repeats = 0
+        self.measured: obs.Measured = {}
+        self.lossless = LosslessCheck(spec, tracker)
+        # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
+        # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
+        model = BoundedMemoryModel(tp=spec.node.gpus, kv_heads=kv_heads_of(spec.model.path))
+        self._learning = obs.MemoryLearning(model)
+        self.diagnosis = obs.Diagnosis(model)
+        self.speedup = obs.Speedup()
+        progress = self.outcome.progress
+        self.observers: list[obs.Observer] = [
+            obs.ProgressCounts(progress),
+            obs.NodeMetrics(self.nodes, progress),
+            obs.MeasuredSet(self.measured),
+            self._learning,
+            self.diagnosis,
+            self.speedup,
+            obs.build_record,
+            obs.LosslessReview(self.lossless),
+            obs.TrackerLog(tracker),
+            obs.Collect(self.outcome.records, on_record),
+        ]
+
+    @property
+    def memory_model(self) -> MemoryModel:
+        """What the sweep predicts memory with and learns into (a benchmark may swap in another)."""
+        return self._learning.model
+
+    @memory_model.setter
+    def memory_model(self, model: MemoryModel) -> None:
+        self._learning.model = model
+        self.diagnosis.model = model
+
+    @property
+    def baseline_tok_s(self) -> float | None:
+        return self.speedup.baseline_tok_s
+
+    def running_nodes(self) -> list[str]:
+        """The nodes a trial of this sweep runs on now."""
+        return list(self._node_of.values())
+
+    # -- study bookkeeping ------------------------------------------------------------------------
+
+    def prepare(self, resume: bool) -> None:
+        """Close trials a dead driver left RUNNING (re-queueing their configurations), and on a new
+        study enqueue the baseline and the known-good configurations first."""
+        close_dead_drivers_trials(self.study, me=self.lease.stamp.driver_id if self.lease else None)
+        if resume and launched_count(self.study) > 0:
+            self._restore()
+            return
+        known = [k.to_config() for k in self.spec.known_good]
+        if self.spec.budget.baseline:
+            self.study.enqueue_trial(
+                baseline_config(self.spec.search, known[0] if known else None),
+                user_attrs={TrialAttr.BASELINE: True},
+                skip_if_exists=True,
+            )
+        for config in known:
+            self.study.enqueue_trial(
+                config_params(config), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True
+            )
+
+    def _restore(self) -> None:
+        restored = restore(self.study)
+        p, q = self.outcome.progress, restored.progress
+        p.done, p.pruned_oom, p.failed = q.done, q.pruned_oom, q.failed
+        p.best_tok_s, p.best_number = q.best_tok_s, q.best_number
+        self.speedup.baseline_tok_s = restored.baseline_tok_s
+        for config, seen in restored.measured.items():
+            self.measured.setdefault(config, seen)
+        for number, result in restored.memory:
+            self.memory_model.observe(number, result)
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def run(self) -> SweepOutcome:
+        p = self.outcome.progress
+        self.executor.open()
+        try:
+            while True:
+                self._fill()
+                if not self._inflight:
+                    break
+                done, events = self.executor.wait(list(self._inflight), timeout_s=1.0)
+                self._handle_events(events)
+                for handle in done:
+                    if handle in self._inflight:
+                        p.phases.pop(self._inflight[handle].trial.number, None)
+                        self._finish(handle)
+                        self.executor.node_health(self.nodes.board())
+                p.running = len(self._inflight)
+                self.on_progress(p)
+        finally:
+            for handle in list(self._inflight):
+                self.executor.cancel(handle)
+            # Every trial this driver asked for and has not told: in flight, or caught between the ask
+            # and the launch, or between its result and the tell, when the signal came.
+            for trial in list(self._open.values()):
+                self._close_interrupted(trial)
+            self.executor.close()
+        return self.outcome
+
+    def _close_interrupted(self, trial: optuna.Trial) -> None:
+        """A trial cut short by Ctrl-C, SIGTERM or an error in the driver measured nothing: close it and
+        queue its configuration again, so that --resume runs it and the budget is not spent on it."""
+        self._open.pop(trial.number, None)
+        if finished_elsewhere(self.study, trial):
+            return
+        try:
+            trial.set_user_attr(TrialAttr.CLOSED, "interrupted: the driver stopped")
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
+            log.warning("trial %d could not be closed: %s", trial.number, err)
+            return
+        if self.lease is not None:
+            self.lease.untrack(trial._trial_id)
+        attrs: dict[str, Any] = {TrialAttr.REQUEUED_FROM: trial.number}
+        if trial.user_attrs.get(TrialAttr.BASELINE):
+            attrs[TrialAttr.BASELINE] = True
+        self.study.enqueue_trial(dict(trial.params), user_attrs=attrs)
+
+    def _stop(self, reason: StopReason, message: str = "") -> None:
+        if self.outcome.stop_reason is StopReason.BUDGET_DONE:
+            self.outcome.stop_reason = reason
+            if message:
+                log.warning("%s", message)
+
+    def _fill(self) -> None:
+        slots = max(self.executor.trial_slots(), 1)
+        while (
+            len(self._inflight) < slots and launched_count(self.study) + len(self._inflight) < self.n_trials
+        ):
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self._stop(StopReason.TIME_BUDGET)
+                return
+            if self.repeats >= 20 * self.n_trials:
+                self._stop(StopReason.ONLY_REPEATS)
+                return
+            if self.skipped >= 5 * self.n_trials:
+                self._stop(StopReason.ALL_SKIPPED)
+                return
+            node_id = health.pick_node(
+                self.executor.alive_nodes(),
+                busy=set(self._node_of.values()),
+                quarantined=set(self.nodes.quarantined_nodes),
+                gpus=self.spec.node.gpus,
+            )
+            if node_id is None:
+                if not self._inflight and not self.executor.alive_nodes():
+                    raise RuntimeError("no alive node with a trial slot is left")
+                if not self._inflight and self.nodes.quarantined_nodes:
+                    raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
+                return
+            trial = self.study.ask()
+            self._open[trial.number] = trial
+            if self.lease is not None:
+                self.lease.track(trial._trial_id)
+            config = suggest_config(trial, self.spec.search)
+            baseline = bool(trial.user_attrs.get(TrialAttr.BASELINE))
+            # A confirmation launch is launched whatever the record or the memory model says (and, like a
+            # re-queued trial, is not re-queued again if its node dies).
+            requeued = TrialAttr.REQUEUED_FROM in trial.user_attrs or TrialAttr.CONFIRM_OF in trial.user_attrs
+            seen = self.measured.get(config)
+            if seen is not None and not requeued:
+                self._repeat(trial, seen)
+                continue
+            prediction = self.memory_model.predict(config)
+            if prediction.skip and not requeued and not trial.user_attrs.get(TrialAttr.KNOWN_GOOD):
+                self._skip(trial, config, prediction, baseline)
+                continue
+            request = TrialRequest(
+                spec=self.spec,
+                config=config,
+                number=trial.number,
+                workdir=str(self.workdir / "trials" / f"{trial.number:04d}"),
+                sim_profile=self.sim_profile,
+            )
+            handle = self.executor.submit(request, node_id)
+            self._node_of[handle] = node_id
+            health.record_running(node_id, True)
+            self._inflight[handle] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
+            self._by_number[trial.number] = handle
+            log.info("trial %d started: %s", trial.number, config.label())
+
+    # -- confirmation (orchestrator.confirm) ---------------------------------------------------------
+
+    def remaining(self) -> int:
+        """Launches left in the budget."""
+        return max(self.n_trials - launched_count(self.study), 0)
+
+    def reserve_for_confirmation(self) -> int:
+        """Keep the budget's confirmation launches back from the search (call before ``run``); returns
+        how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""
+        # On --resume only what is left of the budget can be split: an earlier invocation's launches
+        # (its confirmation included) are spent.
+        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, self.remaining())
+        self.n_trials -= self.confirm_reserve
+        return self.confirm_reserve
+
+    def confirm_best(self) -> SweepOutcome:
+        """After the search: launch the top configurations again until each has ``confirm_repeats``
+        launches, through the same loop (the confirmation bypasses the repeat-from-record rule)."""
+        enqueued = confirm.enqueue(self.study, self.outcome.records, self.spec.budget, self.confirm_reserve)
+        if not enqueued:
+            return self.outcome
+        # Exactly the enqueued launches: the loop asks the sampler for nothing new.
+        self.n_trials = launched_count(self.study) + enqueued
+        return self.run()
+
+    # -- the three ways a trial ends without running ------------------------------------------------
+
+    def _repeat(self, trial: optuna.Trial, seen: tuple[int, TrialStatus, float | None]) -> None:
+        """TPE proposes a configuration it has already measured once it settles: answer from the record
+        instead of spending another launch (the study still learns the value)."""
+        number, status, objective = seen
+        self.repeats += 1
+        trial.set_user_attr(TrialAttr.REPEAT_OF, number)
+        trial.set_user_attr(TrialAttr.STATUS, status.value)
+        tell_outcome(self.study, trial, status, objective, pruned=False)
+        self._open.pop(trial.number, None)
+        if self.lease is not None:
+            self.lease.untrack(trial._trial_id)
+        log.info("trial %d repeats trial %d: answered from the record", trial.number, number)
+
+    def _skip(
+        self, trial: optuna.Trial, config: ServerConfig, prediction: Prediction, baseline: bool
+    ) -> None:
+        """Spend no GPU time on what cannot fit: the study learns it as infeasible all the same."""
+        self.skipped += 1
+        result = TrialResult(
+            config=config,
+            status=TrialStatus.PREDICTED_OOM,
+            node_id="",
+            command=(),
+            failure=Failure(
+                prediction.stage or FailureStage.KV_ALLOCATION,
+                FailureKind.OOM,
+                f"predicted: {prediction.reason}",
+            ),
+            predicted=prediction.figures(),
+        )
+        info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
+        self._tell_and_record(info, result)
+
+    def _lost(self, info: _InFlight, err: Exception) -> TrialResult:
+        """The node or the worker died under the trial: not an OOM, and worth one more try elsewhere."""
+        log.error("trial %d lost: %s", info.trial.number, err)
+        if not info.requeued:
+            params = {**info.trial.params}
+            self.study.enqueue_trial(
+                params,
+                user_attrs={TrialAttr.REQUEUED_FROM: info.trial.number, TrialAttr.BASELINE: info.baseline},
+            )
+        return TrialResult(
+            config=info.config,
+            status=TrialStatus.LOST,
+            node_id="",
+            command=(),
+            failure=Failure(FailureStage.UNDER_LOAD, FailureKind.NODE_LOST, str(err).splitlines()[0][:500]),
+            wall_s=time.monotonic() - info.started,
+        )
+
+    # -- events and results ---------------------------------------------------------------------------
+
+    def _handle_events(self, events: list[TrialEvent]) -> None:
+        for event in events:
+            handle = self._by_number.get(event.number)
+            info = self._inflight.get(handle) if handle is not None else None
+            if info is None:
+                continue
+            if isinstance(event, PhaseEvent):
+                self.outcome.progress.phases[event.number] = event
+                continue
+            step, trial = event.step, info.trial
+            # The best tok/s so far: monotonic in the step, as the percentile pruner expects.
+            value = max(
+                float(trial.user_attrs.get(TrialAttr.BEST_SO_FAR, 0.0)), event.metrics.output_tok_per_s
+            )
+            trial.set_user_attr(TrialAttr.BEST_SO_FAR, value)
+            trial.report(value, step)
+            last = step >= len(self.spec.workload.concurrency) - 1
+            # After the last stage there is nothing left to save: a finished trial is never pruned.
+            # A confirmation launch is never pruned: its whole point is one more full measurement.
+            confirming = TrialAttr.CONFIRM_OF in trial.user_attrs
+            keep_going = info.baseline or last or confirming or not trial.should_prune()
+            if not keep_going:
+                info.pruned_at = step
+            self.executor.decide(event.number, step, keep_going)
+
+    def _finish(self, handle: Handle) -> None:
+        info = self._inflight.pop(handle)
+        self._by_number.pop(info.trial.number, None)
+        health.record_running(self._node_of.pop(handle, ""), False)
+        try:
+            result = self.executor.result(handle)
+        except TrialLost as err:
+            result = self._lost(info, err)
+        self._tell_and_record(info, result)
+
+    def _tell_and_record(self, info: _InFlight, result: TrialResult) -> None:
+        """settle -> tell -> observers."""
+        trial = info.trial
+        settled = settle(result, self.spec, info.pruned_at)
+        if finished_elsewhere(self.study, trial):
+            # Another process closed it (a second driver that should have been refused, by hand): the
+            # result is still recorded in MLflow by the observers, but the study cannot take it any more.
+            log.error("trial %d was closed by another process; its result goes to MLflow only", trial.number)
+        else:
+            for key, value in settled.attrs.items():
+                trial.set_user_attr(key, value)
+            tell(self.study, trial, settled.verdict)
+        self._open.pop(trial.number, None)
+        if self.lease is not None:
+            self.lease.untrack(trial._trial_id)
+        of = trial.user_attrs.get(TrialAttr.CONFIRM_OF)
+        done = obs.Finished(
+            trial.number, settled, info.baseline, confirm_of=int(of) if of is not None else None
+        )
+        for observer in self.observers:
+            observer(done)
+        log.info("trial %d %s: %s", trial.number, settled.result.status.value, settled.result.config.label())

@@ -1,0 +1,261 @@
+"""The driver's decisions, made by the product's own `Sweep` on an in-process executor (no Ray).
+
+The executor answers each trial at once with the benchmark oracle's figures for its configuration (a
+simulated profile's memory account, stages and failures), so what is tested is only what the driver
+decides: what to launch, what to answer from the record, what to learn back on --resume, what to re-queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import optuna
+import pytest
+from optuna.storages import InMemoryStorage
+from optuna.trial import FrozenTrial, TrialState
+
+from benchmarks.oracle import Oracle
+from benchmarks.spaces import CASES, case_spec, enumerate_space
+from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.executor import Handle, TrialLost
+from orchestrator.driver.settle import settle
+from orchestrator.driver.study import config_from_params, launched_count, open_study
+from orchestrator.driver.sweep import Sweep
+from orchestrator.memory_model import MemoryModel
+from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.sim.profile import load_profile
+from orchestrator.space import config_params
+from orchestrator.spec import SweepSpec
+from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.trial import TrialRequest
+from orchestrator.trial_events import TrialEvent
+
+NODE = "node-a"
+
+
+class InProcessExecutor:
+    """One node, one slot; a submitted trial is finished at once with the oracle's result. `lose` maps a
+    configuration to how many of its launches die with their node (`TrialLost`)."""
+
+    def __init__(self, oracle: Oracle, lose: dict[ServerConfig, int] | None = None) -> None:
+        self.oracle = oracle
+        self.lose = dict(lose or {})
+        self.submitted: list[TrialRequest] = []
+        self._requests: dict[int, TrialRequest] = {}
+
+    def open(self) -> None:
+        pass
+
+    def trial_slots(self) -> int:
+        return 1
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        gpus = float(self.oracle.gpus)
+        return [{"NodeID": NODE, "Alive": True, "Resources": {"trial_slot": 1.0, "GPU": gpus}}]
+
+    def submit(self, request: TrialRequest, node_id: str) -> Handle:
+        self.submitted.append(request)
+        self._requests[request.number] = request
+        return request.number
+
+    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
+        return list(handles)[:1], []
+
+    def result(self, handle: Handle) -> TrialResult:
+        config = self._requests[cast(int, handle)].config
+        if self.lose.get(config, 0) > 0:
+            self.lose[config] -= 1
+            raise TrialLost("the node died under the trial")
+        return self.oracle.evaluate(config).result(node_id=NODE)
+
+    def decide(self, number: int, step: int, keep_going: bool) -> None:
+        pass
+
+    def node_health(self, lines: list[str]) -> None:
+        pass
+
+    def cancel(self, handle: Handle) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def launched(self, config: ServerConfig) -> int:
+        return sum(1 for r in self.submitted if r.config == config)
+
+
+class _NoTracking:
+    def log_trial(self, record: TrialRecord) -> str | None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Oracle:
+    case = CASES["tight"]
+    return Oracle(case_spec(case, gpus=1), load_profile(case.name))
+
+
+def _status(oracle: Oracle, config: ServerConfig) -> tuple[TrialStatus, FailureStage | None]:
+    r = oracle.evaluate(config).result()
+    return r.status, r.failure.stage if r.failure else None
+
+
+@pytest.fixture(scope="module")
+def configs(oracle: Oracle) -> dict[str, ServerConfig]:
+    """`good` runs; `no_kv` fails allocating its KV pool; `lower` has a lower memory fraction than `no_kv`
+    (so a model that saw `no_kv` fail knows `lower` cannot start either)."""
+    grid = enumerate_space(CASES["tight"].space)
+    good = next(c for c in grid if _status(oracle, c)[0] is TrialStatus.OK)
+    no_kv = max(
+        (c for c in grid if _status(oracle, c) == (TrialStatus.OOM, FailureStage.KV_ALLOCATION)),
+        key=lambda c: c.mem_fraction_static,
+    )
+    lower = next(c for c in grid if c.mem_fraction_static < no_kv.mem_fraction_static and c != no_kv)
+    return {"good": good, "no_kv": no_kv, "lower": lower}
+
+
+def _sweep(spec: SweepSpec, study: optuna.Study, executor: InProcessExecutor, n_trials: int) -> Sweep:
+    tracker = cast(Tracker, _NoTracking())
+    return Sweep(
+        spec, study, tracker, n_trials=n_trials, workdir=Path("unused"), sim_profile=None, executor=executor
+    )
+
+
+def _trials_of(study: optuna.Study, config: ServerConfig) -> list[FrozenTrial]:
+    return [t for t in study.get_trials() if config_from_params(t.params) == config]
+
+
+def test_a_predicted_oom_is_recorded_and_never_launched(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    spec = oracle.spec
+    study = open_study(spec, "skip", InMemoryStorage(), resume=False)
+    for name in ("no_kv", "lower"):
+        study.enqueue_trial(config_params(configs[name]))
+    executor = InProcessExecutor(oracle)
+    sweep = _sweep(spec, study, executor, n_trials=3)
+    sweep.prepare(resume=False)
+    records = sweep.run().records
+    assert executor.launched(configs["no_kv"]) == 1
+    assert executor.launched(configs["lower"]) == 0  # the model learned the floor from no_kv
+    skipped = _trials_of(study, configs["lower"])[0]
+    assert skipped.user_attrs[TrialAttr.STATUS] == TrialStatus.PREDICTED_OOM.value
+    assert skipped.state is TrialState.PRUNED and skipped.constraints == {"oom": 1.0}
+    record = next(r for r in records if r.number == skipped.number)
+    assert record.result.status is TrialStatus.PREDICTED_OOM and not record.result.node_id
+    assert sweep.skipped >= 1 and launched_count(study) == 3  # a skip costs no launch
+
+
+def test_a_configuration_already_measured_is_answered_from_the_record(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    spec = oracle.spec
+    study = open_study(spec, "repeat", InMemoryStorage(), resume=False)
+    for _ in range(2):
+        study.enqueue_trial(config_params(configs["good"]))
+    executor = InProcessExecutor(oracle)
+    sweep = _sweep(spec, study, executor, n_trials=2)
+    sweep.prepare(resume=False)
+    sweep.run()
+    first, again = _trials_of(study, configs["good"])[:2]
+    assert executor.launched(configs["good"]) == 1
+    assert again.user_attrs[TrialAttr.REPEAT_OF] == first.number
+    assert again.state is TrialState.COMPLETE and again.value == first.value
+    assert sweep.repeats == 1 and len(executor.submitted) == 2  # the repeat cost no launch
+
+
+def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    spec, storage = oracle.spec, InMemoryStorage()
+    study = open_study(spec, "resume", storage, resume=False)
+    for name in ("no_kv", "good"):  # no_kv first: launched, it teaches the model its floor
+        study.enqueue_trial(config_params(configs[name]))
+    first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=2)
+    first.prepare(resume=False)
+    first.run()
+    assert first.measured and first.memory_model.ready
+
+    study = open_study(spec, "resume", storage, resume=True)
+    executor = InProcessExecutor(oracle)
+    resumed = _sweep(spec, study, executor, n_trials=3)
+    resumed.prepare(resume=True)
+    assert resumed.measured == first.measured  # the configurations measured, from the study alone
+    assert resumed.memory_model.ready and resumed.memory_model.kv_floor == first.memory_model.kv_floor > 0
+    assert resumed.memory_model.predict(configs["lower"]).skip
+    assert resumed.outcome.progress.done == 2 and resumed.outcome.progress.pruned_oom == 1
+    for name in ("good", "no_kv", "lower"):
+        study.enqueue_trial(config_params(configs[name]))
+    resumed.run()
+    assert all(executor.launched(configs[name]) == 0 for name in ("good", "no_kv", "lower"))
+    good_trials = _trials_of(study, configs["good"])
+    assert good_trials[-1].user_attrs[TrialAttr.REPEAT_OF] == good_trials[0].number
+    lower = _trials_of(study, configs["lower"])[-1]
+    assert lower.user_attrs[TrialAttr.STATUS] == TrialStatus.PREDICTED_OOM.value
+
+
+def test_a_lost_trial_is_requeued_once(oracle: Oracle, configs: dict[str, ServerConfig]) -> None:
+    spec, good = oracle.spec, configs["good"]
+    study = open_study(spec, "lost", InMemoryStorage(), resume=False)
+    study.enqueue_trial(config_params(good))
+    executor = InProcessExecutor(oracle, lose={good: 2})  # its first two launches die with their node
+    sweep = _sweep(spec, study, executor, n_trials=2)
+    sweep.prepare(resume=False)
+    records = sweep.run().records
+    lost = [t for t in study.get_trials() if t.user_attrs.get(TrialAttr.STATUS) == TrialStatus.LOST.value]
+    assert len(lost) == 2 and executor.launched(good) >= 2
+    assert all(t.state is TrialState.FAIL and not t.constraints for t in lost)  # not an OOM
+    first, second = lost
+    requeued = [t for t in study.get_trials() if t.user_attrs.get(TrialAttr.REQUEUED_FROM) is not None]
+    assert [t.user_attrs[TrialAttr.REQUEUED_FROM] for t in requeued] == [first.number]
+    assert requeued[0].number == second.number and second.params == first.params  # once, not again
+    assert all(r.result.failure is not None for r in records if r.result.status is TrialStatus.LOST)
+    assert launched_count(study) == 2  # lost launches cost no budget
+
+
+def test_settle_is_the_one_place_a_result_becomes_a_status_a_tell_and_attributes(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    """A run whose every stage misses the latency limit is SLA_MISSED (PRUNED, `sla` violated), not OK with
+    a fake value; a pruned run stays OK with no value; an OOM is PRUNED with `oom` violated."""
+    result = oracle.evaluate(configs["good"]).result(node_id=NODE)
+    strict = oracle.spec.model_copy(
+        update={"objective": oracle.spec.objective.model_copy(update={"itl_p99_ms_max": 1e-6})}
+    )
+    missed = settle(result, strict, pruned_at=None)
+    assert missed.result.status is TrialStatus.SLA_MISSED and missed.objective is None
+    assert missed.verdict.state is TrialState.PRUNED and missed.verdict.constraints == {
+        "oom": 0.0,
+        "sla": 1.0,
+    }
+    assert missed.attrs[TrialAttr.STATUS] == "sla_missed" and not missed.measured
+    pruned = settle(result, strict, pruned_at=0)
+    assert pruned.result.status is TrialStatus.OK and pruned.verdict.state is TrialState.PRUNED
+    ok = settle(result, oracle.spec, pruned_at=None)
+    assert (
+        ok.verdict.state is TrialState.COMPLETE
+        and ok.verdict.value == ok.objective == result.output_tok_per_s
+    )
+    assert ok.measured and ok.attrs[TrialAttr.CONFIG] == configs["good"].label()
+    oom = settle(oracle.evaluate(configs["no_kv"]).result(node_id=NODE), oracle.spec, pruned_at=None)
+    assert oom.verdict.state is TrialState.PRUNED and oom.verdict.constraints == {"oom": 1.0}
+    assert oom.attrs[TrialAttr.FAILURE_STAGE] == "kv_allocation" and TrialAttr.MEMORY in oom.attrs
+
+
+def test_a_swapped_memory_model_is_the_one_that_predicts_and_learns(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    spec = oracle.spec
+    study = open_study(spec, "swap", InMemoryStorage(), resume=False)
+    for name in ("no_kv", "lower"):
+        study.enqueue_trial(config_params(configs[name]))
+    executor = InProcessExecutor(oracle)
+    sweep = _sweep(spec, study, executor, n_trials=2)
+    unused = sweep.memory_model
+    sweep.memory_model = MemoryModel(tp=spec.node.gpus)
+    sweep.prepare(resume=False)
+    sweep.run()
+    assert sweep.memory_model.ready and sweep.memory_model.kv_floor > 0 and not unused.ready
+    assert executor.launched(configs["lower"]) == 0
