@@ -19,6 +19,11 @@ class Progress:
     best_number: int | None = None
     phases: dict[int, PhaseEvent] = field(default_factory=dict)  # running trials by number
 
+    def absorb(self, earlier: Progress) -> None:
+        """Take the counts an earlier invocation reached (--resume)."""
+        self.done, self.pruned_oom, self.failed = earlier.done, earlier.pruned_oom, earlier.failed
+        self.best_tok_s, self.best_number = earlier.best_tok_s, earlier.best_number
+
 
 class StopReason(StrEnum):
     """Why a sweep stopped launching trials."""

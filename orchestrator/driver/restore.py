@@ -14,6 +14,8 @@ from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.study import config_from_params, status_of
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.space import baseline_config, config_params
+from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import closed_numbers
 
 
@@ -87,3 +89,18 @@ def replayed_result(
         memory={k: float(v) for k, v in memory.items() if isinstance(v, int | float)},
         resolved_args={"mem_fraction_static": float(fraction)},
     )
+
+
+def enqueue_first(study: optuna.Study, spec: SweepSpec) -> None:
+    """A new study runs the no-speculation baseline (when asked) and the known-good configurations first."""
+    known = [k.to_config() for k in spec.known_good]
+    if spec.budget.baseline:
+        study.enqueue_trial(
+            baseline_config(spec.search, known[0] if known else None),
+            user_attrs={TrialAttr.BASELINE: True},
+            skip_if_exists=True,
+        )
+    for config in known:
+        study.enqueue_trial(
+            config_params(config), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True
+        )

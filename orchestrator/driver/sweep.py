@@ -22,14 +22,14 @@ from orchestrator.driver import observers as obs
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Executor, Handle, TrialLost
 from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
-from orchestrator.driver.restore import restore
+from orchestrator.driver.restore import enqueue_first, restore
 from orchestrator.driver.settle import settle
 from orchestrator.driver.study import finished_elsewhere, launched_count, tell, tell_outcome
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.space import baseline_config, config_params, suggest_config
+from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
 from orchestrator.tracking import Tracker, TrialRecord
@@ -135,34 +135,19 @@ class Sweep:
     # -- study bookkeeping ------------------------------------------------------------------------
 
     def prepare(self, resume: bool) -> None:
-        """Close trials a dead driver left RUNNING (re-queueing their configurations), and on a new
-        study enqueue the baseline and the known-good configurations first."""
+        """Close trials a dead driver left RUNNING (re-queueing their configurations); then, on --resume,
+        rebuild what the study already taught, or on a new study queue the baseline and known-good."""
         close_dead_drivers_trials(self.study, me=self.lease.stamp.driver_id if self.lease else None)
         if resume and launched_count(self.study) > 0:
-            self._restore()
-            return
-        known = [k.to_config() for k in self.spec.known_good]
-        if self.spec.budget.baseline:
-            self.study.enqueue_trial(
-                baseline_config(self.spec.search, known[0] if known else None),
-                user_attrs={TrialAttr.BASELINE: True},
-                skip_if_exists=True,
-            )
-        for config in known:
-            self.study.enqueue_trial(
-                config_params(config), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True
-            )
-
-    def _restore(self) -> None:
-        restored = restore(self.study)
-        p, q = self.outcome.progress, restored.progress
-        p.done, p.pruned_oom, p.failed = q.done, q.pruned_oom, q.failed
-        p.best_tok_s, p.best_number = q.best_tok_s, q.best_number
-        self.speedup.baseline_tok_s = restored.baseline_tok_s
-        for config, seen in restored.measured.items():
-            self.measured.setdefault(config, seen)
-        for number, result in restored.memory:
-            self.memory_model.observe(number, result)
+            restored = restore(self.study)
+            self.outcome.progress.absorb(restored.progress)
+            self.speedup.baseline_tok_s = restored.baseline_tok_s
+            for config, seen in restored.measured.items():
+                self.measured.setdefault(config, seen)
+            for number, result in restored.memory:
+                self.memory_model.observe(number, result)
+        else:
+            enqueue_first(self.study, self.spec)
 
     # -- the loop ------------------------------------------------------------------------------------
 
