@@ -337,6 +337,12 @@ def run(
             f"launched now beat it, so {study_dir / 'best.json'} and best_command.sh are unchanged"
         )
         best = None
+    elif best is None and sweep.lossless.lossy:
+        # The baseline is never the recommendation; with every draft lossy there is none to make.
+        print(
+            f"no speculative configuration passed the lossless check ({len(sweep.lossless.lossy)} lossy): "
+            "keep serving without speculation until the draft is fixed; no best.json is written"
+        )
     elif best is None:
         print("no speculative configuration completed; see the reasons above and the server logs in MLflow")
     else:

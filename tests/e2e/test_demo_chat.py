@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -47,11 +46,7 @@ def test_chat_demo_records_traffic_and_refuses_to_recommend_a_lossy_draft(tmp_pa
     assert speculative and all(r.data.tags["lossless"] == "mismatch" for r in speculative)
     assert all(r.data.metrics["accept_length.generated-chat"] > 2.0 for r in speculative)
 
-    best = json.loads((out / "demo-chat" / "best.json").read_text())
-    assert best["config"].get("speculative_num_steps") is None  # every draft was lossy: the baseline wins
-    assert best["dataset"] == "generated-chat"
-    assert [(lv["concurrency"], lv["speculative_num_steps"]) for lv in best["best_by_concurrency"]] == [
-        (8, 0)
-    ]
-    assert best["runtime_policy"]["speculative_adaptive"] == "off"
+    # Every draft was lossy: nothing is recommended (the baseline is a reference, never the answer).
+    assert "no speculative configuration passed the lossless check" in proc.stdout
+    assert not (out / "demo-chat" / "best.json").exists()
     assert "Lossy speculation" in (out / "demo-chat" / "report.html").read_text()
