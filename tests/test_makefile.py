@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,13 +19,18 @@ def test_ui_targets_take_a_port_and_bind_to_localhost(target: str, default: str)
         pytest.skip("no make")
     venv = str(Path(sys.executable).parents[1])
 
+    # Run from `make test` the outer make's MAKEFLAGS/MAKELEVEL would make this one print "Entering /
+    # Leaving directory" lines around the recipe: a clean environment, as a user's shell has.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+
     def command(*extra: str) -> str:
         done = subprocess.run(
-            ["make", "-n", target, f"VENV={venv}", *extra],
+            ["make", "--no-print-directory", "-n", target, f"VENV={venv}", *extra],
             cwd=ROOT,
             capture_output=True,
             text=True,
             check=True,
+            env=env,
         )
         return done.stdout.strip().splitlines()[-1]  # -n prints the recipe; the last line is the server
 
