@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestrator.node import SimulatedNode, free_port, port_is_free
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
-from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
+from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.sweep import resolve_profile
@@ -139,17 +139,17 @@ def test_infeasible_statuses() -> None:
     }
 
 
-def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> None:
-    """SIGSTOP freezes the server while it streams: a real hang (alive, silent, deaf to SIGINT)."""
+def signal_mid_benchmark(tmp_path: Path, sig: int, benchmark_s: float) -> tuple[Any, SimulatedNode]:
+    """Run a long trial on the simulated node and send `sig` to its server processes once it streams;
+    returns the trial's result and the node."""
     import os
-    import signal
     import threading
 
     spec = load_spec(DEMO)
     spec = spec.model_copy(
         update={
             "timeouts": spec.timeouts.model_copy(
-                update={"benchmark_s": 4.0, "stop_s": 1.0, "gpu_clean_s": 5.0}
+                update={"benchmark_s": benchmark_s, "stop_s": 1.0, "gpu_clean_s": 5.0}
             ),
             "workload": spec.workload.model_copy(
                 update={"num_prompts": 64, "output_len": 512, "concurrency": [2]}
@@ -158,13 +158,7 @@ def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> No
     )
     profile = resolve_profile(spec) or {}
     node = SimulatedNode(spec, f"test-{tmp_path.name}", profile)
-    request = TrialRequest(
-        spec=spec,
-        config=make_config(0.88, 128, 48, 3, 1, 4),
-        number=0,
-        workdir=str(tmp_path / "t"),
-        sim_profile=profile,
-    )
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
     out: dict[str, Any] = {}
     runner = threading.Thread(target=lambda: out.update(result=TrialRun(request, node, None).run()))
     runner.start()
@@ -172,12 +166,19 @@ def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> No
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and "Decode batch" not in (log.read_text() if log.exists() else ""):
         time.sleep(0.05)
-    pids = {p.pid for s in FakeNvml.for_profile(node.state_dir, profile).snapshot() for p in s.processes}
+    pids = node.server_pids()
     assert pids
     for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+        os.kill(pid, sig)
     runner.join(timeout=60)
-    result = out["result"]
+    return out["result"], node
+
+
+def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> None:
+    """SIGSTOP freezes the server while it streams: a real hang (alive, silent, deaf to SIGINT)."""
+    import signal
+
+    result, node = signal_mid_benchmark(tmp_path, signal.SIGSTOP, benchmark_s=4.0)
     assert result.status is TrialStatus.TIMEOUT
     assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
     assert "SIGKILLed" in " ".join(result.notes)
@@ -285,36 +286,9 @@ def test_a_wrong_api_key_is_refused_by_the_simulated_node_as_by_sglang(tmp_path:
 def test_a_crash_under_load_is_failed_not_oom(tmp_path: Path) -> None:
     """A server killed mid-benchmark with no out-of-memory line in its log is a crash (`failed`, never
     learned as infeasible): a crash is not evidence of memory. A runtime OOM line is `oom_under_load`."""
-    import os
     import signal
-    import threading
 
-    spec = load_spec(DEMO)
-    spec = spec.model_copy(
-        update={
-            "timeouts": spec.timeouts.model_copy(
-                update={"benchmark_s": 30.0, "stop_s": 1.0, "gpu_clean_s": 5.0}
-            ),
-            "workload": spec.workload.model_copy(
-                update={"num_prompts": 64, "output_len": 512, "concurrency": [2]}
-            ),
-        }
-    )
-    profile = resolve_profile(spec) or {}
-    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile)
-    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
-    out: dict[str, Any] = {}
-    runner = threading.Thread(target=lambda: out.update(result=TrialRun(request, node, None).run()))
-    runner.start()
-    log = tmp_path / "t" / "server.log"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and "Decode batch" not in (log.read_text() if log.exists() else ""):
-        time.sleep(0.05)
-    for s in FakeNvml.for_profile(node.state_dir, profile).snapshot():
-        for p in s.processes:
-            os.kill(p.pid, signal.SIGKILL)
-    runner.join(timeout=60)
-    result = out["result"]
+    result, node = signal_mid_benchmark(tmp_path, signal.SIGKILL, benchmark_s=30.0)
     assert result.status is TrialStatus.FAILED, result.failure
     assert not result.status.infeasible
     assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import ray
 from ray.cluster_utils import Cluster
@@ -34,3 +38,38 @@ def sim_cluster(nodes: int) -> Iterator[Cluster]:
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+def wait_until(predicate: Any, timeout: float, what: str) -> Any:
+    """Poll `predicate` until it returns something truthy (returned), or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def chromium() -> str | None:
+    """Headless Chromium for the browser tests (.ci/run installs Debian's), or None."""
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+# What every headless run needs: no sandbox as root, no GPU, nothing fetched from outside.
+HEADLESS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)

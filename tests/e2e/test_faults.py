@@ -16,7 +16,7 @@ import optuna
 import psutil
 import pytest
 import ray
-from e2ehelp import sim_cluster
+from e2ehelp import sim_cluster, wait_until
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster as placement
@@ -34,16 +34,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 LONG = {"workload__num_prompts": 64, "workload__output_len": 256, "workload__concurrency": [2]}
-
-
-def wait_until(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -14,19 +14,10 @@ from typing import Any
 import optuna
 import psutil
 import pytest
+from e2ehelp import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-def wait_until(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def in_session(sid: int) -> list[int]:

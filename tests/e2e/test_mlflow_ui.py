@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,7 +21,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 import yaml
-from e2ehelp import GOOD, KV_OOM
+from e2ehelp import GOOD, HEADLESS, KV_OOM, chromium
 
 from orchestrator.tracking import runs_url
 
@@ -250,22 +249,9 @@ def test_mlflow_ui_serves_trials_params_metrics_and_artifacts(mlflow_ui: str, de
             assert "The server is fired up and ready to roll!" in log
 
 
-def chromium() -> str | None:
-    if Path("/usr/bin/chromium").exists():
-        return "/usr/bin/chromium"
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 def run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
+        *HEADLESS,
         # Only the local server answers: the UI must draw from what it serves itself.
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
         f"--user-data-dir={profile}",

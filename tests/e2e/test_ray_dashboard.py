@@ -9,7 +9,6 @@ import asyncio
 import base64
 import json
 import re
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -22,6 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 import ray
+from e2ehelp import HEADLESS, chromium
 from ray._raylet import Config
 from ray.cluster_utils import Cluster
 
@@ -36,16 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 TRIALS = 3
 LAUNCHED = TRIALS + 1  # the no-speculation baseline runs on top of the budget
-
-
-def chromium() -> str | None:
-    if Path("/usr/bin/chromium").exists():
-        return "/usr/bin/chromium"
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
 
 
 @dataclass(frozen=True)
@@ -149,14 +139,7 @@ async def _browse(binary: str, profile: Path, swept: Sweep, token: str) -> dict[
     proc = subprocess.Popen(
         [
             binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
+            *HEADLESS,
             "--remote-debugging-port=0",
             f"--user-data-dir={profile}",
             "--window-size=1500,1000",
