@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import ray
 
-from orchestrator.driver.executor import Handle, TrialLost
+from orchestrator.driver.executor import Handle, TrialError, TrialLost
 from orchestrator.health import pinned_to
 from orchestrator.records import TrialResult
 from orchestrator.spec import Backend, SweepSpec
@@ -211,7 +211,9 @@ class RayExecutor:
     def result(self, handle: Handle) -> TrialResult:
         try:
             result: TrialResult = ray.get(cast(ray.ObjectRef, handle))
-        except (ray.exceptions.RayError, OSError) as err:
+        except ray.exceptions.RayTaskError as err:  # the task ran and raised: our bug, not the node
+            raise TrialError(str(err)) from err
+        except (ray.exceptions.RayError, OSError) as err:  # the worker or the node died under it
             raise TrialLost(str(err)) from err
         return result
 

@@ -60,6 +60,7 @@ class FailureKind(StrEnum):
     NODE_LOST = "node_lost"
     KV_PRESSURE = "kv_pressure"
     BENCHMARK_ERROR = "benchmark_error"
+    INTERNAL_ERROR = "internal_error"  # specsweep's own trial code raised: a bug to report
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,12 @@ class KnownGood(SpecModel):
     speculative_num_steps: int = Field(ge=1)
     speculative_eagle_topk: int = Field(ge=1)
     speculative_num_draft_tokens: int | None = Field(default=None, ge=2)
+    speculative_adaptive: AdaptiveMode = AdaptiveMode.OFF
+
+    @field_validator("speculative_adaptive", mode="before")
+    @classmethod
+    def _yaml_off(cls, mode: Any) -> Any:
+        return AdaptiveMode.OFF if mode is False else mode  # YAML reads a bare `off` as false
 
     def to_config(self) -> ServerConfig:
         return make_config(
@@ -160,7 +166,19 @@ class KnownGood(SpecModel):
             self.speculative_num_steps,
             self.speculative_eagle_topk,
             self.speculative_num_draft_tokens,
+            self.speculative_adaptive,
         )
+
+    def params(self) -> dict[str, Any]:
+        """The Optuna params as the user wrote them: with adaptive speculation the launch's steps are
+        the largest tier (outside the searched range for SGLang's defaults), so the searched steps go in."""
+        params: dict[str, Any] = self.model_dump(exclude_none=True)
+        if self.speculative_eagle_topk == 1:
+            params.pop("speculative_num_draft_tokens", None)  # derived, not searched, under top-k 1
+            params["speculative_adaptive"] = self.speculative_adaptive.value
+        else:
+            params.pop("speculative_adaptive")
+        return params
 
 
 def make_config(
@@ -213,6 +231,17 @@ def known_good_problems(known: KnownGood, space: SearchSpace, index: int) -> lis
         why = _not_in_dim(value, dim) if name != "speculative_num_draft_tokens" else None
         if why:
             problems.append(f"{where}.{name}: {value} {why}; change it or widen search.{name}")
+    if known.speculative_adaptive not in space.speculative_adaptive:
+        problems.append(
+            f"{where}.speculative_adaptive: {known.speculative_adaptive.value} is not one of the searched "
+            f"modes {[m.value for m in space.speculative_adaptive]}; change it or widen "
+            "search.speculative_adaptive"
+        )
+    elif known.speculative_adaptive is not AdaptiveMode.OFF and known.speculative_eagle_topk != 1:
+        problems.append(
+            f"{where}.speculative_adaptive: SGLang runs adaptive speculation with top-k 1 only; "
+            "set speculative_eagle_topk to 1 or speculative_adaptive to off"
+        )
     steps, topk, draft = (
         known.speculative_num_steps,
         known.speculative_eagle_topk,

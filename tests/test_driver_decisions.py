@@ -19,12 +19,13 @@ from optuna.trial import FrozenTrial, TrialState
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from orchestrator.driver.attrs import TrialAttr
-from orchestrator.driver.executor import Handle, TrialLost
+from orchestrator.driver.executor import Handle, TrialError, TrialLost
+from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.settle import settle
 from orchestrator.driver.study import config_from_params, launched_count, open_study
-from orchestrator.driver.sweep import Sweep
+from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.memory_model import MemoryModel
-from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.space import config_params
 from orchestrator.spec import SweepSpec
@@ -37,11 +38,18 @@ NODE = "node-a"
 
 class InProcessExecutor:
     """One node, one slot; a submitted trial is finished at once with the oracle's result. `lose` maps a
-    configuration to how many of its launches die with their node (`TrialLost`)."""
+    configuration to how many of its launches die with their node (`TrialLost`); `fail_every` makes
+    every launch raise instead (`TrialLost` for a node that keeps dying, `TrialError` for a bug)."""
 
-    def __init__(self, oracle: Oracle, lose: dict[ServerConfig, int] | None = None) -> None:
+    def __init__(
+        self,
+        oracle: Oracle,
+        lose: dict[ServerConfig, int] | None = None,
+        fail_every: type[Exception] | None = None,
+    ) -> None:
         self.oracle = oracle
         self.lose = dict(lose or {})
+        self.fail_every = fail_every
         self.submitted: list[TrialRequest] = []
         self._requests: dict[int, TrialRequest] = {}
 
@@ -65,6 +73,8 @@ class InProcessExecutor:
 
     def result(self, handle: Handle) -> TrialResult:
         config = self._requests[cast(int, handle)].config
+        if self.fail_every is not None:
+            raise self.fail_every("ValueError: zip() argument 2 is longer than argument 1")
         if self.lose.get(config, 0) > 0:
             self.lose[config] -= 1
             raise TrialLost("the node died under the trial")
@@ -213,6 +223,36 @@ def test_a_lost_trial_is_requeued_once(oracle: Oracle, configs: dict[str, Server
     assert requeued[0].number == second.number and second.params == first.params  # once, not again
     assert all(r.result.failure is not None for r in records if r.result.status is TrialStatus.LOST)
     assert launched_count(study) == 2  # lost launches cost no budget
+
+
+def test_a_trial_whose_own_code_raises_is_failed_and_counted_never_relaunched_blindly(
+    oracle: Oracle,
+) -> None:
+    # Found on a real run: the benchmark raised on every launch, each was taken as a lost node (free, and
+    # re-queued), and the sweep launched 65 trials of a budget of 8 until it was killed.
+    spec = oracle.spec
+    study = open_study(spec, "bug", InMemoryStorage(), resume=False)
+    executor = InProcessExecutor(oracle, fail_every=TrialError)
+    sweep = _sweep(spec, study, executor, n_trials=3)
+    sweep.prepare(resume=False)
+    records = sweep.run().records
+    assert len(executor.submitted) == 3  # the budget, not one more
+    assert all(r.result.status is TrialStatus.FAILED for r in records)
+    assert all(r.result.failure and r.result.failure.kind is FailureKind.INTERNAL_ERROR for r in records)
+    assert all("zip()" in (r.result.failure.message if r.result.failure else "") for r in records)
+    assert not [t for t in study.get_trials() if TrialAttr.REQUEUED_FROM in t.user_attrs]
+
+
+def test_a_sweep_whose_launches_keep_getting_lost_stops_and_says_why(oracle: Oracle) -> None:
+    spec = oracle.spec
+    study = open_study(spec, "lost-all", InMemoryStorage(), resume=False)
+    executor = InProcessExecutor(oracle, fail_every=TrialLost)
+    sweep = _sweep(spec, study, executor, n_trials=3)
+    sweep.prepare(resume=False)
+    outcome = sweep.run()
+    assert outcome.stop_reason is StopReason.ALL_LOST
+    assert len(executor.submitted) == LOST_IN_A_ROW  # lost launches are free, so a limit of their own
+    assert all(r.result.status is TrialStatus.LOST for r in outcome.records)
 
 
 def test_settle_is_the_one_place_a_result_becomes_a_status_a_tell_and_attributes(

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 import yaml
 
@@ -124,6 +125,13 @@ def _known(**changes: Any) -> dict[str, Any]:
             "known_good.0.speculative_num_draft_tokens",
             "7",
         ),
+        # The demo searches adaptive speculation off only, and a mode must be one of the three.
+        (_known(speculative_adaptive="tiers"), "known_good.0.speculative_adaptive", "widen search."),
+        (
+            _known(speculative_adaptive="sometimes"),
+            "known_good.0.speculative_adaptive",
+            "off",
+        ),
     ],
 )
 def test_known_good_outside_the_space_is_refused(data: dict[str, Any], field: str, hint: str) -> None:
@@ -151,6 +159,32 @@ def test_int_step_zero_names_the_field() -> None:
 def test_known_good_inside_the_space_is_accepted() -> None:
     spec = parse_spec(_known(speculative_eagle_topk=2, speculative_num_draft_tokens=6))
     assert spec.known_good[0].to_config().speculative_num_draft_tokens == 6
+
+
+def test_a_known_good_names_its_runtime_speculation_policy() -> None:
+    from orchestrator.driver.restore import enqueue_first
+    from orchestrator.space import suggest_config
+
+    data = _known(speculative_eagle_topk=1, speculative_num_steps=3, speculative_adaptive="default")
+    data["search"]["speculative_adaptive"] = ["off", "default", "tiers"]
+    data["search"]["speculative_eagle_topk"] = {"choices": [1, 2]}
+    data["budget"]["baseline"] = False
+    spec = parse_spec(data)
+    config = spec.known_good[0].to_config()
+    assert config.speculative_adaptive == "default"
+    assert config.speculative_num_steps == 7  # launched at SGLang's largest default tier
+
+    # Enqueued with the values the user wrote (inside the space), so Optuna rebuilds the same launch.
+    study = optuna.create_study()
+    enqueue_first(study, spec)
+    trial = study.ask()
+    assert suggest_config(trial, spec.search) == config
+    assert trial.params["speculative_num_steps"] == 3
+
+    data["known_good"][0]["speculative_eagle_topk"] = 2
+    data["known_good"][0]["speculative_num_draft_tokens"] = 5
+    with pytest.raises(SpecError, match=r"known_good.0.speculative_adaptive.*top-k 1"):
+        parse_spec(data)
 
 
 def test_stages_default_to_what_real_hardware_needs_and_short_ones_are_named_in_one_warning() -> None:

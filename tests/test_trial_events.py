@@ -4,6 +4,7 @@ reports answered by the driver's verdict without polling, and the console lines 
 from __future__ import annotations
 
 import itertools
+import os
 import logging
 import re
 import subprocess
@@ -211,3 +212,24 @@ def test_on_a_terminal_the_live_line_shows_each_running_trial(monkeypatch: pytes
     monkeypatch.setenv("COLUMNS", "60")  # never wider than the terminal: a wrapped line cannot be redrawn
     printer.show(p)
     assert len(out[-1]) == 60
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _raises() -> None:
+    raise ValueError("zip() argument 2 is longer than argument 1")
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _dies() -> None:
+    os._exit(1)  # the worker dies as a node's would: no exception comes back, only its absence
+
+
+def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray: None) -> None:
+    from orchestrator.cluster import RayExecutor
+    from orchestrator.driver.executor import TrialError, TrialLost
+
+    executor = RayExecutor()
+    with pytest.raises(TrialError, match="zip"):
+        executor.result(_raises.remote())
+    with pytest.raises(TrialLost):
+        executor.result(_dies.remote())

@@ -50,6 +50,7 @@ class RequestOutcome:
     num_retractions: int  # times the server retracted this request for lack of KV cache
     finish_reason: str  # "length", "stop", "abort", or "" when the server never said
     sent_s: float | None = None  # when it was sent, in seconds after the stage began (None: unknown)
+    request_index: int | None = None  # which of the stage's requests it served (a stage may cycle them)
 
 
 class StageTimeout(TimeoutError):
@@ -241,7 +242,7 @@ async def run_stage(
             which = index % len(bodies)
             sent = perf()
             outcome = await _stream_one(http, url, bodies[which], prompt_lens[which], per_request)
-            done[index] = replace(outcome, sent_s=sent - start)
+            done[index] = replace(outcome, sent_s=sent - start, request_index=which)
             if outcome.success:
                 state["tokens"] += outcome.completion_tokens
             else:

@@ -139,11 +139,19 @@ def _shares(total: int, weights: Sequence[float]) -> list[int]:
 def dataset_breakdown(
     concurrency: int, requests: Sequence[RequestSpec], outcomes: Sequence[RequestOutcome], duration_s: float
 ) -> tuple[DatasetMetrics, ...]:
-    """Each dataset's requests of a stage: its acceptance and its share of the stage's throughput."""
+    """Each dataset's requests of a stage: its acceptance and its share of the stage's throughput.
+
+    A stage cycles its prompts until its minimum duration, so outcomes outnumber requests: each is
+    counted under the dataset of the request it served (in sending order where it does not say)."""
     names = sorted({r.dataset for r in requests})
+
+    def dataset_of(position: int, outcome: RequestOutcome) -> str:
+        index = outcome.request_index if outcome.request_index is not None else position % len(requests)
+        return requests[index].dataset
+
     out = []
     for name in names:
-        mine = [o for r, o in zip(requests, outcomes, strict=True) if r.dataset == name]
+        mine = [o for i, o in enumerate(outcomes) if dataset_of(i, o) == name]
         m = stage_metrics(concurrency, mine, duration_s)
         out.append(
             DatasetMetrics(

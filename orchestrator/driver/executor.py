@@ -21,6 +21,11 @@ class TrialLost(Exception):
     """The trial's worker or node went away: no result exists (not an OOM; worth one more try)."""
 
 
+class TrialError(Exception):
+    """The trial's own code raised on the node: a bug, not a lost node. It would raise again on the same
+    configuration, so the trial is counted as failed and never re-queued."""
+
+
 class Executor(Protocol):
     """Runs trials for the driver. Every method is called from the driver's one thread."""
 

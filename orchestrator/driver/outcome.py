@@ -32,6 +32,7 @@ class StopReason(StrEnum):
     TIME_BUDGET = "time_budget"  # --time-budget ran out; running trials finished
     ONLY_REPEATS = "only_repeats"  # the sampler kept proposing configurations already measured
     ALL_SKIPPED = "all_skipped"  # the memory model ruled out almost every proposal
+    ALL_LOST = "all_lost"  # launch after launch died with its worker or node
 
     def explain(self) -> str:
         return {
@@ -41,6 +42,8 @@ class StopReason(StrEnum):
             "the space is exhausted at this budget",
             StopReason.ALL_SKIPPED: "the memory model rules out almost every proposal: widen the space "
             "(higher mem_fraction_static, smaller cuda_graph_max_bs)",
+            StopReason.ALL_LOST: "launch after launch was lost with its worker or node: see the errors "
+            "above and the Ray dashboard (a node short of host memory, or a worker that cannot start)",
         }[self]
 
 

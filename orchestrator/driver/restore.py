@@ -14,7 +14,7 @@ from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.study import config_from_params, status_of
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.space import baseline_config, config_params
+from orchestrator.space import baseline_config
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import closed_numbers
 
@@ -93,14 +93,12 @@ def replayed_result(
 
 def enqueue_first(study: optuna.Study, spec: SweepSpec) -> None:
     """A new study runs the no-speculation baseline (when asked) and the known-good configurations first."""
-    known = [k.to_config() for k in spec.known_good]
     if spec.budget.baseline:
+        first = spec.known_good[0].to_config() if spec.known_good else None
         study.enqueue_trial(
-            baseline_config(spec.search, known[0] if known else None),
+            baseline_config(spec.search, first),
             user_attrs={TrialAttr.BASELINE: True},
             skip_if_exists=True,
         )
-    for config in known:
-        study.enqueue_trial(
-            config_params(config), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True
-        )
+    for known in spec.known_good:
+        study.enqueue_trial(known.params(), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True)

@@ -19,8 +19,9 @@ import optuna
 
 from orchestrator import confirm, health
 from orchestrator.driver import observers as obs
+from orchestrator.driver import without_launch
 from orchestrator.driver.attrs import TrialAttr
-from orchestrator.driver.executor import Executor, Handle, TrialLost
+from orchestrator.driver.executor import Executor, Handle, TrialError, TrialLost
 from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
 from orchestrator.driver.restore import enqueue_first, restore
 from orchestrator.driver.settle import settle
@@ -28,7 +29,7 @@ from orchestrator.driver.study import finished_elsewhere, launched_count, tell, 
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
-from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
@@ -37,6 +38,8 @@ from orchestrator.trial import TrialRequest
 from orchestrator.trial_events import PhaseEvent, TrialEvent
 
 log = logging.getLogger(__name__)
+# Lost launches cost no budget, so they need a limit of their own: this many in a row stop the sweep.
+LOST_IN_A_ROW = 5
 
 
 @dataclass
@@ -92,6 +95,7 @@ class Sweep:
         self.nodes = health.NodeHealth()
         self.skipped = 0
         self.repeats = 0
+        self.lost_in_a_row = 0
         self.measured: obs.Measured = {}
         self.lossless = LosslessCheck(spec, tracker)
         # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
@@ -217,6 +221,9 @@ class Sweep:
             if self.skipped >= 5 * self.n_trials:
                 self._stop(StopReason.ALL_SKIPPED)
                 return
+            if self.lost_in_a_row >= LOST_IN_A_ROW:
+                self._stop(StopReason.ALL_LOST)
+                return
             node_id = health.pick_node(
                 self.executor.alive_nodes(),
                 busy=set(self._node_of.values()),
@@ -305,20 +312,8 @@ class Sweep:
     ) -> None:
         """Spend no GPU time on what cannot fit: the study learns it as infeasible all the same."""
         self.skipped += 1
-        result = TrialResult(
-            config=config,
-            status=TrialStatus.PREDICTED_OOM,
-            node_id="",
-            command=(),
-            failure=Failure(
-                prediction.stage or FailureStage.KV_ALLOCATION,
-                FailureKind.OOM,
-                f"predicted: {prediction.reason}",
-            ),
-            predicted=prediction.figures(),
-        )
         info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
-        self._tell_and_record(info, result)
+        self._tell_and_record(info, without_launch.predicted_oom(config, prediction))
 
     def _lost(self, info: _InFlight, err: Exception) -> TrialResult:
         """The node or the worker died under the trial: not an OOM, and worth one more try elsewhere."""
@@ -329,14 +324,17 @@ class Sweep:
                 params,
                 user_attrs={TrialAttr.REQUEUED_FROM: info.trial.number, TrialAttr.BASELINE: info.baseline},
             )
-        return TrialResult(
-            config=info.config,
-            status=TrialStatus.LOST,
-            node_id="",
-            command=(),
-            failure=Failure(FailureStage.UNDER_LOAD, FailureKind.NODE_LOST, str(err).splitlines()[0][:500]),
-            wall_s=time.monotonic() - info.started,
+        return without_launch.lost(info.config, err, time.monotonic() - info.started)
+
+    def _internal_error(self, info: _InFlight, err: TrialError) -> TrialResult:
+        """specsweep's own trial code raised: the same configuration would raise again, so the trial is
+        FAILED and counted (never re-queued), and the traceback goes to the driver's log."""
+        log.error(
+            "trial %d: the trial code raised (a bug in specsweep: please report it): %s",
+            info.trial.number,
+            err,
         )
+        return without_launch.internal_error(info.config, err, time.monotonic() - info.started)
 
     # -- events and results ---------------------------------------------------------------------------
 
@@ -373,6 +371,9 @@ class Sweep:
             result = self.executor.result(handle)
         except TrialLost as err:
             result = self._lost(info, err)
+        except TrialError as err:
+            result = self._internal_error(info, err)
+        self.lost_in_a_row = self.lost_in_a_row + 1 if result.status is TrialStatus.LOST else 0
         self._tell_and_record(info, result)
 
     def _tell_and_record(self, info: _InFlight, result: TrialResult) -> None:

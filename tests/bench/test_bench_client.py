@@ -520,3 +520,24 @@ def test_wait_healthy_waits_through_503_and_gives_up_at_its_deadline() -> None:
     up, down, nobody, elapsed = run(scenario)
     assert up and not down and not nobody
     assert 0.3 <= elapsed < 1.0
+
+
+def test_a_cycled_stage_is_broken_down_by_each_outcomes_own_request() -> None:
+    # A stage that cycles its prompts has more outcomes than requests: each outcome says which request
+    # it served, so the per-dataset figures count every one (this raised in the trial, on a real run).
+    from orchestrator.bench.traffic import dataset_breakdown
+    from orchestrator.bench.workload import RequestSpec
+
+    scripts = {1: Script(steps=[(0.01, 1), (0.01, 2)]), 2: Script(steps=[(0.02, 3)])}
+    requests = [RequestSpec(req(1).input_ids, 8, "chat"), RequestSpec(req(2).input_ids, 8, "code")]
+
+    async def scenario() -> tuple[list[RequestOutcome], float]:
+        async with fake_sglang(scripts) as (_, url):
+            return await run_stage(url, requests, 2, timeout_s=5, min_duration_s=0.3)
+
+    outcomes, duration = run(scenario)
+    assert len(outcomes) > len(requests)
+    assert [o.request_index for o in outcomes[:4]] == [0, 1, 0, 1]
+    per = {m.name: m for m in dataset_breakdown(2, requests, outcomes, duration)}
+    assert per["chat"].num_requests + per["code"].num_requests == len(outcomes)
+    assert per["chat"].num_requests == sum(1 for o in outcomes if o.request_index == 0)
