@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +130,12 @@ def _measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     ]
 
 
+def candidates(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[TrialRecord]:
+    """The launches that can be the answer: the baseline is the reference, never the recommendation, and
+    a draft that changed the greedy output is never recommended. Confirmation and the verdict use these."""
+    return [r for r in records if not r.baseline and r.number not in lossy]
+
+
 def rank(records: Sequence[TrialRecord]) -> list[Ranked]:
     """Every measured configuration, best median first (ties broken by more launches, then the first),
     each with its interval from the launch-to-launch spread pooled over all of them."""
@@ -169,15 +175,16 @@ def to_confirm(records: Sequence[TrialRecord], budget: BudgetSpec) -> list[tuple
 
 
 def enqueue(study: optuna.Study, records: Sequence[TrialRecord], budget: BudgetSpec, reserve: int) -> int:
-    """Queue the confirmation launches (at most ``reserve``), each marked ``confirm_of`` the first trial
-    of its configuration; returns how many were queued."""
+    """Queue the confirmation launches (at most ``reserve``) of the top ``candidates``, each marked
+    ``confirm_of`` the first trial of its configuration and asked with that trial's own params (under
+    adaptive speculation the launch's steps lie outside the searched range); returns how many."""
+    params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
     enqueued = 0
     for ranked, missing in to_confirm(records, budget):
         attrs: dict[str, Any] = {TrialAttr.CONFIRM_OF: ranked.first}
-        if not ranked.config.speculative:
-            attrs[TrialAttr.BASELINE] = True  # the no-speculation baseline is asked for as such
+        asked = params.get(ranked.first) or config_params(ranked.config)
         for _ in range(min(missing, reserve - enqueued)):
-            study.enqueue_trial(config_params(ranked.config), user_attrs=attrs)
+            study.enqueue_trial(dict(asked), user_attrs=attrs)
             enqueued += 1
     return enqueued
 

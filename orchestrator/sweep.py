@@ -182,7 +182,7 @@ def run(
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator import cluster
-    from orchestrator.confirm import confirmation_note, verdict
+    from orchestrator.confirm import candidates, confirmation_note, verdict
     from orchestrator.diagnosis import check_draft_config
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
@@ -324,8 +324,7 @@ def run(
     print(render_table(rows, budget=n_trials))
     trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
     best = best_record(trusted)
-    # The baseline is the reference, never the recommendation: the verdict ranks the candidates only.
-    judged = verdict([r for r in trusted if not r.baseline])
+    judged = verdict(candidates(records, sweep.lossless.lossy))
     if judged is not None:  # the median of the launches, not the luckiest one
         best = next(r for r in trusted if r.number == judged.winner.representative)
     artifacts = []

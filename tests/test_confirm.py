@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from orchestrator.confirm import (
+    candidates,
     confirmation_note,
     launch_interval,
     rank,
@@ -126,3 +129,14 @@ def test_the_launch_spread_is_pooled_over_configurations_and_covers_single_launc
     assert b.ci95 == pytest.approx((800.0 - half, 800.0 + half), rel=1e-3)
     a = next(c for c in rank(records) if c.config == A)
     assert a.ci95 == pytest.approx((1000 - 4.303 * 100 / 3**0.5, 1000 + 4.303 * 100 / 3**0.5), rel=1e-3)
+
+
+def test_only_what_can_be_recommended_is_confirmed() -> None:
+    # Seen on the simulated tiny model, whose draft accepts nothing: the baseline was the fastest and
+    # took a confirmation slot, though the baseline is never the answer (nor is a lossy draft).
+    base = make_config(0.85, 64, 16)
+    records = [rec(0, base, 1900.0), rec(1, A, 1300.0), rec(2, B, 1500.0), rec(3, C, 1200.0)]
+    records[0] = replace(records[0], baseline=True)
+    budget = BudgetSpec(confirm_top=2, confirm_repeats=2)
+    asked = [c.config for c, _ in to_confirm(candidates(records, lossy={2}), budget)]
+    assert asked == [A, C]

@@ -285,7 +285,8 @@ class Sweep:
     def confirm_best(self) -> SweepOutcome:
         """After the search: launch the top configurations again until each has ``confirm_repeats``
         launches, through the same loop (the confirmation bypasses the repeat-from-record rule)."""
-        enqueued = confirm.enqueue(self.study, self.outcome.records, self.spec.budget, self.confirm_reserve)
+        candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
+        enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, self.confirm_reserve)
         if not enqueued:
             return self.outcome
         # Exactly the enqueued launches: the loop asks the sampler for nothing new.
