@@ -51,6 +51,22 @@ class LosslessCheck:
             return record
         return replace(record, extra_tags=record.extra_tags + self._verdict(record))
 
+    def restore(self, records: list[TrialRecord]) -> None:
+        """--resume: the baseline's outputs and the verdicts already given come back from the journal;
+        a trial that was still waiting for the baseline is judged now (its run tagged then)."""
+        for record in records:
+            if record.baseline and record.result.greedy_outputs and self.reference is None:
+                self.reference = record.result.greedy_outputs
+        for record in records:
+            said = dict(record.extra_tags).get(TAG)
+            if said == "mismatch":
+                self.lossy.add(record.number)
+            elif said is None and self.enabled and not record.baseline and record.result.greedy_outputs:
+                if self.reference is None:
+                    self.waiting.append(record)
+                else:
+                    self._judge_late(record)
+
     def _verdict(self, record: TrialRecord) -> tuple[tuple[str, str], ...]:
         assert self.reference is not None
         found = compare(self.requests, self.reference, record.result.greedy_outputs)

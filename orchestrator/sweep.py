@@ -329,7 +329,13 @@ def run(
         best = next(r for r in trusted if r.number == judged.winner.representative)
     artifacts = []
     earlier = saved_best(study_dir) if args.resume else None
-    if earlier is not None and (best is None or (best.objective or 0.0) < earlier[1]):
+    # With every earlier launch in the journal the verdict above is the study's; without it, an earlier
+    # answer stands unless a launch of this invocation beat it.
+    if (
+        earlier is not None
+        and not sweep.journal_complete
+        and (best is None or (best.objective or 0.0) < earlier[1])
+    ):
         # After --resume: an earlier invocation's answer still stands; its best.json stays as it is.
         print(
             f"\nbest: trial {earlier[0]} (an earlier invocation's answer), {earlier[1]:.1f} tok/s: nothing "

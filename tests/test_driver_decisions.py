@@ -7,6 +7,7 @@ decides: what to launch, what to answer from the record, what to learn back on -
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -18,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
+from orchestrator.confirm import rank
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Handle, TrialError, TrialLost
 from orchestrator.driver.outcome import StopReason
@@ -126,10 +128,22 @@ def configs(oracle: Oracle) -> dict[str, ServerConfig]:
     return {"good": good, "no_kv": no_kv, "lower": lower}
 
 
-def _sweep(spec: SweepSpec, study: optuna.Study, executor: InProcessExecutor, n_trials: int) -> Sweep:
+def _sweep(
+    spec: SweepSpec,
+    study: optuna.Study,
+    executor: InProcessExecutor,
+    n_trials: int,
+    workdir: Path | None = None,
+) -> Sweep:
     tracker = cast(Tracker, _NoTracking())
     return Sweep(
-        spec, study, tracker, n_trials=n_trials, workdir=Path("unused"), sim_profile=None, executor=executor
+        spec,
+        study,
+        tracker,
+        n_trials=n_trials,
+        workdir=workdir or Path(tempfile.mkdtemp(prefix="sweep-")),
+        sim_profile=None,
+        executor=executor,
     )
 
 
@@ -253,6 +267,48 @@ def test_a_sweep_whose_launches_keep_getting_lost_stops_and_says_why(oracle: Ora
     assert outcome.stop_reason is StopReason.ALL_LOST
     assert len(executor.submitted) == LOST_IN_A_ROW  # lost launches are free, so a limit of their own
     assert all(r.result.status is TrialStatus.LOST for r in outcome.records)
+
+
+def test_a_resumed_sweep_ranks_and_confirms_every_launch_of_the_study(
+    oracle: Oracle, configs: dict[str, ServerConfig], tmp_path: Path
+) -> None:
+    # Seen on the H200: a resumed sweep ranked only its own launches, so its verdict missed the earlier
+    # ones and its confirmation relaunched a configuration already launched twice.
+    spec, storage, good = oracle.spec, InMemoryStorage(), configs["good"]
+    study = open_study(spec, "journal", storage, resume=False)
+    study.enqueue_trial(config_params(good))
+    first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
+    first.prepare(resume=False)
+    earlier = first.run().records
+    assert [r.number for r in earlier] == [0]
+
+    study = open_study(spec, "journal", storage, resume=True)
+    resumed = _sweep(spec, study, InProcessExecutor(oracle), n_trials=2, workdir=tmp_path)
+    resumed.prepare(resume=True)
+    assert [r.number for r in resumed.outcome.records] == [0] and resumed.journal_complete
+    assert resumed.outcome.records[0].result.stages == earlier[0].result.stages
+    resumed.run()
+    numbers = [r.number for r in resumed.outcome.records]
+    assert numbers[0] == 0 and len(numbers) > 1 and numbers == sorted(set(numbers))
+    ranked = {n for r in rank(resumed.outcome.records) for n in r.numbers}
+    assert 0 in ranked  # the earlier invocation's launch is ranked with the new ones
+
+
+def test_a_sweep_that_stopped_early_queues_no_confirmation(
+    oracle: Oracle, configs: dict[str, ServerConfig], tmp_path: Path
+) -> None:
+    # Seen on the H200: a sweep stopped by --time-budget queued its confirmation launches and left them
+    # waiting, so the resumed sweep began with confirmations before its search was over.
+    spec = oracle.spec
+    study = open_study(spec, "early", InMemoryStorage(), resume=False)
+    study.enqueue_trial(config_params(configs["good"]))
+    sweep = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
+    sweep.prepare(resume=False)
+    sweep.run()
+    sweep.confirm_reserve = 2
+    sweep.outcome.stop_reason = StopReason.TIME_BUDGET
+    sweep.confirm_best()
+    assert not [t for t in study.get_trials() if t.state is TrialState.WAITING]
 
 
 def test_settle_is_the_one_place_a_result_becomes_a_status_a_tell_and_attributes(

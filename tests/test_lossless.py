@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -141,3 +142,24 @@ def test_lossy_trials_are_remembered_so_none_is_recommended(tmp_path: Path) -> N
     check.review(_record(1, ((1, 3),) * 4))
     check.review(_record(2, ((1, 2),) * 4))
     assert check.lossy == {1}
+
+
+def test_a_resumed_sweep_judges_new_trials_against_the_earlier_baseline(tmp_path: Path) -> None:
+    # Seen on the H200: after --resume the baseline's outputs were gone, so no later trial was judged.
+    spec = demo_spec(baseline=True)
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "resume", tmp_path / "spool")
+    tracker.start("sweep", {}, {})
+    good = ((1, 2, 3), (4, 5, 6), (7, 8), (9,))
+    lossy = ((1, 2, 3), (4, 7, 6), (7, 8), (9,))
+    # The journal's records: the baseline, a trial judged only in MLflow (it finished before the
+    # baseline, so its record carries no verdict), and one whose record says it was lossy.
+    journal = [
+        _record(0, good, baseline=True),
+        _record(2, lossy),
+        replace(_record(3, lossy), extra_tags=(("lossless", "mismatch"),)),
+    ]
+    resumed = LosslessCheck(spec, tracker)
+    resumed.restore(journal)
+    assert resumed.lossy == {2, 3}
+    assert dict(resumed.review(_record(4, good)).extra_tags)["lossless"] == "ok"
+    assert dict(resumed.review(_record(5, lossy)).extra_tags)["lossless"] == "mismatch"

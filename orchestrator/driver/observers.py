@@ -16,6 +16,7 @@ from typing import Protocol
 from orchestrator import health
 from orchestrator.diagnosis import accept_length, diagnose
 from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.journal import Journal
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.settle import Settled
 from orchestrator.lossless import LosslessCheck
@@ -181,6 +182,14 @@ class LosslessReview:
 
     def __call__(self, done: Finished) -> None:
         done.record = self.lossless.review(_record(done))
+
+
+@dataclass
+class JournalWrite:
+    journal: Journal
+
+    def __call__(self, done: Finished) -> None:
+        self.journal.write(_record(done))
 
 
 @dataclass

@@ -25,6 +25,7 @@ class Restored:
     baseline_tok_s: float | None = None
     measured: Measured = field(default_factory=dict)
     memory: list[tuple[int, TrialResult]] = field(default_factory=list)  # what the memory model relearns
+    numbers: list[int] = field(default_factory=list)  # every trial the driver settled (its journal's)
 
 
 def restore(study: optuna.Study) -> Restored:
@@ -42,6 +43,8 @@ def restore(study: optuna.Study) -> Restored:
         status = status_of(t)
         if status is None:
             continue
+        if TrialAttr.REPEAT_OF not in t.user_attrs:
+            out.numbers.append(t.number)
         if TrialAttr.REPEAT_OF not in t.user_attrs and status is not TrialStatus.PREDICTED_OOM:
             p.done += 1
         if status.infeasible:

@@ -6,6 +6,7 @@ failures are FAIL with a reason and never count as infeasible.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import optuna
@@ -31,6 +32,8 @@ __all__ = [
 ]
 
 _FREE_STATUSES = frozenset({TrialStatus.PREDICTED_OOM.value, TrialStatus.LOST.value})
+
+log = logging.getLogger(__name__)
 
 
 def open_study(
@@ -128,3 +131,36 @@ def config_from_params(params: dict[str, Any]) -> ServerConfig | None:
         )
     except (KeyError, TypeError, ValueError, SpecError):
         return None
+
+
+def close_and_requeue(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """A trial cut short by Ctrl-C, SIGTERM or an error in the driver measured nothing: close it and queue
+    its configuration again, so that --resume runs it and the budget is not spent on it. False when
+    another process had closed it already."""
+    if finished_elsewhere(study, trial):
+        return False
+    try:
+        trial.set_user_attr(TrialAttr.CLOSED, "interrupted: the driver stopped")
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
+        log.warning("trial %d could not be closed: %s", trial.number, err)
+        return False
+    requeue(study, trial, baseline=bool(trial.user_attrs.get(TrialAttr.BASELINE)))
+    return True
+
+
+def requeue(study: optuna.Study, trial: optuna.Trial, baseline: bool) -> None:
+    """Queue a trial's configuration again, marked as such (a re-queued trial is never re-queued again)."""
+    attrs: dict[str, Any] = {TrialAttr.REQUEUED_FROM: trial.number}
+    if baseline:
+        attrs[TrialAttr.BASELINE] = True
+    study.enqueue_trial(dict(trial.params), user_attrs=attrs)
+
+
+def tell_repeat(
+    study: optuna.Study, trial: optuna.Trial, number: int, status: TrialStatus, objective: float | None
+) -> None:
+    """Answer a proposal of an already measured configuration from trial ``number``'s record."""
+    trial.set_user_attr(TrialAttr.REPEAT_OF, number)
+    trial.set_user_attr(TrialAttr.STATUS, status.value)
+    tell_outcome(study, trial, status, objective, pruned=False)

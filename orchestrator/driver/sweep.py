@@ -22,10 +22,18 @@ from orchestrator.driver import observers as obs
 from orchestrator.driver import without_launch
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Executor, Handle, TrialError, TrialLost
+from orchestrator.driver.journal import Journal
 from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
 from orchestrator.driver.restore import enqueue_first, restore
 from orchestrator.driver.settle import settle
-from orchestrator.driver.study import finished_elsewhere, launched_count, tell, tell_outcome
+from orchestrator.driver.study import (
+    close_and_requeue,
+    finished_elsewhere,
+    launched_count,
+    requeue,
+    tell,
+    tell_repeat,
+)
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
@@ -98,6 +106,8 @@ class Sweep:
         self.lost_in_a_row = 0
         self.measured: obs.Measured = {}
         self.lossless = LosslessCheck(spec, tracker)
+        self.journal = Journal(workdir / "records")
+        self.journal_complete = True  # every earlier launch's record was found on --resume
         # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
         # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
         model = BoundedMemoryModel(tp=spec.node.gpus, kv_heads=kv_heads_of(spec.model.path))
@@ -114,6 +124,7 @@ class Sweep:
             self.speedup,
             obs.build_record,
             obs.LosslessReview(self.lossless),
+            obs.JournalWrite(self.journal),
             obs.TrackerLog(tracker),
             obs.Collect(self.outcome.records, on_record),
         ]
@@ -150,6 +161,11 @@ class Sweep:
                 self.measured.setdefault(config, seen)
             for number, result in restored.memory:
                 self.memory_model.observe(number, result)
+            # Every earlier launch joins the ranking, the confirmation and the lossless check.
+            earlier = self.journal.read(restored.numbers)
+            self.journal_complete = len(earlier) == len(restored.numbers)
+            self.outcome.records.extend(earlier)
+            self.lossless.restore(earlier)
         else:
             enqueue_first(self.study, self.spec)
 
@@ -183,23 +199,9 @@ class Sweep:
         return self.outcome
 
     def _close_interrupted(self, trial: optuna.Trial) -> None:
-        """A trial cut short by Ctrl-C, SIGTERM or an error in the driver measured nothing: close it and
-        queue its configuration again, so that --resume runs it and the budget is not spent on it."""
         self._open.pop(trial.number, None)
-        if finished_elsewhere(self.study, trial):
-            return
-        try:
-            trial.set_user_attr(TrialAttr.CLOSED, "interrupted: the driver stopped")
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
-            log.warning("trial %d could not be closed: %s", trial.number, err)
-            return
-        if self.lease is not None:
+        if close_and_requeue(self.study, trial) and self.lease is not None:
             self.lease.untrack(trial._trial_id)
-        attrs: dict[str, Any] = {TrialAttr.REQUEUED_FROM: trial.number}
-        if trial.user_attrs.get(TrialAttr.BASELINE):
-            attrs[TrialAttr.BASELINE] = True
-        self.study.enqueue_trial(dict(trial.params), user_attrs=attrs)
 
     def _stop(self, reason: StopReason, message: str = "") -> None:
         if self.outcome.stop_reason is StopReason.BUDGET_DONE:
@@ -284,7 +286,10 @@ class Sweep:
 
     def confirm_best(self) -> SweepOutcome:
         """After the search: launch the top configurations again until each has ``confirm_repeats``
-        launches, through the same loop (the confirmation bypasses the repeat-from-record rule)."""
+        launches, through the same loop (the confirmation bypasses the repeat-from-record rule). A sweep
+        that stopped early confirms nothing yet: its search is not over, and --resume confirms at its end."""
+        if self.outcome.stop_reason is not StopReason.BUDGET_DONE:
+            return self.outcome
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
         enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, self.confirm_reserve)
         if not enqueued:
@@ -298,15 +303,12 @@ class Sweep:
     def _repeat(self, trial: optuna.Trial, seen: tuple[int, TrialStatus, float | None]) -> None:
         """TPE proposes a configuration it has already measured once it settles: answer from the record
         instead of spending another launch (the study still learns the value)."""
-        number, status, objective = seen
         self.repeats += 1
-        trial.set_user_attr(TrialAttr.REPEAT_OF, number)
-        trial.set_user_attr(TrialAttr.STATUS, status.value)
-        tell_outcome(self.study, trial, status, objective, pruned=False)
+        tell_repeat(self.study, trial, *seen)
         self._open.pop(trial.number, None)
         if self.lease is not None:
             self.lease.untrack(trial._trial_id)
-        log.info("trial %d repeats trial %d: answered from the record", trial.number, number)
+        log.info("trial %d repeats trial %d: answered from the record", trial.number, seen[0])
 
     def _skip(
         self, trial: optuna.Trial, config: ServerConfig, prediction: Prediction, baseline: bool
@@ -320,11 +322,7 @@ class Sweep:
         """The node or the worker died under the trial: not an OOM, and worth one more try elsewhere."""
         log.error("trial %d lost: %s", info.trial.number, err)
         if not info.requeued:
-            params = {**info.trial.params}
-            self.study.enqueue_trial(
-                params,
-                user_attrs={TrialAttr.REQUEUED_FROM: info.trial.number, TrialAttr.BASELINE: info.baseline},
-            )
+            requeue(self.study, info.trial, info.baseline)
         return without_launch.lost(info.config, err, time.monotonic() - info.started)
 
     def _internal_error(self, info: _InFlight, err: TrialError) -> TrialResult:
