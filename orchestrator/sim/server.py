@@ -1,4 +1,5 @@
-"""The simulated node: ``python -m orchestrator.sim.server <SGLang flags> --sim-profile P --sim-state-dir D``.
+"""The simulated SGLang server process (`SimServer`):
+``python -m orchestrator.sim.server <SGLang flags> --sim-profile P --sim-state-dir D``.
 
 A separate process that an orchestrator starts, watches and stops exactly like
 ``python -m sglang.launch_server``: same flags, same start-up lines in the same order, the same
@@ -40,7 +41,7 @@ from orchestrator.sim.tiers import TierController, load_tier_config
 FIRED_UP = "The server is fired up and ready to roll!"
 
 
-class SimNode:
+class SimServer:
     """One simulated SGLang server process: start-up, serving, and stopping."""
 
     def __init__(self, args: SimArgs, profile: SimProfile) -> None:
@@ -350,11 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # aiohttp's own log lines (a client hanging up mid-stream, ...) are not SGLang's: keep them out.
     logging.getLogger("aiohttp").addHandler(logging.NullHandler())
     logging.getLogger("aiohttp").propagate = False
-    node = SimNode(args, profile)
+    server = SimServer(args, profile)
     try:
-        return asyncio.run(node.run())
+        return asyncio.run(server.run())
     except KeyboardInterrupt:
-        node.gpus.remove()
+        server.gpus.remove()
         return 0
 
 
