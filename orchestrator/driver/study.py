@@ -14,7 +14,8 @@ from optuna.trial import FrozenTrial
 from orchestrator.driver.attrs import StudyAttr, TrialAttr
 from orchestrator.driver.settle import OOM_CONSTRAINT, SLA_CONSTRAINT, Verdict, objective_value, verdict
 from orchestrator.records import ServerConfig, TrialStatus
-from orchestrator.spec import SpecError, SweepSpec, make_config
+from orchestrator.spec import SweepSpec
+from orchestrator.spec_search import SpecError, make_config
 from orchestrator.study_lock import closed_numbers, make_storage
 
 __all__ = [
