@@ -186,9 +186,9 @@ class SimServer:
             )
         a = self.args
         per_req = {
-            "target verify": a.num_draft_tokens,
-            "draft decode": a.topk,
-            "draft extend": a.num_draft_tokens,
+            "target verify": a.speculative_num_draft_tokens,
+            "draft decode": a.speculative_eagle_topk,
+            "draft extend": a.speculative_num_draft_tokens,
         }
         tokens = per_req.get(name) or 1
         return (
@@ -256,9 +256,9 @@ class SimServer:
             f"cuda_graph={{{graphs}}}, tokenizer_e2e={t['tokenizer_e2e']:.2f}"
         )
         tiers = None
-        if a.speculative_adaptive and a.num_steps is not None:
-            tiers = TierController(load_tier_config(a.speculative_adaptive_config), a.num_steps)
-            steps, candidates = a.num_steps, tiers.candidate_steps
+        if a.speculative_adaptive and a.speculative_num_steps is not None:
+            tiers = TierController(load_tier_config(a.speculative_adaptive_config), a.speculative_num_steps)
+            steps, candidates = a.speculative_num_steps, tiers.candidate_steps
             log.line(f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={candidates}")
         self.scheduler = Scheduler(
             speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
