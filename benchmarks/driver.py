@@ -22,7 +22,8 @@ from optuna.storages import InMemoryStorage
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Evaluation
 from orchestrator.driver.executor import Handle
-from orchestrator.driver.study import objective_value, open_study
+from orchestrator.driver.settle import objective_value
+from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
