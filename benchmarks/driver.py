@@ -22,8 +22,10 @@ from optuna.storages import InMemoryStorage
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Evaluation
 from orchestrator.driver.executor import Handle
-from orchestrator.driver.study import objective_value, open_study
+from orchestrator.driver.settle import objective_value
+from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
+from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import Tracker, TrialRecord
@@ -66,7 +68,7 @@ class OracleExecutor:
         self.stop_at_gpu_s = stop_at_gpu_s
         self.refs: dict[int, TrialRef] = {}
         gpus = float(launcher.oracle.gpus)
-        self._node = {"NodeID": NODE_ID, "Alive": True, "Resources": {"trial_slot": 1.0, "GPU": gpus}}
+        self._node = {"NodeID": NODE_ID, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": gpus}}
 
     def open(self) -> None:
         pass

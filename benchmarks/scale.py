@@ -19,7 +19,7 @@ from ray.cluster_utils import Cluster
 
 from benchmarks.live import LIVE_TIMEOUTS, killed_after_stop, live_spec, profile_dict, run_sweep
 from benchmarks.table import Row
-from orchestrator import cluster
+from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import TrialStatus
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def _one_size(nodes: int, trials: int, workdir: Path) -> SizeRun:
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
     try:
         for _ in range(nodes):
-            c.add_node(num_cpus=1, num_gpus=8, resources={cluster.TRIAL_SLOT: 1})
+            c.add_node(num_cpus=1, num_gpus=8, resources={TRIAL_SLOT: 1})
         c.wait_for_nodes()
         ray.init(
             address=c.address,

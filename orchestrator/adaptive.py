@@ -21,7 +21,6 @@ from orchestrator.records import ServerConfig
 
 FIRST_VERSION = (0, 5, 17)
 CONFIG_FILE = "speculative_adaptive.json"
-BUCKETS = (1, 8, 32, 64)
 
 # 0.5.17's DEFAULT_ADAPTIVE_CONFIG (sglang/srt/speculative/adaptive_spec_params.py).
 SGLANG_DEFAULT: dict[str, dict[str, Any]] = {

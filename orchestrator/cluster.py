@@ -19,14 +19,13 @@ from typing import Any, cast
 import ray
 
 from orchestrator.driver.executor import Handle, TrialError, TrialLost
-from orchestrator.health import pinned_to
+from orchestrator.placement import TRIAL_SLOT, pinned_to
 from orchestrator.records import TrialResult
 from orchestrator.spec import Backend, SweepSpec
 from orchestrator.trial import TrialRequest, run_trial
 from orchestrator.trial_events import EventFeed, TrialEvent, phase_hook, stage_hook
 
 log = logging.getLogger(__name__)
-TRIAL_SLOT = "trial_slot"
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,6 @@ from orchestrator.spec_search import (
     known_good_problems,
 )
 
-# The study module still imports make_config from here; new code imports it from spec_search.
-from orchestrator.spec_search import make_config as make_config
-
 # Flags the orchestrator owns: a fixed flag may not set them, or the trial would not be what the study
 # thinks it measured.
 OWNED_FLAGS: frozenset[str] = frozenset(

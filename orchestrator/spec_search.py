@@ -185,12 +185,15 @@ def make_config(
     mem_fraction_static: float,
     cuda_graph_max_bs: int,
     max_running_requests: int,
-    steps: int | None = None,
-    topk: int | None = None,
-    draft_tokens: int | None = None,
-    adaptive: AdaptiveMode = AdaptiveMode.OFF,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_adaptive: AdaptiveMode = AdaptiveMode.OFF,
 ) -> ServerConfig:
-    """Build a configuration applying SGLang's own rules to the speculative values."""
+    """Build a configuration applying SGLang's own rules to the speculative values (named, like every
+    field of `ServerConfig`, after SGLang's flags)."""
+    steps, topk, draft_tokens = speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens
+    adaptive = speculative_adaptive
     if adaptive is not AdaptiveMode.OFF:
         if steps is None or topk != 1:
             raise SpecError("speculative_adaptive: SGLang supports it with speculative_eagle_topk 1 only")

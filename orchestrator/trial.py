@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from orchestrator import adaptive, health
+from orchestrator import adaptive, dashboard_metrics
 from orchestrator.bench.client import run_stage
 from orchestrator.bench.control import flush_cache, server_accept_length, wait_healthy
 from orchestrator.bench.greedy import check_requests, greedy_outputs
@@ -133,7 +133,7 @@ class TrialRun:
                 TrialStatus.FAILED, failure=Failure(FailureStage.LAUNCH, FailureKind.CRASH, refused)
             )
         before = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
-        health.record_gpu_samples(self.node.node_id, before.samples, before.clean)
+        dashboard_metrics.record_gpu_samples(self.node.node_id, before.samples, before.clean)
         if not before.clean:
             return self._result(
                 TrialStatus.FAILED,
@@ -168,7 +168,7 @@ class TrialRun:
                 f"SIGKILLed {len(stop.killed)} process(es) left after stop: {list(stop.killed)}"
             )
         after = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
-        health.record_gpu_samples(self.node.node_id, after.samples, after.clean)
+        dashboard_metrics.record_gpu_samples(self.node.node_id, after.samples, after.clean)
         oom_to_clean = None
         if startup.error_at is not None and after.clean:
             oom_to_clean = time.monotonic() - startup.error_at

@@ -1,17 +1,22 @@
-"""A small finished study for the report tests: MLflow runs written by the real Tracker, and the
-matching Optuna study told through the sweep's own `tell_outcome` (OOMs pruned, crashes failed)."""
+"""A small finished study for the report tests, written through the sweep's own funnel: each planned
+result is settled by `driver.settle.settle`, told by `driver.study.tell` on a trial asked from the study
+(its params suggested by `space.suggest_config`), and recorded by the observers' `build_record` and the
+real `Tracker.log_trial`. Only the results themselves, and one older sweep's runs, are made by hand."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
+import yaml
 from mlflow.tracking import MlflowClient
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from orchestrator.driver import observers as obs
 from orchestrator.driver.attrs import TrialAttr
-from orchestrator.driver.settle import attributes, verdict
+from orchestrator.driver.settle import settle
+from orchestrator.driver.study import tell
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -21,8 +26,12 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.space import config_params, suggest_config
+from orchestrator.spec import SweepSpec, parse_spec
+from orchestrator.spec_search import make_config
+from orchestrator.tracking import Tracker
 
+ROOT = Path(__file__).resolve().parents[1]
 STUDY = "demo-study"
 MEMORY = {
     "avail_at_start_gb": 139.09,
@@ -53,30 +62,26 @@ class Planned:
     pruned_at: int | None = None
 
 
-def _spec(mf: float, gbs: int, mrr: int, steps: int, topk: int, draft: int) -> ServerConfig:
-    return ServerConfig(mf, gbs, mrr, steps, topk, draft)
-
-
 PLAN = (
-    Planned(0, ServerConfig(0.85, 64, 64), TrialStatus.OK, 1000.0, None, 9.0, 350.0, baseline=True),
-    Planned(1, _spec(0.85, 64, 64, 3, 1, 4), TrialStatus.OK, 1800.0, 2.8, 12.0, 300.0),
-    Planned(2, _spec(0.88, 128, 128, 5, 4, 8), TrialStatus.OK, 2100.0, 3.4, 18.0, 250.0),
-    Planned(3, _spec(0.80, 32, 64, 2, 1, 3), TrialStatus.OK, 1500.0, 2.2, 10.0, 400.0),
+    Planned(0, make_config(0.85, 64, 64), TrialStatus.OK, 1000.0, None, 9.0, 350.0, baseline=True),
+    Planned(1, make_config(0.85, 64, 64, 3, 1, 4), TrialStatus.OK, 1800.0, 2.8, 12.0, 300.0),
+    Planned(2, make_config(0.88, 128, 128, 5, 4, 8), TrialStatus.OK, 2100.0, 3.4, 18.0, 250.0),
+    Planned(3, make_config(0.80, 32, 64, 2, 1, 3), TrialStatus.OK, 1500.0, 2.2, 10.0, 400.0),
     Planned(
         4,
-        _spec(0.95, 512, 512, 4, 4, 10),
+        make_config(0.95, 512, 512, 4, 4, 10),
         TrialStatus.OOM,
         failure=Failure(FailureStage.TARGET_GRAPH_CAPTURE, FailureKind.OOM, OOM_MESSAGE),
         diagnosis=DIAGNOSIS,
     ),
-    Planned(5, _spec(0.97, 256, 256, 3, 2, 6), TrialStatus.PREDICTED_OOM),
+    Planned(5, make_config(0.97, 256, 256, 3, 2, 6), TrialStatus.PREDICTED_OOM),
     Planned(
         6,
-        _spec(0.82, 16, 32, 2, 2, 4),
+        make_config(0.82, 16, 32, 2, 2, 4),
         TrialStatus.FAILED,
         failure=Failure(FailureStage.LAUNCH, FailureKind.CRASH, CRASH_MESSAGE),
     ),
-    Planned(7, _spec(0.84, 64, 128, 4, 2, 6), TrialStatus.OK, 1200.0, 3.0, 20.0, 500.0, pruned_at=1),
+    Planned(7, make_config(0.84, 64, 128, 4, 2, 6), TrialStatus.OK, 1200.0, 3.0, 20.0, 500.0, pruned_at=1),
 )
 BEST = 2  # the highest tok/s among the ok trials
 
@@ -109,9 +114,9 @@ def _command(config: ServerConfig) -> tuple[str, ...]:
     return tuple(argv)
 
 
-def record_of(p: Planned) -> TrialRecord:
+def result_of(p: Planned) -> TrialResult:
     ran = p.status is TrialStatus.OK
-    result = TrialResult(
+    return TrialResult(
         config=p.config,
         status=p.status,
         node_id="node-a",
@@ -124,54 +129,47 @@ def record_of(p: Planned) -> TrialRecord:
         log_tail="Load weight end. avail mem=139.09 GB\n",
         wall_s=60.0,
     )
-    return TrialRecord(
-        number=p.number,
-        result=result,
-        objective=p.tok_s if ran else None,
-        speedup_vs_baseline=p.tok_s / 1000.0 if ran and p.tok_s and not p.baseline else None,
-        diagnosis=p.diagnosis,
-        baseline=p.baseline,
-        extra_tags=(("pruned_at_stage", str(p.pruned_at)),) if p.pruned_at is not None else (),
+
+
+def fixturemake_config() -> SweepSpec:
+    """The demo spec with a search space wide enough for every planned configuration, and no latency
+    limit (every OK trial's objective is its stage's tok/s)."""
+    data: dict[str, Any] = yaml.safe_load((ROOT / "trials" / "demo.yaml").read_text())
+    data.update(
+        name=STUDY,
+        known_good=[],
+        objective={"metric": "output_tok_per_s"},
+        search={
+            "mem_fraction_static": {"low": 0.70, "high": 0.97, "step": 0.01},
+            "cuda_graph_max_bs": {"low": 8, "high": 512},
+            "max_running_requests": {"low": 8, "high": 512},
+            "speculative_num_steps": {"low": 1, "high": 6},
+            "speculative_eagle_topk": {"choices": [1, 2, 4, 8]},
+            "speculative_num_draft_tokens": {"low": 2, "high": 12},
+        },
     )
+    return parse_spec(data, "report fixture")
 
 
-def _distributions(config: ServerConfig) -> dict[str, BaseDistribution]:
-    dists: dict[str, BaseDistribution] = {
-        "mem_fraction_static": FloatDistribution(0.7, 0.97),
-        "cuda_graph_max_bs": IntDistribution(8, 512),
-        "max_running_requests": IntDistribution(8, 512),
-    }
-    if config.speculative:
-        steps, topk = config.speculative_num_steps or 0, config.speculative_eagle_topk or 0
-        dists["speculative_num_steps"] = IntDistribution(1, 6)
-        dists["speculative_eagle_topk"] = CategoricalDistribution([1, 2, 4, 8])
-        if topk > 1:  # with top-k 1 SGLang derives the draft tokens: not a searched value
-            dists["speculative_num_draft_tokens"] = IntDistribution(steps + 1, topk * steps + 1)
-    return dists
-
-
-def tell_optuna(study: optuna.Study, plan: tuple[Planned, ...]) -> None:
-    """Each planned trial as the driver tells it: attributes and verdict from `driver.settle`."""
+def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -> None:
+    """Each planned result as `Sweep._tell_and_record` handles it: settle, tell, then the record."""
+    spec = fixturemake_config()
+    speedup = obs.Speedup()
     for p in plan:
-        result = record_of(p).result
-        dists = _distributions(p.config)
-        params = {k: v for k, v in p.config.as_params().items() if k in dists}
-        result = record_of(p).result
-        attrs = attributes(result)
-        if p.baseline:
-            attrs[TrialAttr.BASELINE] = True
-        objective = p.tok_s if p.status is TrialStatus.OK else None
-        told = verdict(p.status, objective, pruned=p.pruned_at is not None)
-        study.add_trial(
-            optuna.trial.create_trial(
-                params=params,
-                distributions=dists,
-                value=told.value,
-                state=told.state,
-                user_attrs=attrs,
-                constraints=told.constraints or None,
-            )
-        )
+        study.enqueue_trial(config_params(p.config), user_attrs={TrialAttr.BASELINE: p.baseline})
+        trial = study.ask()
+        assert trial.number == p.number and suggest_config(trial, spec.search) == p.config
+        settled = settle(result_of(p), spec, p.pruned_at)
+        assert settled.result.status is p.status
+        for key, value in settled.attrs.items():
+            trial.set_user_attr(key, value)
+        tell(study, trial, settled.verdict)
+        done = obs.Finished(trial.number, settled, p.baseline)
+        # What the report shows; the real diagnosis would need the memory model's history of the study.
+        done.diagnosis = p.diagnosis
+        speedup(done)
+        obs.build_record(done)
+        assert done.record is not None and tracker.log_trial(done.record) is not None
 
 
 @dataclass(frozen=True)
@@ -194,10 +192,8 @@ def build_store(root: Path, plan: tuple[Planned, ...] = PLAN) -> Store:
     client.create_run(exp, start_time=2_000, tags={**stale, "config": "stale"})
     tracker = Tracker(tracking_uri, STUDY, root / "spool")
     tracker.start("sweep", params={"trials": str(len(plan))}, tags={"study": STUDY, "resume": "false"})
-    for p in plan:
-        assert tracker.log_trial(record_of(p)) is not None
-    tracker.finish({"best_output_tok_per_s": 2100.0}, [])
     study = optuna.create_study(study_name=STUDY, storage=storage, direction="maximize")
-    tell_optuna(study, plan)
+    run_plan(study, tracker, plan)
+    tracker.finish({"best_output_tok_per_s": 2100.0}, [])
     study_dir.mkdir(parents=True, exist_ok=True)
     return Store(tracking_uri, storage, study_dir)

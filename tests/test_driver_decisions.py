@@ -27,6 +27,7 @@ from orchestrator.driver.settle import settle
 from orchestrator.driver.study import config_from_params, launched_count, open_study
 from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.memory_model import MemoryModel
+from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.space import config_params
@@ -63,7 +64,7 @@ class InProcessExecutor:
 
     def alive_nodes(self) -> list[dict[str, Any]]:
         gpus = float(self.oracle.gpus)
-        return [{"NodeID": NODE, "Alive": True, "Resources": {"trial_slot": 1.0, "GPU": gpus}}]
+        return [{"NodeID": NODE, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": gpus}}]
 
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
         self.submitted.append(request)

@@ -14,6 +14,8 @@ import ray
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
+from orchestrator.placement import TRIAL_SLOT
+
 CLUSTER_FILE = Path(__file__).resolve().parents[1] / "ray_cluster.yaml"
 SCHEMA = Path(ray.autoscaler.__file__).parent / "ray-schema.json"
 
@@ -48,15 +50,15 @@ def test_worker_type_is_a_whole_node_with_one_trial_slot(config: dict[str, Any])
     assert workers
     for node_type in workers:
         assert node_type["resources"]["GPU"] == 8
-        assert node_type["resources"]["trial_slot"] == 1
+        assert node_type["resources"][TRIAL_SLOT] == 1
         assert node_type["min_workers"] == node_type["max_workers"] >= 1
 
 
 def test_head_never_takes_a_trial(config: dict[str, Any]) -> None:
     head = config["available_node_types"][config["head_node_type"]]["resources"]
-    assert head.get("trial_slot", 0) == 0
+    assert head.get(TRIAL_SLOT, 0) == 0
     assert head.get("GPU", 0) == 0
-    assert "trial_slot" not in _commands(config, "head_start_ray_commands")
+    assert TRIAL_SLOT not in _commands(config, "head_start_ray_commands")
 
 
 def test_workers_declare_their_slot_at_ray_start(config: dict[str, Any]) -> None:
@@ -64,7 +66,7 @@ def test_workers_declare_their_slot_at_ray_start(config: dict[str, Any]) -> None
     start = _commands(config, "worker_start_ray_commands")
     declared = re.search(r"--resources='([^']*)'", start)
     assert declared is not None
-    assert json.loads(declared.group(1)) == {"trial_slot": 1}
+    assert json.loads(declared.group(1)) == {TRIAL_SLOT: 1}
 
 
 def test_dashboard_bound_to_localhost_only(config: dict[str, Any]) -> None:

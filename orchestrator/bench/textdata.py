@@ -27,10 +27,6 @@ class DatasetKind(StrEnum):
     JSONL = "jsonl"
 
     @property
-    def is_text(self) -> bool:
-        return self is not DatasetKind.RANDOM
-
-    @property
     def has_file(self) -> bool:
         return self in (DatasetKind.SHAREGPT, DatasetKind.JSONL)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from orchestrator import health
+from orchestrator import dashboard_metrics
 from orchestrator.diagnosis import accept_length, diagnose
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.journal import Journal
@@ -21,6 +21,7 @@ from orchestrator.driver.outcome import Progress
 from orchestrator.driver.settle import Settled
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel
+from orchestrator.quarantine import NodeHealth
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.tracking import Tracker, TrialRecord
 
@@ -76,22 +77,22 @@ class ProgressCounts:
 class NodeMetrics:
     """Ray metrics for the dashboard, and GPU hygiene quarantine (a skipped trial ran on no node)."""
 
-    nodes: health.NodeHealth
+    nodes: NodeHealth
     progress: Progress
 
     def __call__(self, done: Finished) -> None:
         result = done.result
         if result.status is not TrialStatus.PREDICTED_OOM:
-            health.record_trial_finished(result.status)
+            dashboard_metrics.record_trial_finished(result.status)
             if result.gpu_after:
                 clean = "GPUs not clean" not in " ".join(result.notes)
-                health.record_gpu_samples(result.node_id, result.gpu_after, clean)
+                dashboard_metrics.record_gpu_samples(result.node_id, result.gpu_after, clean)
             if self.nodes.observe(result):
                 log.error(
                     "node %s taken out of the rotation: %s", result.node_id, "; ".join(self.nodes.report())
                 )
         if self.progress.best_tok_s:
-            health.record_best(self.progress.best_tok_s)
+            dashboard_metrics.record_best(self.progress.best_tok_s)
 
 
 @dataclass

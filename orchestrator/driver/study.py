@@ -13,18 +13,16 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from orchestrator.driver.attrs import StudyAttr, TrialAttr
-from orchestrator.driver.settle import OOM_CONSTRAINT, SLA_CONSTRAINT, Verdict, objective_value, verdict
+from orchestrator.driver.settle import Verdict, verdict
 from orchestrator.records import ServerConfig, TrialStatus
-from orchestrator.spec import SpecError, SweepSpec, make_config
+from orchestrator.spec import SweepSpec
+from orchestrator.spec_search import SpecError, make_config
 from orchestrator.study_lock import closed_numbers, make_storage
 
 __all__ = [
-    "OOM_CONSTRAINT",
-    "SLA_CONSTRAINT",
     "config_from_params",
     "finished_elsewhere",
     "launched_count",
-    "objective_value",
     "open_study",
     "status_of",
     "tell",

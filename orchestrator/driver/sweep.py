@@ -17,7 +17,7 @@ from typing import Any
 
 import optuna
 
-from orchestrator import confirm, health
+from orchestrator import confirm, dashboard_metrics, placement, quarantine
 from orchestrator.driver import observers as obs
 from orchestrator.driver import without_launch
 from orchestrator.driver.attrs import TrialAttr
@@ -100,7 +100,7 @@ class Sweep:
         self._open: dict[int, optuna.Trial] = {}  # asked and not yet told, launched or not
         self._by_number: dict[int, Handle] = {}
         self._node_of: dict[Handle, str] = {}
-        self.nodes = health.NodeHealth()
+        self.nodes = quarantine.NodeHealth()
         self.skipped = 0
         self.repeats = 0
         self.lost_in_a_row = 0
@@ -226,7 +226,7 @@ class Sweep:
             if self.lost_in_a_row >= LOST_IN_A_ROW:
                 self._stop(StopReason.ALL_LOST)
                 return
-            node_id = health.pick_node(
+            node_id = placement.pick_node(
                 self.executor.alive_nodes(),
                 busy=set(self._node_of.values()),
                 quarantined=set(self.nodes.quarantined_nodes),
@@ -264,7 +264,7 @@ class Sweep:
             )
             handle = self.executor.submit(request, node_id)
             self._node_of[handle] = node_id
-            health.record_running(node_id, True)
+            dashboard_metrics.record_running(node_id, True)
             self._inflight[handle] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = handle
             log.info("trial %d started: %s", trial.number, config.label())
@@ -365,7 +365,7 @@ class Sweep:
     def _finish(self, handle: Handle) -> None:
         info = self._inflight.pop(handle)
         self._by_number.pop(info.trial.number, None)
-        health.record_running(self._node_of.pop(handle, ""), False)
+        dashboard_metrics.record_running(self._node_of.pop(handle, ""), False)
         try:
             result = self.executor.result(handle)
         except TrialLost as err:

@@ -145,10 +145,5 @@ class LogReport:
     ranks: tuple[RankFigures, ...] = ()  # each TP rank's own figures (empty on one GPU: no rank tags)
     failed_rank: int | None = None  # the TP rank whose error came first; None: the launcher, or untagged
 
-    @property
-    def tp_ranks(self) -> int:
-        """How many TP ranks printed lines (1 on one GPU)."""
-        return max(1, len(self.ranks))
-
 
 # --- the parser -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The simulated node: a separate process that behaves like SGLang, driven by a profile.
+"""The simulated SGLang server: a separate process that behaves like SGLang, driven by a profile.
 
 ``python -m orchestrator.sim.server`` takes SGLang's launch flags plus ``--sim-profile`` and
 ``--sim-state-dir``; ``FakeNvml`` reads the GPU memory it reports. The memory and speed models are pure

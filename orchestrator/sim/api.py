@@ -1,4 +1,4 @@
-"""The simulated node's HTTP API, shaped like SGLang 0.5.17's answers (see the real ``/generate`` and
+"""The simulated server's HTTP API, shaped like SGLang 0.5.17's answers (see the real ``/generate`` and
 ``/get_server_info`` bodies): ``/health``, ``/generate`` (plain and SSE streaming with cumulative
 ``output_ids``), ``/get_server_info``, ``/get_model_info``, ``/flush_cache`` and ``/metrics``."""
 
@@ -18,7 +18,7 @@ from orchestrator.sim.server_args_text import server_args_items
 from orchestrator.sim.startup_figures import graph_usage, kv_target_gib, startup_times
 
 if TYPE_CHECKING:
-    from orchestrator.sim.server import SimNode
+    from orchestrator.sim.server import SimServer
 
 HEALTH_TIMEOUT_S = 20.0
 DEPRECATED = (
@@ -37,7 +37,7 @@ def access_line(request: web.Request, status: int) -> str:
     return f'INFO:     {client} - "{request.method} {request.path} HTTP/1.1" {status} {phrase}'
 
 
-def meta_info(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
+def meta_info(server: SimServer, req: SimRequest, *, final: bool) -> dict[str, Any]:
     """``meta_info`` in 0.5.17's key order; the speculative counts only on the final chunk."""
     finish: dict[str, Any] | None = None
     if req.aborted:
@@ -58,7 +58,7 @@ def meta_info(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
     }
     if final:
         meta["e2e_latency"] = time.monotonic() - req.created
-        spec = node.speed.spec
+        spec = server.speed.spec
         if spec is not None:
             proposed = req.verify_ct * max(0, spec.draft_tokens - 1)
             meta.update(
@@ -76,16 +76,16 @@ def meta_info(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
     return meta
 
 
-def body(node: SimNode, req: SimRequest, *, final: bool) -> dict[str, Any]:
+def body(server: SimServer, req: SimRequest, *, final: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if not node.args.skip_tokenizer_init:
+    if not server.args.skip_tokenizer_init:
         out["text"] = "".join(f" t{i}" for i in req.output_ids)
     out["output_ids"] = list(req.output_ids)
-    out["meta_info"] = meta_info(node, req, final=final)
+    out["meta_info"] = meta_info(server, req, final=final)
     return out
 
 
-def parse_generate(node: SimNode, data: Any) -> tuple[int, int]:
+def parse_generate(server: SimServer, data: Any) -> tuple[int, int]:
     """Prompt length and new-token budget of a ``/generate`` body; ValueError in SGLang's words."""
     if not isinstance(data, dict):
         raise ValueError("The request body must be a JSON object.")
@@ -95,7 +95,7 @@ def parse_generate(node: SimNode, data: Any) -> tuple[int, int]:
             raise ValueError("input_ids must be a flat list of token ids (batches are not supported).")
         prompt_len = len(ids)
     elif text is not None:
-        if node.args.skip_tokenizer_init:
+        if server.args.skip_tokenizer_init:
             raise ValueError("The tokenizer is not initialized (--skip-tokenizer-init): send input_ids.")
         prompt_len = len(str(text).split())  # about one token a word
     else:
@@ -106,7 +106,7 @@ def parse_generate(node: SimNode, data: Any) -> tuple[int, int]:
     max_new = int(params.get("max_new_tokens", 128))
     if max_new < 0:
         raise ValueError("max_new_tokens must be at least 0.")
-    context_len = node.args.context_length or node.profile.context_len
+    context_len = server.args.context_length or server.profile.context_len
     if prompt_len >= context_len:
         raise ValueError(
             f"The input ({prompt_len} tokens) is longer than the model's context length "
@@ -115,74 +115,75 @@ def parse_generate(node: SimNode, data: Any) -> tuple[int, int]:
     return prompt_len, min(max_new, context_len - prompt_len)
 
 
-def _json_args(node: SimNode) -> dict[str, Any]:
-    items = dict(server_args_items(node.args, node.profile))
+def _json_args(server: SimServer) -> dict[str, Any]:
+    items = dict(server_args_items(server.args, server.profile))
     cfg = items["cuda_graph_config"]
     for phase in cfg.values():
         phase.update(tc_compiler="eager", full_prefill_max_req=None, full_prefill_prefix_chunk_tokens=None)
     return items
 
 
-def server_info(node: SimNode) -> dict[str, Any]:
-    plan = node.plan
-    args = _json_args(node)
+def server_info(server: SimServer) -> dict[str, Any]:
+    plan = server.plan
+    args = _json_args(server)
     internal: dict[str, Any] = dict(args)
     internal.update(
-        last_gen_throughput=node.scheduler.stats.last_gen_throughput if node.scheduler else 0.0,
+        last_gen_throughput=server.scheduler.stats.last_gen_throughput if server.scheduler else 0.0,
         memory_usage={
-            "weight": round(node.profile.target_weights_gib / node.args.tp_size, 3),
+            "weight": round(server.profile.target_weights_gib / server.args.tp_size, 3),
             "kvcache": round(kv_target_gib(plan), 3),
             "startup_available": round(plan.final_avail, 3),
             "token_capacity": plan.kv_tokens,
             "token_capacity_swa": None,
-            "graph": {k: round(v, 3) for k, v in graph_usage(plan, node.speed.spec is not None).items()},
+            "graph": {k: round(v, 3) for k, v in graph_usage(plan, server.speed.spec is not None).items()},
         },
-        startup_time=startup_times(plan, node.profile, node.speed.spec is not None),
+        startup_time=startup_times(plan, server.profile, server.speed.spec is not None),
         effective_max_running_requests_per_dp=plan.max_running_requests,
     )
-    if node.speed.spec is not None and node.scheduler is not None:
-        internal["avg_spec_accept_length"] = node.scheduler.stats.avg_accept_length
-    context_len = node.args.context_length or node.profile.context_len
+    if server.speed.spec is not None and server.scheduler is not None:
+        internal["avg_spec_accept_length"] = server.scheduler.stats.avg_accept_length
+    context_len = server.args.context_length or server.profile.context_len
     return {
         **args,
-        "status": "ready" if node.ready else "starting",
+        "status": "ready" if server.ready else "starting",
         "max_total_num_tokens": plan.kv_tokens,
         "max_req_input_len": context_len - 6,
-        "startup_time": startup_times(plan, node.profile, node.speed.spec is not None),
+        "startup_time": startup_times(plan, server.profile, server.speed.spec is not None),
         "internal_states": [internal],
-        "version": node.profile.sglang_version,
+        "version": server.profile.sglang_version,
         "kv_events": None,
     }
 
 
-def model_info(node: SimNode) -> dict[str, Any]:
+def model_info(server: SimServer) -> dict[str, Any]:
     return {
-        "model_path": node.args.model_path,
-        "tokenizer_path": node.args.tokenizer_path,
+        "model_path": server.args.model_path,
+        "tokenizer_path": server.args.tokenizer_path,
         "is_generation": True,
         "preferred_sampling_params": None,
         "weight_version": "default",
         "has_image_understanding": False,
         "has_audio_understanding": False,
-        "model_type": node.profile.target_arch,
-        "architectures": [node.profile.target_arch],
+        "model_type": server.profile.target_arch,
+        "architectures": [server.profile.target_arch],
     }
 
 
-def metrics_text(node: SimNode) -> str:
-    sched = node.scheduler
+def metrics_text(server: SimServer) -> str:
+    sched = server.scheduler
     stats = sched.stats if sched else None
-    label = f'{{model_name="{node.args.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"}}'
+    label = f'{{model_name="{server.args.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"}}'
     gauges: list[tuple[str, str, float]] = [
         ("num_running_reqs", "The number of running requests.", len(sched.running) if sched else 0),
         ("num_queue_reqs", "The number of waiting requests.", len(sched.waiting) if sched else 0),
         ("token_usage", "The token usage.", sched.used / sched.pool if sched else 0.0),
         ("gen_throughput", "The generation throughput (token/s).", stats.last_gen_throughput if stats else 0),
         ("spec_accept_length", "The average acceptance length of speculative decoding.",
-         sched.stats.last_accept_len if sched and node.speed.spec else 0.0),
+         sched.stats.last_accept_len if sched and server.speed.spec else 0.0),
         ("spec_accept_rate", "The average acceptance rate of speculative decoding.",
-         sched.stats.last_accept_rate if sched and node.speed.spec else 0.0),
-        ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", node.plan.kv_tokens),
+         sched.stats.last_accept_rate if sched and server.speed.spec else 0.0),
+        ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
+         server.plan.kv_tokens),
     ]  # fmt: skip
     counters: list[tuple[str, str, float]] = [
         ("prompt_tokens_total", "Number of prefill tokens processed.", stats.prompt_tokens if stats else 0),
@@ -198,45 +199,45 @@ def metrics_text(node: SimNode) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_app(node: SimNode) -> web.Application:
-    log = node.log
+def make_app(server: SimServer) -> web.Application:
+    log = server.log
 
     def logged(resp: web.StreamResponse, request: web.Request) -> web.StreamResponse:
         log.line(access_line(request, resp.status))
         return resp
 
     async def health(request: web.Request) -> web.StreamResponse:
-        if not node.ready or node.draining or node.scheduler is None:
+        if not server.ready or server.draining or server.scheduler is None:
             return logged(web.Response(status=503), request)
-        req = node.scheduler.submit(1, 1)
+        req = server.scheduler.submit(1, 1)
         try:
             await asyncio.wait_for(req.done.wait(), HEALTH_TIMEOUT_S)
         except TimeoutError:
-            node.scheduler.abort(req)
+            server.scheduler.abort(req)
             return logged(web.Response(status=503), request)
         return logged(web.Response(status=200), request)
 
     async def generate(request: web.Request) -> web.StreamResponse:
-        if node.scheduler is None or node.draining:
+        if server.scheduler is None or server.draining:
             return logged(
-                _error(503, "The server is shutting down." if node.draining else "Not ready."), request
+                _error(503, "The server is shutting down." if server.draining else "Not ready."), request
             )
         try:
             data = await request.json()
-            prompt_len, max_new = parse_generate(node, data)
+            prompt_len, max_new = parse_generate(server, data)
         except (ValueError, TypeError) as err:
             return logged(_error(400, str(err)), request)
         ids = data.get("input_ids")
         if isinstance(ids, list):
             kind = prompt_kind(ids)
-            req = node.scheduler.submit(
-                prompt_len, max_new, probs=node.probs_by_kind[kind], greedy=greedy_stream(ids)
+            req = server.scheduler.submit(
+                prompt_len, max_new, probs=server.probs_by_kind[kind], greedy=greedy_stream(ids)
             )
         else:
-            req = node.scheduler.submit(prompt_len, max_new)
+            req = server.scheduler.submit(prompt_len, max_new)
         if not data.get("stream"):
             await req.done.wait()
-            return logged(web.json_response(body(node, req, final=True)), request)
+            return logged(web.json_response(body(server, req, final=True)), request)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         log.line(access_line(request, 200))
@@ -248,16 +249,16 @@ def make_app(node: SimNode) -> web.Application:
                 done = req.finished
                 if len(req.output_ids) > sent or done:
                     sent = len(req.output_ids)
-                    chunk = json.dumps(body(node, req, final=done))
+                    chunk = json.dumps(body(server, req, final=done))
                     await resp.write(f"data: {chunk}\n\n".encode())
                 if done:
                     break
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
         except ConnectionError:  # the client went away: SGLang aborts the request
-            node.scheduler.abort(req)
+            server.scheduler.abort(req)
         except asyncio.CancelledError:
-            node.scheduler.abort(req)
+            server.scheduler.abort(req)
             raise
         return resp
 
@@ -267,15 +268,15 @@ def make_app(node: SimNode) -> web.Application:
     async def get_server_info(request: web.Request) -> web.StreamResponse:
         if request.path == "/get_server_info":
             deprecated("/get_server_info", "/server_info")
-        return logged(web.json_response(server_info(node)), request)
+        return logged(web.json_response(server_info(server)), request)
 
     async def get_model_info(request: web.Request) -> web.StreamResponse:
         if request.path == "/get_model_info":
             deprecated("/get_model_info", "/model_info")
-        return logged(web.json_response(model_info(node)), request)
+        return logged(web.json_response(model_info(server)), request)
 
     async def flush_cache(request: web.Request) -> web.StreamResponse:
-        ok = node.scheduler is not None and node.scheduler.flush()
+        ok = server.scheduler is not None and server.scheduler.flush()
         if ok:
             log.line("Cache flushed successfully!", rank=True)
         text = (
@@ -285,14 +286,14 @@ def make_app(node: SimNode) -> web.Application:
         return logged(web.Response(text=text, status=200 if ok else 400), request)
 
     async def metrics(request: web.Request) -> web.StreamResponse:
-        if not node.args.enable_metrics:
+        if not server.args.enable_metrics:
             return logged(web.Response(status=404, text="Not Found"), request)
-        return logged(web.Response(text=metrics_text(node), content_type="text/plain"), request)
+        return logged(web.Response(text=metrics_text(server), content_type="text/plain"), request)
 
     @web.middleware
     async def api_key(request: web.Request, handler: Any) -> web.StreamResponse:
         # As SGLang's add_api_key_middleware: /health* and /metrics stay open, the rest wants the key.
-        key = node.args.api_key
+        key = server.args.api_key
         open_path = request.path.startswith(("/health", "/metrics")) or request.method == "OPTIONS"
         if key and not open_path and request.headers.get("Authorization") != f"Bearer {key}":
             return logged(web.json_response({"error": "Unauthorized"}, status=401), request)

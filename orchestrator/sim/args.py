@@ -65,9 +65,9 @@ class SimArgs:
     speculative_algorithm: str | None
     draft_model_path: str | None
     draft_load_format: str | None
-    num_steps: int | None
-    topk: int | None
-    num_draft_tokens: int | None
+    speculative_num_steps: int | None
+    speculative_eagle_topk: int | None
+    speculative_num_draft_tokens: int | None
     mem_fraction_static: float
     cuda_graph_max_bs: int
     max_running_requests: int | None  # None: derived from the KV pool once it is sized
@@ -320,9 +320,9 @@ def resolve(ns: argparse.Namespace, profile: SimProfile, explicit: frozenset[str
         speculative_algorithm=algo,
         draft_model_path=ns.draft_model_path,
         draft_load_format=ns.speculative_draft_load_format,
-        num_steps=steps,
-        topk=topk,
-        num_draft_tokens=draft_tokens,
+        speculative_num_steps=steps,
+        speculative_eagle_topk=topk,
+        speculative_num_draft_tokens=draft_tokens,
         mem_fraction_static=float(fraction),
         cuda_graph_max_bs=int(graph_bs),
         max_running_requests=mrr,

@@ -2,7 +2,7 @@
 
 Every shape here was copied from the real H200 logs (``Load weight``, ``KV Cache is allocated``, the
 ``Capture ... CUDA graph`` pairs, ``Decode batch``, the failure tracebacks) so that a log parser tested
-against the simulated node reads real SGLang the same way.
+against the simulated server reads real SGLang the same way.
 """
 
 from __future__ import annotations

@@ -301,8 +301,8 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
     if graphs:
         ok = _graph_runner(
             w, profile, role="target", name="target verify" if spec else "target decode", sizes=sizes,
-            tokens_per_req=args.num_draft_tokens or 1, per_token=profile.target_graph_gib_per_token,
-            vocab=profile.vocab_size, stage=tgt,
+            tokens_per_req=args.speculative_num_draft_tokens or 1,
+            per_token=profile.target_graph_gib_per_token, vocab=profile.vocab_size, stage=tgt,
         )  # fmt: skip
         if not ok:
             return done()
@@ -315,16 +315,19 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
         return done()
     if not graphs:
         return done()
-    assert args.num_steps is not None and args.topk is not None and args.num_draft_tokens is not None
-    if args.num_steps > 1:
+    num_steps, topk, draft_tokens = (
+        args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens
+    )  # fmt: skip
+    assert num_steps is not None and topk is not None and draft_tokens is not None
+    if num_steps > 1:
         ok = _graph_runner(
-            w, profile, role="draft", name="draft decode", sizes=sizes, tokens_per_req=args.topk,
-            per_token=profile.draft_graph_gib_per_token * args.num_steps, vocab=profile.vocab_size, stage=drf,
+            w, profile, role="draft", name="draft decode", sizes=sizes, tokens_per_req=topk,
+            per_token=profile.draft_graph_gib_per_token * num_steps, vocab=profile.vocab_size, stage=drf,
         )  # fmt: skip
         if not ok:
             return done()
     ok = _graph_runner(
-        w, profile, role="draft", name="draft extend", sizes=sizes, tokens_per_req=args.num_draft_tokens,
+        w, profile, role="draft", name="draft extend", sizes=sizes, tokens_per_req=draft_tokens,
         per_token=profile.draft_graph_gib_per_token, vocab=profile.vocab_size, stage=drf,
     )  # fmt: skip
     # --speculative-adaptive builds one more runtime state (its own CUDA graphs) per other tier.
@@ -342,6 +345,5 @@ def adaptive_tiers(args: SimArgs) -> list[int]:
     if not args.speculative_adaptive:
         return []
     config = load_tier_config(args.speculative_adaptive_config)
-    return [
-        s for s in sorted({s for e in config.values() for s in e["candidate_steps"]}) if s != args.num_steps
-    ]
+    tiers = sorted({s for e in config.values() for s in e["candidate_steps"]})
+    return [s for s in tiers if s != args.speculative_num_steps]

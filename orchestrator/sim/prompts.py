@@ -1,4 +1,4 @@
-"""What the simulated node reads from a prompt: whether it is text, and its greedy continuation.
+"""What the simulated server reads from a prompt: whether it is text, and its greedy continuation.
 
 A draft model predicts text it was trained on, not random ids, so acceptance depends on the prompt.
 The node sees only ids, so it tells text from random ids the way the ids themselves differ: text

@@ -1,4 +1,5 @@
-"""The simulated node: ``python -m orchestrator.sim.server <SGLang flags> --sim-profile P --sim-state-dir D``.
+"""The simulated SGLang server process (`SimServer`):
+``python -m orchestrator.sim.server <SGLang flags> --sim-profile P --sim-state-dir D``.
 
 A separate process that an orchestrator starts, watches and stops exactly like
 ``python -m sglang.launch_server``: same flags, same start-up lines in the same order, the same
@@ -40,7 +41,7 @@ from orchestrator.sim.tiers import TierController, load_tier_config
 FIRED_UP = "The server is fired up and ready to roll!"
 
 
-class SimNode:
+class SimServer:
     """One simulated SGLang server process: start-up, serving, and stopping."""
 
     def __init__(self, args: SimArgs, profile: SimProfile) -> None:
@@ -185,9 +186,9 @@ class SimNode:
             )
         a = self.args
         per_req = {
-            "target verify": a.num_draft_tokens,
-            "draft decode": a.topk,
-            "draft extend": a.num_draft_tokens,
+            "target verify": a.speculative_num_draft_tokens,
+            "draft decode": a.speculative_eagle_topk,
+            "draft extend": a.speculative_num_draft_tokens,
         }
         tokens = per_req.get(name) or 1
         return (
@@ -255,9 +256,9 @@ class SimNode:
             f"cuda_graph={{{graphs}}}, tokenizer_e2e={t['tokenizer_e2e']:.2f}"
         )
         tiers = None
-        if a.speculative_adaptive and a.num_steps is not None:
-            tiers = TierController(load_tier_config(a.speculative_adaptive_config), a.num_steps)
-            steps, candidates = a.num_steps, tiers.candidate_steps
+        if a.speculative_adaptive and a.speculative_num_steps is not None:
+            tiers = TierController(load_tier_config(a.speculative_adaptive_config), a.speculative_num_steps)
+            steps, candidates = a.speculative_num_steps, tiers.candidate_steps
             log.line(f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={candidates}")
         self.scheduler = Scheduler(
             speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
@@ -350,11 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # aiohttp's own log lines (a client hanging up mid-stream, ...) are not SGLang's: keep them out.
     logging.getLogger("aiohttp").addHandler(logging.NullHandler())
     logging.getLogger("aiohttp").propagate = False
-    node = SimNode(args, profile)
+    server = SimServer(args, profile)
     try:
-        return asyncio.run(node.run())
+        return asyncio.run(server.run())
     except KeyboardInterrupt:
-        node.gpus.remove()
+        server.gpus.remove()
         return 0
 
 

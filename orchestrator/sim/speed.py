@@ -89,8 +89,13 @@ class SpeedModel:
     def for_args(cls, profile: SimProfile, args: SimArgs, captured: tuple[int, ...]) -> SpeedModel:
         spec = None
         if args.speculative:
-            assert args.num_steps is not None and args.topk is not None and args.num_draft_tokens is not None
-            spec = SpecShape(args.num_steps, args.topk, args.num_draft_tokens)
+            steps, topk, draft = (
+                args.speculative_num_steps,
+                args.speculative_eagle_topk,
+                args.speculative_num_draft_tokens,
+            )
+            assert steps is not None and topk is not None and draft is not None
+            spec = SpecShape(steps, topk, draft)
         graphs = () if args.disable_cuda_graph else tuple(sorted(captured))
         return cls(profile, args.tp_size, spec, graphs, not args.disable_prefill_graph)
 

@@ -1,4 +1,4 @@
-"""The simulated node's ``--speculative-adaptive``: steps chosen at run time per running-batch bucket.
+"""The simulated server's ``--speculative-adaptive``: steps chosen at run time per running-batch bucket.
 
 As SGLang 0.5.17 does it: each bucket ("1", "8", "32", "64": a batch uses the largest key not above
 it) keeps a moving average of the drafts accepted per request and, after a warm-up and then every few

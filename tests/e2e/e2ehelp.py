@@ -12,6 +12,8 @@ from typing import Any
 import ray
 from ray.cluster_utils import Cluster
 
+from orchestrator.placement import TRIAL_SLOT
+
 # The users' known-good configuration, with graph bs 128, and one that cannot hold Kimi's weights.
 GOOD = {
     "mem_fraction_static": 0.88,
@@ -30,7 +32,7 @@ def sim_cluster(nodes: int) -> Iterator[Cluster]:
     ray_cluster.yaml; the driver is connected for the duration."""
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
     for _ in range(nodes):
-        c.add_node(num_cpus=2, num_gpus=8, resources={"trial_slot": 1})
+        c.add_node(num_cpus=2, num_gpus=8, resources={TRIAL_SLOT: 1})
     c.wait_for_nodes()
     ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
     try:

@@ -10,7 +10,7 @@ import pytest
 from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
-from orchestrator import cluster as placement
+from orchestrator import cluster
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.spec import load_spec
@@ -29,7 +29,7 @@ def test_three_trials_in_flight_never_two_on_a_node(
     three_nodes: Cluster, tmp_path: Path, demo_spec: Any
 ) -> None:
     spec = load_spec(demo_spec(budget__trials=6, budget__baseline=False, known_good=[]))
-    info = placement.connect(spec, three_nodes.address)
+    info = cluster.connect(spec, three_nodes.address)
     assert info.slots == 3
     study = open_study(spec, "cluster", f"sqlite:///{tmp_path / 'o.db'}", resume=False)
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "cluster", tmp_path / "spool")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from e2ehelp import GOOD, sim_cluster
 
-from orchestrator import cluster as placement
+from orchestrator import cluster
 from orchestrator.confirm import rank, verdict
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.study import open_study
@@ -29,7 +29,7 @@ def test_the_best_configuration_is_relaunched_until_it_has_its_repeats(
         )
     )  # fmt: skip
     with sim_cluster(1) as c:
-        placement.connect(spec, c.address)
+        cluster.connect(spec, c.address)
         study = open_study(spec, "confirm", f"sqlite:///{tmp_path / 'o.db'}", resume=False)
         tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "confirm", tmp_path / "spool")
         tracker.start("t", {}, {})

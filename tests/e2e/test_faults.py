@@ -19,7 +19,7 @@ import ray
 from e2ehelp import sim_cluster, wait_until
 from ray.cluster_utils import Cluster
 
-from orchestrator import cluster as placement
+from orchestrator import cluster
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.node import SimulatedNode
@@ -46,7 +46,7 @@ def test_killed_worker_takes_its_server_with_it(two_nodes: Cluster, tmp_path: Pa
     spec = load_spec(demo_spec(**LONG))
     profile = resolve_profile(spec)
     assert profile is not None
-    node_id = placement.alive_nodes()[0]["NodeID"]
+    node_id = cluster.alive_nodes()[0]["NodeID"]
     node = SimulatedNode(spec, node_id, profile)
     request = TrialRequest(
         spec=spec,
@@ -55,7 +55,7 @@ def test_killed_worker_takes_its_server_with_it(two_nodes: Cluster, tmp_path: Pa
         workdir=str(tmp_path / "t"),
         sim_profile=profile,
     )
-    ref = placement.submit(request, None, node_id)
+    ref = cluster.submit(request, None, node_id)
     pids = wait_until(node.server_pids, 60, "the server to hold GPU memory")
     ray.cancel(ref, force=True)  # kills the worker process
     wait_until(
@@ -70,7 +70,7 @@ def test_lost_node_is_requeued_once_and_the_sweep_finishes(
     two_nodes: Cluster, tmp_path: Path, demo_spec: Any
 ) -> None:
     spec = load_spec(demo_spec(known_good=[], budget__trials=3, budget__baseline=False, **LONG))
-    placement.connect(spec, two_nodes.address)
+    cluster.connect(spec, two_nodes.address)
     study = open_study(spec, "lost", f"sqlite:///{tmp_path / 'o.db'}", resume=False)
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "lost", tmp_path / "spool")
     tracker.start("t", {}, {})

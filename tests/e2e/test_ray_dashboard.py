@@ -27,6 +27,7 @@ from ray.cluster_utils import Cluster
 
 from benchmarks.live import run_sweep
 from orchestrator import cluster
+from orchestrator.placement import TRIAL_SLOT
 from orchestrator.spec import load_spec
 from orchestrator.sweep import resolve_profile
 from orchestrator.trial_events import CHANNEL_NAME
@@ -71,7 +72,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sweep]:
             head_node_args={
                 "num_cpus": 2,
                 "num_gpus": spec.node.gpus,
-                "resources": {"trial_slot": 1},
+                "resources": {TRIAL_SLOT: 1},
                 "include_dashboard": True,
                 "dashboard_port": _free_port(),
                 "dashboard_agent_listen_port": _free_port(),

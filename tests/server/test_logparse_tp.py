@@ -29,7 +29,7 @@ def test_tp2_start_has_per_gpu_figures_from_every_rank() -> None:
     assert m.kv_cache_tokens == m.draft_kv_cache_tokens == 24_618_345
     assert m.kv_cache_gb == pytest.approx(93.92) and m.draft_kv_cache_gb == pytest.approx(23.48)
     assert m.avail_end_gb == 19.19
-    assert report.tp_ranks == 2
+    assert len(report.ranks) == 2
     for rank in report.ranks:
         assert rank.avail_at_start_gb == 138.18
         assert rank.weights_gb == (0.04, 0.02)  # target, then draft: both split over the two GPUs
@@ -124,4 +124,4 @@ def test_tp8_kv_oom_reports_the_rank_that_raised_first() -> None:
     report = parse("tp8-kv-oom.log")
     assert report.failure is not None
     assert (report.failure.stage, report.failure.kind) == (FailureStage.KV_ALLOCATION, FailureKind.OOM)
-    assert report.failed_rank == 5 and report.tp_ranks == 8
+    assert report.failed_rank == 5 and len(report.ranks) == 8

@@ -33,12 +33,13 @@ def test_speculative_values_go_all_together_or_not_at_all(partial: list[str]) ->
 
 def test_unset_speculative_values_take_sglang_defaults() -> None:
     args, _ = resolve(TINY, "--speculative-algorithm", "EAGLE3")
-    assert (args.num_steps, args.topk, args.num_draft_tokens) == (5, 4, 8)
+    speculative = (args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens)
+    assert speculative == (5, 4, 8)
 
 
 def test_topk_1_forces_draft_tokens_to_steps_plus_one() -> None:
     args, _ = resolve(TINY, *spec(3, 1, 8))
-    assert args.num_draft_tokens == 4
+    assert args.speculative_num_draft_tokens == 4
     assert TOPK1_LINE in args.log_notes
 
 
