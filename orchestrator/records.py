@@ -187,7 +187,7 @@ class TrialResult:
     resolved_args: dict[str, float | int | str | bool] = field(default_factory=dict)
     server_version: str = ""
     log_path: str = ""
-    log_tail: str = ""
+    log_text: str = ""  # the whole server log (its head and tail when over trial_files.LOG_LIMIT)
     oom_to_clean_s: float | None = None  # from the OOM line to the GPUs reported clean
     gpu_before: tuple[GpuSample, ...] = ()
     gpu_after: tuple[GpuSample, ...] = ()

@@ -235,8 +235,8 @@ class Tracker:
             folder = Path(tmp)
             # Only what is true for the trial: a configuration that was never launched (predicted OOM)
             # has no log and no command; its predicted figures are metrics and its reason the note.
-            if r.log_tail:
-                (folder / "server.log").write_text(r.log_tail)
+            if r.log_text:
+                (folder / "server.log").write_text(r.log_text)
             if r.command:
                 (folder / "launch_command.sh").write_text(shell_script(r.command))
             if r.adaptive_config:
@@ -280,7 +280,7 @@ def _note(record: TrialRecord) -> str:
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items() if k != "log_tail"}
+        return {k: _jsonable(v) for k, v in value.items() if k != "log_text"}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     return value

@@ -370,7 +370,7 @@ class TrialRun:
             resolved_args=resolved,
             server_version=self.node.version(),
             log_path=str(self.log_path),
-            log_tail=log_text,
+            log_text=log_text,
             oom_to_clean_s=oom_to_clean_s,
             gpu_before=gpu_before,
             gpu_after=gpu_after,

@@ -121,7 +121,7 @@ def record_of(p: Planned) -> TrialRecord:
         stages=(_stage(p),) if ran else (),
         memory=dict(MEMORY) if ran else {},
         server_version="0.5.17",
-        log_tail="Load weight end. avail mem=139.09 GB\n",
+        log_text="Load weight end. avail mem=139.09 GB\n",
         wall_s=60.0,
     )
     return TrialRecord(

@@ -38,7 +38,7 @@ def record(number: int) -> TrialRecord:
         command=("python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.85"),
         stages=(stage,),
         memory={"weights_gb": 0.1, "kv_cache_tokens": 12379562.0},
-        log_tail="The server is fired up and ready to roll!\n",
+        log_text="The server is fired up and ready to roll!\n",
         startup_s=70.0,
     )
     return TrialRecord(number=number, result=result, objective=512.0)
