@@ -4,8 +4,8 @@ reports answered by the driver's verdict without polling, and the console lines 
 from __future__ import annotations
 
 import itertools
-import os
 import logging
+import os
 import re
 import subprocess
 import tempfile
