@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from orchestrator.node import SimulatedNode
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
+from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
+from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker, TrialRecord, flag_params
+
+DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 
 
 def test_flag_params_use_sglang_names() -> None:
@@ -27,6 +32,27 @@ def test_flag_params_use_sglang_names() -> None:
         "/tmp/x",
     )
     assert flag_params(argv) == {"mem_fraction_static": "0.85", "enable_metrics": "true", "tp_size": "8"}
+
+
+@pytest.mark.xfail(strict=True, reason="params are parsed from the launch argv")
+def test_a_simulated_trial_logs_no_simulator_flag_as_a_param(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    # A simulated sweep may pass the simulator its own flags; they say nothing about SGLang's settings.
+    server = spec.server.model_copy(update={"flags": [*spec.server.flags, "--sim-startup-time-scale", "0"]})
+    spec = spec.model_copy(update={"server": server})
+    config = make_config(0.85, 128, 48, 3, 1, 4)
+    node = SimulatedNode(spec, f"params-{tmp_path.name}", resolve_profile(spec) or {})
+    plan = node.plan(config, 30000, tmp_path)
+    assert any(arg.startswith("--sim-") for arg in plan.argv)
+    result = TrialResult(config, TrialStatus.OK, node.node_id, plan.argv, dataset=spec.workload.dataset_label)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "sim", tmp_path / "spool")
+    tracker.start("sweep", {}, {})
+    run_id = tracker.log_trial(TrialRecord(number=0, result=result, objective=None))
+    assert run_id is not None
+    params = MlflowClient(tracking_uri=uri).get_run(run_id).data.params
+    assert params["mem_fraction_static"] == "0.85"
+    assert not [name for name in params if name.startswith("sim_")]
 
 
 def record(number: int) -> TrialRecord:
