@@ -24,9 +24,10 @@ from benchmarks.oracle import Evaluation
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.study import objective_value, open_study
 from orchestrator.driver.sweep import Sweep
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.tracking import Tracker
 from orchestrator.trial import TrialRequest
 from orchestrator.trial_events import StageReport, TrialEvent
 

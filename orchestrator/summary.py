@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.adaptive import CONFIG_FILE
 from orchestrator.driver.attrs import TrialAttr
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import TrialStatus
 from orchestrator.server.command import mask_secrets, sglang_flags, shell_script
 from orchestrator.spec import SweepSpec
-from orchestrator.tracking import TrialRecord
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

@@ -12,6 +12,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import attributes, verdict
+from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, TrialRecord, sweep_tags
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -21,7 +22,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.tracking import Tracker
 
 STUDY = "demo-study"
 MEMORY = {
@@ -131,7 +132,7 @@ def record_of(p: Planned) -> TrialRecord:
         speedup_vs_baseline=p.tok_s / 1000.0 if ran and p.tok_s and not p.baseline else None,
         diagnosis=p.diagnosis,
         baseline=p.baseline,
-        extra_tags=(("pruned_at_stage", str(p.pruned_at)),) if p.pruned_at is not None else (),
+        extra_tags=((Tag.PRUNED_AT_STAGE.value, str(p.pruned_at)),) if p.pruned_at is not None else (),
     )
 
 
@@ -189,11 +190,17 @@ def build_store(root: Path, plan: tuple[Planned, ...] = PLAN) -> Store:
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.create_experiment(STUDY, artifact_location=(root / "artifacts").as_uri())
     # An earlier sweep whose study was deleted since: its trial numbers clash with the current ones.
-    old = client.create_run(exp, start_time=1_000, tags={"kind": "sweep", "resume": "false"})
-    stale = {"mlflow.parentRunId": old.info.run_id, "status": "failed", "optuna_trial_number": "1"}
-    client.create_run(exp, start_time=2_000, tags={**stale, "config": "stale"})
+    old_tags = {Tag.KIND.value: SWEEP_KIND, **sweep_tags(STUDY, resume=False)}
+    old = client.create_run(exp, start_time=1_000, tags=old_tags)
+    stale = {
+        Tag.PARENT_RUN: old.info.run_id,
+        Tag.STATUS: "failed",
+        Tag.TRIAL_NUMBER: "1",
+        Tag.CONFIG: "stale",
+    }
+    client.create_run(exp, start_time=2_000, tags={k.value: v for k, v in stale.items()})
     tracker = Tracker(tracking_uri, STUDY, root / "spool")
-    tracker.start("sweep", params={"trials": str(len(plan))}, tags={"study": STUDY, "resume": "false"})
+    tracker.start("sweep", params={Param.TRIALS.value: str(len(plan))}, tags=sweep_tags(STUDY, resume=False))
     for p in plan:
         assert tracker.log_trial(record_of(p)) is not None
     tracker.finish({"best_output_tok_per_s": 2100.0}, [])

@@ -9,6 +9,7 @@ from pathlib import Path
 import optuna
 from optuna.distributions import FloatDistribution
 
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
 from orchestrator.report_data import parse_script
 from orchestrator.server.command import shell_script
@@ -23,7 +24,6 @@ from orchestrator.summary import (
     table_rows,
     write_best,
 )
-from orchestrator.tracking import TrialRecord
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 NODE_PYTHON = "/opt/sglang-env/bin/python3"
