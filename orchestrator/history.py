@@ -22,7 +22,15 @@ from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import OOM_CONSTRAINT
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import Metric, Param, Tag, config_from_params, is_sweep
-from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    MemoryAccount,
+    ServerConfig,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.space import config_params, suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.spec_search import SearchSpace
@@ -37,7 +45,7 @@ class PastTrial:
     config: ServerConfig
     status: TrialStatus
     tok_s: float | None
-    memory: dict[str, float] = field(default_factory=dict)
+    memory: MemoryAccount = field(default_factory=MemoryAccount)
     failure_stage: str = ""
     gpus: int = 0  # GPUs per node (the tp) of its sweep; 0 when unknown
 
@@ -73,7 +81,7 @@ def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastT
                     config=config,
                     status=TrialStatus(tags[Tag.STATUS]),
                     tok_s=run.data.metrics.get(Metric.OUTPUT_TOK_PER_S),
-                    memory=dict(run.data.metrics),
+                    memory=MemoryAccount.from_metrics(run.data.metrics),
                     failure_stage=tags.get(Tag.FAILURE_STAGE, ""),
                     gpus=int(gpus) if gpus.isdigit() else 0,
                 )
@@ -102,12 +110,12 @@ def seed_study(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     other_tp = [p for p in past if p.gpus and p.gpus != model.tp]
     for item in other_tp:
-        if item.status is TrialStatus.OK and item.memory.get("kv_cache_tokens"):
+        if item.status is TrialStatus.OK and item.memory.kv_cache_tokens:
             model.observe(-1, TrialResult(item.config, item.status, "", (), memory=item.memory), tp=item.gpus)
             counts["memory_points"] += 1
     past = [p for p in past if not (p.gpus and p.gpus != model.tp)]
     for item in past:
-        if item.memory.get("avail_at_start_gb"):
+        if item.memory.avail_at_start_gb:
             failure = None
             if item.failure_stage:
                 failure = Failure(FailureStage(item.failure_stage), FailureKind.OOM, "from history")

@@ -30,6 +30,7 @@ from orchestrator.records import (
     FailureKind,
     FailureStage,
     GpuSample,
+    ResolvedLaunch,
     ServerConfig,
     StageMetrics,
     TrialResult,
@@ -356,7 +357,7 @@ class TrialRun:
         scrub_file(self.log_path, secrets)
         log_text = read_capped(self.log_path)
         report: LogReport = self.parser.report()
-        resolved = report.args.launch_values() if report.args is not None else {}
+        resolved = report.args.launch_values() if report.args is not None else ResolvedLaunch()
         result = TrialResult(
             config=self.req.config,
             status=status,
@@ -366,7 +367,7 @@ class TrialRun:
             failure=failure,
             stages=stages,
             server_accept_length=accept,
-            memory=report.memory.as_metrics(),
+            memory=report.memory,
             resolved_args=resolved,
             server_version=self.node.version(),
             log_path=str(self.log_path),

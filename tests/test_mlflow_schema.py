@@ -17,7 +17,7 @@ from orchestrator.mlflow_schema import (
     trial_metrics,
     trial_params,
 )
-from orchestrator.records import StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import MemoryAccount, ResolvedLaunch, StageMetrics, TrialResult, TrialStatus
 from orchestrator.secrets import MASK
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
@@ -72,8 +72,8 @@ def test_metrics_and_artifacts_of_a_measured_trial() -> None:
         "n",
         ARGV,
         stages=(stage,),
-        memory={"kv_cache_tokens": 1000.0},
-        resolved_args={"max_running_requests": 48},
+        memory=MemoryAccount(kv_cache_tokens=1000),
+        resolved_args=ResolvedLaunch(max_running_requests=48),
         log_text="ready\n",
     )
     metrics = trial_metrics(TrialRecord(0, result, objective=512.0))

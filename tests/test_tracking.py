@@ -11,7 +11,15 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator.mlflow_schema import LaunchParams, TrialRecord
 from orchestrator.node import SimulatedNode
-from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    MemoryAccount,
+    StageMetrics,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.sweep import resolve_profile
@@ -54,7 +62,7 @@ def record(number: int) -> TrialRecord:
         node_id="node-a",
         command=("python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.85"),
         stages=(stage,),
-        memory={"weights_gb": 0.1, "kv_cache_tokens": 12379562.0},
+        memory=MemoryAccount(weights_gb=0.1, kv_cache_tokens=12379562),
         log_text="The server is fired up and ready to roll!\n",
         startup_s=70.0,
     )

@@ -173,11 +173,8 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
     }
     metrics.update({k: v for k, v in optional.items() if v is not None})
     metrics[Metric.TRIAL_WALL_S] = r.wall_s
-    for key, amount in r.memory.items():
-        metrics[key] = float(amount)
-    for key, value in r.resolved_args.items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            metrics[RESOLVED_PREFIX + key] = float(value)
+    metrics.update(r.memory.as_metrics())
+    metrics.update({RESOLVED_PREFIX + k: float(v) for k, v in r.resolved_args.as_dict().items()})
     metrics.update({PREDICTED_PREFIX + k: v for k, v in r.predicted.items()})
     return metrics
 
@@ -230,4 +227,7 @@ def result_json(result: TrialResult) -> str:
     """The result as JSON, less the log (the run's server.log)."""
     data = asdict(result)
     data.pop("log_text")
+    # The figures that are known, as before the account was typed: readers take a missing one as unknown.
+    data["memory"] = result.memory.as_metrics()
+    data["resolved_args"] = result.resolved_args.as_dict()
     return json.dumps(data, indent=1, default=str)
