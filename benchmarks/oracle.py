@@ -19,12 +19,13 @@ would spend.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchestrator.records import (
     Failure,
     FailureKind,
     FailureStage,
+    ResolvedLaunch,
     ServerConfig,
     StageMetrics,
     TrialResult,
@@ -57,8 +58,8 @@ class Evaluation:
     status: TrialStatus
     failure: Failure | None
     stages: tuple[StageMetrics, ...]
-    memory: dict[str, float]
-    resolved_args: dict[str, float | int | str | bool]
+    memory: MemoryAccount
+    resolved_args: ResolvedLaunch
     startup_s: float  # launch to ready (or to the process gone, for a failed start)
     pre_stage_s: float  # warm-up prompts and the KV probe, when they run
     stop_s: float
@@ -87,8 +88,8 @@ class Evaluation:
             failure=self.failure,
             stages=stages,
             server_accept_length=self.accept_length,
-            memory=dict(self.memory),
-            resolved_args=dict(self.resolved_args),
+            memory=self.memory,
+            resolved_args=self.resolved_args,
             server_version="0.5.17",
             wall_s=self.seconds(stages_run),
             notes=self.notes,
@@ -215,11 +216,10 @@ class Oracle:
         args = self._args(config)
         plan = plan_startup(self.profile, args)
         p = self.profile
-        account = memory_account(plan).as_metrics()
-        resolved: dict[str, float | int | str | bool] = {
-            "mem_fraction_static": args.mem_fraction_static,
-            "cuda_graph_max_bs": args.cuda_graph_max_bs,
-        }
+        account = memory_account(plan)
+        resolved = ResolvedLaunch(
+            mem_fraction_static=args.mem_fraction_static, cuda_graph_max_bs=args.cuda_graph_max_bs
+        )
         startup = p.import_s + sum(s.real_s for s in plan.steps)
         if plan.failure is not None:
             f = plan.failure
@@ -229,8 +229,11 @@ class Oracle:
             return Evaluation(
                 config, TrialStatus.OOM, failure, (), account, resolved, startup, 0.0, OOM_EXIT_S
             )
-        resolved["max_running_requests"] = plan.max_running_requests
-        resolved["effective_max_running_requests"] = plan.max_running_requests
+        resolved = replace(
+            resolved,
+            max_running_requests=plan.max_running_requests,
+            effective_max_running_requests=plan.max_running_requests,
+        )
         speed = SpeedModel.for_args(p, args, plan.capture_sizes)
         probs = (
             position_probs(p, speed.spec, broken=bool(broken_draft_reason(p, args)))

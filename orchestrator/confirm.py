@@ -19,10 +19,10 @@ import optuna
 
 from orchestrator.bench.steady import t975
 from orchestrator.driver.attrs import TrialAttr
+from orchestrator.mlflow_schema import Tag, TrialRecord
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.space import config_params
 from orchestrator.spec import BudgetSpec
-from orchestrator.tracking import TrialRecord
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def _measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
         for r in records
         if r.result.status is TrialStatus.OK
         and r.objective is not None
-        and not any(k == "pruned_at_stage" for k, _ in r.extra_tags)
+        and r.tag(Tag.PRUNED_AT_STAGE) is None
     ]
 
 

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 
 from orchestrator.driver.outcome import Progress
+from orchestrator.mlflow_schema import Lossless, Tag, TrialRecord
 from orchestrator.records import TrialStatus
-from orchestrator.tracking import TrialRecord
 from orchestrator.trial_events import PhaseEvent
 
 Write = Callable[[str], None]
@@ -61,10 +61,9 @@ class ProgressPrinter:
             msg += f"  [{res.failure.stage.value}: {res.failure.message[:80]}]"
         if r.diagnosis.startswith("broken_speculation"):
             msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis
-        tags = dict(r.extra_tags)
-        if tags.get("lossless") == "mismatch":
+        if r.tag(Tag.LOSSLESS) == Lossless.MISMATCH:
             msg += "\n  !!! LOSSY SPECULATION (output differs from the baseline at temperature 0): "
-            msg += tags.get("lossless_detail", "")
+            msg += r.tag(Tag.LOSSLESS_DETAIL) or ""
         # On a terminal the line overwrites the live one, which is as wide as the terminal: pad to that.
         width = max(shutil.get_terminal_size((120, 24)).columns - 1, 40) if self.tty else 0
         self.write(("\r" if self.tty else "") + msg.ljust(width) + "\n")

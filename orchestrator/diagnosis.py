@@ -39,21 +39,21 @@ def diagnose(result: TrialResult, model: MemoryModel, best_accept_elsewhere: flo
     if failure is None:
         return status.value
     head = ""
-    if m.get("weights_gb") is not None and m.get("avail_at_start_gb"):
+    if m.weights_gb is not None and m.avail_at_start_gb:
         head = (
-            f"the target's weights take {_gb(m['weights_gb'])} of {_gb(m['avail_at_start_gb'])} per GPU"
-            + (f", the draft's {_gb(m.get('draft_weights_gb'))}" if m.get("draft_weights_gb") else "")
-            + (f", leaving {_gb(m.get('avail_after_weights_gb'))}" if m.get("avail_after_weights_gb") else "")
+            f"the target's weights take {_gb(m.weights_gb)} of {_gb(m.avail_at_start_gb)} per GPU"
+            + (f", the draft's {_gb(m.draft_weights_gb)}" if m.draft_weights_gb else "")
+            + (f", leaving {_gb(m.avail_after_weights_gb)}" if m.avail_after_weights_gb else "")
         )
     f = c.mem_fraction_static
-    if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION and m.get("kv_cache_tokens"):
+    if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION and m.kv_cache_tokens:
         # The target's pool is in the log: what did not fit came after it, outside the static pool (the
         # draft's weights or pool, as SGLang <= 0.5.9 loads the draft last). More static pool makes it
         # worse; a smaller one leaves the draft room.
-        left = m.get("avail_end_gb") or m.get("avail_after_kv_gb")
+        left = m.avail_end_gb or m.avail_after_kv_gb
         return (
-            f"OOM after the target's KV pool was allocated ({int(m['kv_cache_tokens']):,} tokens, "
-            f"{_gb(m.get('kv_cache_gb'))}): {head + '; ' if head else ''}at mem_fraction_static {f:.3f} "
+            f"OOM after the target's KV pool was allocated ({m.kv_cache_tokens:,} tokens, "
+            f"{_gb(m.kv_cache_gb)}): {head + '; ' if head else ''}at mem_fraction_static {f:.3f} "
             f"the static pool left {_gb(left)} for the draft model, which did not fit. "
             f"Lower mem_fraction_static below {f:.3f} (or use a smaller draft)."
         )
@@ -75,7 +75,7 @@ def diagnose(result: TrialResult, model: MemoryModel, best_accept_elsewhere: flo
         FailureStage.DRAFT_GRAPH_CAPTURE,
     ):
         whose = "the draft's" if failure.stage is FailureStage.DRAFT_GRAPH_CAPTURE else "the target's"
-        room = m.get("avail_after_kv_gb")
+        room = m.avail_after_kv_gb
         need = model.graph_need_at(graph_width(c))
         text = f"OOM while capturing {whose} CUDA graphs: {head + '; ' if head else ''}"
         text += f"at mem_fraction_static {f:.3f} the KV pool leaves {_gb(room)} for graphs"

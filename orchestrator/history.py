@@ -21,10 +21,19 @@ from optuna.trial import TrialState, create_trial
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import OOM_CONSTRAINT
 from orchestrator.memory_model import MemoryModel
-from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.mlflow_schema import Metric, Param, Tag, config_from_params, is_sweep
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    MemoryAccount,
+    ServerConfig,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.space import config_params, suggest_config
 from orchestrator.spec import SweepSpec
-from orchestrator.spec_search import SearchSpace, make_config
+from orchestrator.spec_search import SearchSpace
 
 log = logging.getLogger(__name__)
 BEST_TO_TRY = 3
@@ -36,24 +45,9 @@ class PastTrial:
     config: ServerConfig
     status: TrialStatus
     tok_s: float | None
-    memory: dict[str, float] = field(default_factory=dict)
+    memory: MemoryAccount = field(default_factory=MemoryAccount)
     failure_stage: str = ""
     gpus: int = 0  # GPUs per node (the tp) of its sweep; 0 when unknown
-
-
-def _config(params: dict[str, str]) -> ServerConfig | None:
-    try:
-        steps = params.get("speculative_num_steps")
-        return make_config(
-            float(params["mem_fraction_static"]),
-            int(params["cuda_graph_max_bs"]),
-            int(params["max_running_requests"]),
-            int(steps) if steps else None,
-            int(params["speculative_eagle_topk"]) if steps else None,
-            int(params["speculative_num_draft_tokens"]) if steps else None,
-        )
-    except (KeyError, ValueError):
-        return None
 
 
 def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastTrial]:
@@ -64,31 +58,31 @@ def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastT
         if exp.name == exclude:
             continue
         runs = client.search_runs([exp.experiment_id], max_results=5000)
-        parents = [r for r in runs if r.data.tags.get("kind") == "sweep"]
+        parents = [r for r in runs if is_sweep(r.data.tags)]
         same = [
             p
             for p in parents
-            if p.data.params.get("model_path") == spec.model.path
-            and p.data.params.get("draft_model_path") == spec.model.draft_path
+            if p.data.params.get(Param.MODEL_PATH) == spec.model.path
+            and p.data.params.get(Param.DRAFT_MODEL_PATH) == spec.model.draft_path
         ]
         if not same:
             continue
-        gpus = same[0].data.params.get("gpus_per_node", "")
+        gpus = same[0].data.params.get(Param.GPUS_PER_NODE, "")
         for run in runs:
             tags = run.data.tags
-            if tags.get("kind") == "sweep" or "status" not in tags:
+            if is_sweep(tags) or Tag.STATUS not in tags:
                 continue
-            config = _config(run.data.params)
+            config = config_from_params(run.data.params)
             if config is None:
                 continue
             found.append(
                 PastTrial(
                     experiment=exp.name,
                     config=config,
-                    status=TrialStatus(tags["status"]),
-                    tok_s=run.data.metrics.get("output_tok_per_s"),
-                    memory=dict(run.data.metrics),
-                    failure_stage=tags.get("failure_stage", ""),
+                    status=TrialStatus(tags[Tag.STATUS]),
+                    tok_s=run.data.metrics.get(Metric.OUTPUT_TOK_PER_S),
+                    memory=MemoryAccount.from_metrics(run.data.metrics),
+                    failure_stage=tags.get(Tag.FAILURE_STAGE, ""),
                     gpus=int(gpus) if gpus.isdigit() else 0,
                 )
             )
@@ -116,12 +110,12 @@ def seed_study(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     other_tp = [p for p in past if p.gpus and p.gpus != model.tp]
     for item in other_tp:
-        if item.status is TrialStatus.OK and item.memory.get("kv_cache_tokens"):
+        if item.status is TrialStatus.OK and item.memory.kv_cache_tokens:
             model.observe(-1, TrialResult(item.config, item.status, "", (), memory=item.memory), tp=item.gpus)
             counts["memory_points"] += 1
     past = [p for p in past if not (p.gpus and p.gpus != model.tp)]
     for item in past:
-        if item.memory.get("avail_at_start_gb"):
+        if item.memory.avail_at_start_gb:
             failure = None
             if item.failure_stage:
                 failure = Failure(FailureStage(item.failure_stage), FailureKind.OOM, "from history")

@@ -15,12 +15,11 @@ import logging
 from dataclasses import replace
 
 from orchestrator.bench.greedy import check_requests, compare
+from orchestrator.mlflow_schema import TEXT_LIMIT, Lossless, Tag, TrialRecord
 from orchestrator.spec import SweepSpec
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.tracking import Tracker
 
 log = logging.getLogger(__name__)
-
-TAG = "lossless"
 
 
 class LosslessCheck:
@@ -58,8 +57,8 @@ class LosslessCheck:
             if record.baseline and record.result.greedy_outputs and self.reference is None:
                 self.reference = record.result.greedy_outputs
         for record in records:
-            said = dict(record.extra_tags).get(TAG)
-            if said == "mismatch":
+            said = dict(record.extra_tags).get(Tag.LOSSLESS.value)
+            if said == Lossless.MISMATCH:
                 self.lossy.add(record.number)
             elif said is None and self.enabled and not record.baseline and record.result.greedy_outputs:
                 if self.reference is None:
@@ -71,7 +70,7 @@ class LosslessCheck:
         assert self.reference is not None
         found = compare(self.requests, self.reference, record.result.greedy_outputs)
         if not found:
-            return ((TAG, "ok"),)
+            return ((Tag.LOSSLESS.value, Lossless.OK.value),)
         self.lossy.add(record.number)
         text = "; ".join(m.describe() for m in found)
         log.error(
@@ -83,7 +82,7 @@ class LosslessCheck:
             len(self.requests),
             text,
         )
-        return ((TAG, "mismatch"), ("lossless_detail", text[:4000]))
+        return ((Tag.LOSSLESS.value, Lossless.MISMATCH.value), (Tag.LOSSLESS_DETAIL.value, text[:TEXT_LIMIT]))
 
     def _judge_late(self, record: TrialRecord) -> None:
         tags = self._verdict(record)

@@ -45,8 +45,9 @@ class BoundedMemoryModel(MemoryModel):
         corrections = super().observe(number, result, tp)
         if tp is not None and tp != self.tp:
             return corrections  # pools and fractions of another GPU count bound nothing here
-        pool = result.memory.get("kv_cache_tokens")
-        f = float(result.resolved_args.get("mem_fraction_static", result.config.mem_fraction_static))
+        pool = result.memory.kv_cache_tokens
+        resolved = result.resolved_args.mem_fraction_static
+        f = resolved if resolved is not None else result.config.mem_fraction_static
         if result.status is TrialStatus.KV_PRESSURE and pool:
             c = result.config
             self.pressure.append((float(pool), c.max_running_requests, _tree(c)))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.adaptive import candidate_steps, trial_config
-from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import FailureStage, MemoryAccount, ServerConfig, TrialResult, TrialStatus
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,8 @@ class MemoryModel:
             self.avail_at_start_gb = m["avail_at_start_gb"]
             self.weights_gb = m["weights_gb"]
             self.draft_weights_gb = m.get("draft_weights_gb", self.draft_weights_gb or 0.0)
-        f = float(result.resolved_args.get("mem_fraction_static", c.mem_fraction_static))
+        resolved = result.resolved_args.mem_fraction_static
+        f = resolved if resolved is not None else c.mem_fraction_static
         kv_tokens = m.get("kv_cache_tokens")
         kv_gb = m.get("kv_cache_gb")
         if kv_tokens and kv_gb and self.avail_at_start_gb:
@@ -207,8 +208,10 @@ class MemoryModel:
             self.graph_floor.append((width, room))
         return self._check(number, result, before, room, kv_tokens, graph_oom)
 
-    def _per_gpu(self, memory: dict[str, float], tp: int) -> dict[str, float]:
-        """A trial's memory figures converted to this model's tp (unchanged at the same tp)."""
+    def _per_gpu(self, account: MemoryAccount, tp: int) -> dict[str, float]:
+        """A trial's memory figures converted to this model's tp (unchanged at the same tp); plain
+        numbers, since a pool converted to another tp is an estimate, not a whole count of tokens."""
+        memory = account.as_metrics()
         tokens, kv = memory.get("kv_cache_tokens"), memory.get("kv_cache_gb")
         if tp == self.tp or memory.get("weights_gb") is None or not memory.get("avail_at_start_gb"):
             return memory

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.adaptive import CONFIG_FILE, trial_config
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import ServerConfig, TrialStatus
-from orchestrator.tracking import TrialRecord
 
 
 def _setting(config: ServerConfig) -> dict[str, Any]:

@@ -6,6 +6,7 @@ logged to MLflow and compared in tests without any of the code that produced it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -172,6 +173,72 @@ class StageMetrics:
 
 
 @dataclass(frozen=True)
+class MemoryAccount:
+    """GB per GPU as the log prints them; a failed start has only the part it reached."""
+
+    avail_at_start_gb: float | None = None
+    weights_gb: float | None = None
+    draft_weights_gb: float | None = None
+    avail_after_weights_gb: float | None = None
+    kv_cache_tokens: int | None = None
+    kv_cache_gb: float | None = None
+    draft_kv_cache_tokens: int | None = None
+    draft_kv_cache_gb: float | None = None
+    avail_after_kv_gb: float | None = None
+    graph_gb: float | None = None
+    draft_graph_gb: float | None = None
+    avail_end_gb: float | None = None
+    max_total_num_tokens: int | None = None
+
+    def as_metrics(self) -> dict[str, float]:
+        """The figures that are known, as numbers under the field names (MLflow metrics, JSON)."""
+        return {k: float(v) for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, float]) -> MemoryAccount:
+        """The account back from `as_metrics` (or from a run's metrics: other names are left out)."""
+
+        def gb(name: str) -> float | None:
+            value = metrics.get(name)
+            return None if value is None else float(value)
+
+        def count(name: str) -> int | None:
+            value = metrics.get(name)
+            return None if value is None else int(value)
+
+        return cls(
+            avail_at_start_gb=gb("avail_at_start_gb"),
+            weights_gb=gb("weights_gb"),
+            draft_weights_gb=gb("draft_weights_gb"),
+            avail_after_weights_gb=gb("avail_after_weights_gb"),
+            kv_cache_tokens=count("kv_cache_tokens"),
+            kv_cache_gb=gb("kv_cache_gb"),
+            draft_kv_cache_tokens=count("draft_kv_cache_tokens"),
+            draft_kv_cache_gb=gb("draft_kv_cache_gb"),
+            avail_after_kv_gb=gb("avail_after_kv_gb"),
+            graph_gb=gb("graph_gb"),
+            draft_graph_gb=gb("draft_graph_gb"),
+            avail_end_gb=gb("avail_end_gb"),
+            max_total_num_tokens=count("max_total_num_tokens"),
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedLaunch:
+    """The launch values the sweep sets, as SGLang settled on them (its log); None where not printed."""
+
+    mem_fraction_static: float | None = None
+    cuda_graph_max_bs: int | None = None
+    max_running_requests: int | None = None
+    effective_max_running_requests: int | None = None  # from the max_total_num_tokens=... line
+    max_running_requests_reset_to: int | None = None  # "Max running requests is reset to 48 ..."
+
+    def as_dict(self) -> dict[str, float | int]:
+        """The values that are set, under the field names (MLflow metrics, JSON)."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class TrialResult:
     """Everything a trial sends back to the driver. The driver alone writes MLflow and Optuna."""
 
@@ -183,11 +250,11 @@ class TrialResult:
     failure: Failure | None = None
     stages: tuple[StageMetrics, ...] = ()
     server_accept_length: float | None = None  # /get_server_info after /flush_cache
-    memory: dict[str, float] = field(default_factory=dict)  # the memory account read from the log
-    resolved_args: dict[str, float | int | str | bool] = field(default_factory=dict)
+    memory: MemoryAccount = field(default_factory=MemoryAccount)  # the memory account read from the log
+    resolved_args: ResolvedLaunch = field(default_factory=ResolvedLaunch)
     server_version: str = ""
     log_path: str = ""
-    log_tail: str = ""
+    log_text: str = ""  # the whole server log (its head and tail when over trial_files.LOG_LIMIT)
     oom_to_clean_s: float | None = None  # from the OOM line to the GPUs reported clean
     gpu_before: tuple[GpuSample, ...] = ()
     gpu_after: tuple[GpuSample, ...] = ()
@@ -228,5 +295,9 @@ class TrialResult:
             "accept_length": self.accept_length,
             "ttft_p99_ms": best.ttft_p99_ms if best else None,
             "itl_p99_ms": best.itl_p99_ms if best else None,
-            "kv_cache_tokens": self.memory.get("kv_cache_tokens"),
+            "kv_cache_tokens": _float(self.memory.kv_cache_tokens),
         }
+
+
+def _float(value: int | None) -> float | None:
+    return None if value is None else float(value)

@@ -21,7 +21,9 @@ from typing import Any
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from orchestrator.adaptive import AdaptiveMode
 from orchestrator.importances import Importances, study_importances
+from orchestrator.mlflow_schema import Lossless, Metric, Param
 from orchestrator.records import TrialStatus
 from orchestrator.report_data import (
     BestConfig,
@@ -130,10 +132,10 @@ def best_section(best: BestConfig | None) -> str:
         ("objective (tok/s within the latency limits)", _num(r.objective)),
         ("acceptance length", _num(r.accept_length, ".2f")),
         ("speed-up over the no-speculation baseline", _num(best.speedup_vs_baseline, ".2f")),
-        ("p99 ITL (ms)", _num(r.metrics.get("itl_p99_ms"))),
-        ("p99 TTFT (ms)", _num(r.metrics.get("ttft_p99_ms"))),
-        ("best concurrency", _num(r.metrics.get("best_concurrency"), ".0f")),
-        ("start-up (s)", _num(r.metrics.get("startup_s"))),
+        ("p99 ITL (ms)", _num(r.metrics.get(Metric.ITL_P99_MS))),
+        ("p99 TTFT (ms)", _num(r.metrics.get(Metric.TTFT_P99_MS))),
+        ("best concurrency", _num(r.metrics.get(Metric.BEST_CONCURRENCY), ".0f")),
+        ("start-up (s)", _num(r.metrics.get(Metric.STARTUP_S))),
     ]
     params = [(p, _num(r.value(p), "g")) for p in SEARCHED_PARAMS if r.value(p) is not None]
     facts += confidence_facts(best.confidence)
@@ -206,10 +208,10 @@ def trials_section(rows: Sequence[TrialRow]) -> str:
                 _num(r.tok_s),
                 _num(r.objective),
                 _num(r.accept_length, ".2f"),
-                _num(r.metrics.get("ttft_p99_ms")),
-                _num(r.metrics.get("itl_p99_ms")),
-                _num(r.metrics.get("startup_s")),
-                _num(r.metrics.get("kv_cache_tokens"), ",.0f"),
+                _num(r.metrics.get(Metric.TTFT_P99_MS)),
+                _num(r.metrics.get(Metric.ITL_P99_MS)),
+                _num(r.metrics.get(Metric.STARTUP_S)),
+                _num(r.metrics.get(Metric.KV_CACHE_TOKENS), ",.0f"),
                 _e(r.config),
                 _e(failure),
                 f'<div class="msg" title="{_e(message)}">{_e(message[:300])}</div>' if message else "",
@@ -221,7 +223,7 @@ def trials_section(rows: Sequence[TrialRow]) -> str:
 def traffic_section(rows: Sequence[TrialRow]) -> str:
     """Per trial: the dataset mix, the speculation policy, acceptance and tok/s per dataset, and the
     lossless check's verdict (a mismatch in red, with the prompt, position and both tokens)."""
-    lossy = [r for r in rows if r.lossless == "mismatch"]
+    lossy = [r for r in rows if r.lossless == Lossless.MISMATCH]
     notes = []
     if lossy:
         notes.append(
@@ -239,20 +241,20 @@ def traffic_section(rows: Sequence[TrialRow]) -> str:
             for d in sorted({k.split(".", 1)[1] for k in r.metrics if k.startswith("output_tok_per_s.")})
         )
         verdict = r.lossless or "-"
-        if r.lossless == "mismatch":
+        if r.lossless == Lossless.MISMATCH:
             verdict = f"MISMATCH: {r.lossless_detail}"
         body.append(
             [
                 str(r.number),
                 r.config,
-                str(r.params.get("dataset", "random")),
-                str(r.params.get("speculative_adaptive", "off")),
+                str(r.params.get(Param.DATASET, "random")),
+                str(r.params.get(Param.SPECULATIVE_ADAPTIVE, AdaptiveMode.OFF.value)),
                 accept,
                 tok or "-",
                 verdict,
             ]
         )
-        classes.append("bad" if r.lossless == "mismatch" else "")
+        classes.append("bad" if r.lossless == Lossless.MISMATCH else "")
     head = ["#", "configuration", "dataset", "adaptive", "accept length", "tok/s", "lossless"]
     return "".join(notes) + _table(head, [[_e(c) for c in row] for row in body], classes)
 

@@ -13,7 +13,7 @@ import math
 import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,19 @@ from typing import Any
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from orchestrator.mlflow_schema import (
+    Artifact,
+    Metric,
+    Tag,
+    command_from_params,
+    is_sweep,
+    memory_from_metrics,
+    memory_from_result,
+    numbers,
+    parse_param,
+)
 from orchestrator.records import TrialStatus
-from orchestrator.server.command import flag_name, shell_command
-from orchestrator.server.logparse import MemoryAccount
+from orchestrator.server.command import shell_command
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +84,7 @@ class TrialRow:
     diagnosis: str = ""
     pruned_at_stage: int | None = None
     start_time_ms: int = 0
-    lossless: str = ""  # "ok" or "mismatch" when the lossless check ran (budget.baseline)
+    lossless: str = ""  # a Lossless value when the lossless check ran (budget.baseline)
     lossless_detail: str = ""
     server_version: str = ""  # the SGLang version that ran it: how its flags are spelled
 
@@ -84,15 +94,15 @@ class TrialRow:
 
     @property
     def tok_s(self) -> float | None:
-        return self.metrics.get("output_tok_per_s")
+        return self.metrics.get(Metric.OUTPUT_TOK_PER_S)
 
     @property
     def objective(self) -> float | None:
-        return self.metrics.get("objective")
+        return self.metrics.get(Metric.OBJECTIVE)
 
     @property
     def accept_length(self) -> float | None:
-        return self.metrics.get("accept_length")
+        return self.metrics.get(Metric.ACCEPT_LENGTH)
 
     def value(self, name: str) -> float | None:
         """A numeric param, else a metric, else None."""
@@ -100,16 +110,6 @@ class TrialRow:
         if isinstance(param, int | float):
             return float(param)
         return self.metrics.get(name)
-
-
-def parse_param(text: str) -> float | str:
-    for kind in (int, float):
-        try:
-            value = kind(text)
-        except ValueError:
-            continue
-        return value if math.isfinite(value) else text
-    return text
 
 
 def current_sweeps(parents: Sequence[tuple[str, int, bool]]) -> set[str]:
@@ -130,42 +130,42 @@ def current_sweeps(parents: Sequence[tuple[str, int, bool]]) -> set[str]:
 def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
     """The trial runs of the current study, one per trial number (the newest wins), by number."""
     parents = [
-        (r.info.run_id, r.info.start_time or 0, r.data.tags.get("resume") == "true")
+        (r.info.run_id, r.info.start_time or 0, r.data.tags.get(Tag.RESUME) == "true")
         for r in runs
-        if r.data.tags.get("kind") == "sweep"
+        if is_sweep(r.data.tags)
     ]
     current = current_sweeps(parents)
     by_number: dict[int, TrialRow] = {}
     for run in runs:
         tags = run.data.tags
-        if tags.get("kind") == "sweep":
+        if is_sweep(tags):
             continue
-        if parents and tags.get("mlflow.parentRunId") not in current:
+        if parents and tags.get(Tag.PARENT_RUN) not in current:
             continue
         try:
-            number = int(tags["optuna_trial_number"])
+            number = int(tags[Tag.TRIAL_NUMBER])
         except (KeyError, ValueError):
-            log.warning("run %s has no optuna_trial_number tag; left out", run.info.run_id)
+            log.warning("run %s has no %s tag; left out", run.info.run_id, Tag.TRIAL_NUMBER.value)
             continue
-        pruned = tags.get("pruned_at_stage")
+        pruned = tags.get(Tag.PRUNED_AT_STAGE)
         row = TrialRow(
             number=number,
             run_id=run.info.run_id,
-            status=tags.get("status", TrialStatus.FAILED.value),
-            config=tags.get("config", ""),
+            status=tags.get(Tag.STATUS, TrialStatus.FAILED.value),
+            config=tags.get(Tag.CONFIG, ""),
             params={k: parse_param(v) for k, v in run.data.params.items()},
             metrics={k: float(v) for k, v in run.data.metrics.items()},
-            baseline=tags.get("baseline") == "true",
-            node_id=tags.get("node_id", ""),
-            failure_stage=tags.get("failure_stage", ""),
-            failure_kind=tags.get("failure_kind", ""),
-            failure_message=tags.get("failure_message", ""),
-            diagnosis=tags.get("diagnosis", ""),
+            baseline=tags.get(Tag.BASELINE) == "true",
+            node_id=tags.get(Tag.NODE_ID, ""),
+            failure_stage=tags.get(Tag.FAILURE_STAGE, ""),
+            failure_kind=tags.get(Tag.FAILURE_KIND, ""),
+            failure_message=tags.get(Tag.FAILURE_MESSAGE, ""),
+            diagnosis=tags.get(Tag.DIAGNOSIS, ""),
             pruned_at_stage=int(pruned) if pruned and pruned.isdigit() else None,
             start_time_ms=run.info.start_time or 0,
-            lossless=tags.get("lossless", ""),
-            lossless_detail=tags.get("lossless_detail", ""),
-            server_version=tags.get("server_version", ""),
+            lossless=tags.get(Tag.LOSSLESS, ""),
+            lossless_detail=tags.get(Tag.LOSSLESS_DETAIL, ""),
+            server_version=tags.get(Tag.SERVER_VERSION, ""),
         )
         old = by_number.get(number)
         if old is None or row.start_time_ms >= old.start_time_ms:
@@ -244,21 +244,6 @@ class BestConfig:
     confidence: Mapping[str, Any] | None = None  # best.json's block: interval, repeats, ties
 
 
-MEMORY_SUFFIXES = ("_gb", "_gib", "_mib", "_bytes")
-MEMORY_FIGURES = tuple(f.name for f in fields(MemoryAccount))  # what the log parser reports
-
-
-def memory_from_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
-    """The memory account when no result.json is at hand: the log's figures, in the log's order."""
-    known = {k: metrics[k] for k in MEMORY_FIGURES if k in metrics}
-    other = {
-        k: v
-        for k, v in sorted(metrics.items())
-        if k.endswith(MEMORY_SUFFIXES) and k not in known and not k.startswith("resolved_")
-    }
-    return {**known, **other}
-
-
 def _matches(config: Mapping[str, Any], row: TrialRow) -> bool:
     for key, want in config.items():
         got = row.value(key)
@@ -277,11 +262,6 @@ def find_best(rows: Sequence[TrialRow], best_json: Path, tracking_uri: str) -> B
     return _best_from_run(row, tracking_uri) if row is not None else None
 
 
-def _numbers(values: Any) -> dict[str, float]:
-    items = values.items() if isinstance(values, dict) else ()
-    return {str(k): float(v) for k, v in items if isinstance(v, int | float) and not isinstance(v, bool)}
-
-
 def _best_from_json(rows: Sequence[TrialRow], best_json: Path) -> BestConfig | None:
     if not best_json.exists():
         return None
@@ -298,7 +278,7 @@ def _best_from_json(rows: Sequence[TrialRow], best_json: Path) -> BestConfig | N
     argv = [str(a) for a in data.get("command") or []]
     if not argv:
         return None
-    memory = _numbers(data.get("memory")) or memory_from_metrics(row.metrics)
+    memory = numbers(data.get("memory")) or memory_from_metrics(row.metrics)
     speedup = data.get("speedup_vs_baseline")
     return BestConfig(
         row,
@@ -316,21 +296,21 @@ def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
     client = MlflowClient(tracking_uri=tracking_uri)
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            script = Path(client.download_artifacts(row.run_id, "launch_command.sh", tmp)).read_text()
+            script = Path(client.download_artifacts(row.run_id, Artifact.LAUNCH_COMMAND, tmp)).read_text()
             command = shell_command(parse_script(script))
-            source = "the trial's launch_command.sh"
-            result = json.loads(Path(client.download_artifacts(row.run_id, "result.json", tmp)).read_text())
-            memory = _numbers(result.get("memory"))
+            source = f"the trial's {Artifact.LAUNCH_COMMAND.value}"
+            result = Path(client.download_artifacts(row.run_id, Artifact.RESULT, tmp)).read_text()
+            memory = memory_from_result(result)
         except Exception as err:  # artifacts may live on a store this machine cannot reach
             log.warning("artifacts of run %s unavailable: %s", row.run_id, err)
     if not command:
-        command, source = _command_from_params(row.params, row.server_version), "the trial's params"
+        command, source = command_from_params(row.params, row.server_version), "the trial's params"
     return BestConfig(
         row,
         command,
         source,
         tuple((memory or memory_from_metrics(row.metrics)).items()),
-        row.metrics.get("speedup_vs_baseline"),
+        row.metrics.get(Metric.SPEEDUP_VS_BASELINE),
     )
 
 
@@ -339,13 +319,3 @@ def parse_script(text: str) -> list[str]:
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
     argv = shlex.split(body.replace("\\\n", " "))  # shlex keeps a line continuation as a newline
     return argv[1:] if argv[:1] == ["exec"] else argv
-
-
-def _command_from_params(params: Mapping[str, float | str], version: str) -> str:
-    argv = ["python", "-m", "sglang.launch_server"]
-    for key, value in params.items():
-        if key == "speculative_algorithm" and value == "none":
-            continue
-        flag = flag_name(key, version)
-        argv.extend([flag] if value == "true" else [flag, str(value)])
-    return shell_command(argv)

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.adaptive import CONFIG_FILE
 from orchestrator.driver.attrs import TrialAttr
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import TrialStatus
 from orchestrator.server.command import mask_secrets, sglang_flags, shell_script
 from orchestrator.spec import SweepSpec
-from orchestrator.tracking import TrialRecord
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -61,8 +61,8 @@ def write_best(
         "objective": record.objective,
         "accept_length": r.accept_length,
         "speedup_vs_baseline": record.speedup_vs_baseline,
-        "memory": r.memory,
-        "resolved_args": r.resolved_args,
+        "memory": r.memory.as_metrics(),
+        "resolved_args": r.resolved_args.as_dict(),
         "server_version": r.server_version,
         "command": argv,
         "dataset": r.dataset,

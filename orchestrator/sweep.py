@@ -187,6 +187,7 @@ def run(
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
     from orchestrator.driver.sweep import Sweep
+    from orchestrator.mlflow_schema import LaunchParams, sweep_params, sweep_tags
     from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
 
@@ -220,19 +221,13 @@ def run(
         return 2
     local_store = tracking_uri.startswith(("sqlite:", "file:")) or "://" not in tracking_uri
     artifacts_dir = study_dir.parent / "mlartifacts" / study_name if local_store else None
-    tracker = Tracker(tracking_uri, study_name, study_dir / "spool", artifacts_dir)
+    tracker = Tracker(
+        tracking_uri, study_name, study_dir / "spool", artifacts_dir, launch=LaunchParams.from_spec(spec)
+    )
     tracker.start(
         run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
-        params={
-            "spec": args.spec,
-            "backend": spec.backend.value,
-            "gpus_per_node": str(spec.node.gpus),
-            "model_path": spec.model.path,
-            "draft_model_path": spec.model.draft_path,
-            "trials": str(n_trials),
-            "dataset": spec.workload.dataset_label,
-        },
-        tags={"study": study_name, "resume": str(args.resume).lower()},
+        params=sweep_params(spec, args.spec, n_trials),
+        tags=sweep_tags(study_name, args.resume),
     )
     print(
         f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "

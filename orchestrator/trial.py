@@ -30,6 +30,7 @@ from orchestrator.records import (
     FailureKind,
     FailureStage,
     GpuSample,
+    ResolvedLaunch,
     ServerConfig,
     StageMetrics,
     TrialResult,
@@ -356,7 +357,7 @@ class TrialRun:
         scrub_file(self.log_path, secrets)
         log_text = read_capped(self.log_path)
         report: LogReport = self.parser.report()
-        resolved = report.args.launch_values() if report.args is not None else {}
+        resolved = report.args.launch_values() if report.args is not None else ResolvedLaunch()
         result = TrialResult(
             config=self.req.config,
             status=status,
@@ -366,11 +367,11 @@ class TrialRun:
             failure=failure,
             stages=stages,
             server_accept_length=accept,
-            memory=report.memory.as_metrics(),
+            memory=report.memory,
             resolved_args=resolved,
             server_version=self.node.version(),
             log_path=str(self.log_path),
-            log_tail=log_text,
+            log_text=log_text,
             oom_to_clean_s=oom_to_clean_s,
             gpu_before=gpu_before,
             gpu_after=gpu_after,

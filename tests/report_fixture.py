@@ -17,10 +17,12 @@ from orchestrator.driver import observers as obs
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import settle
 from orchestrator.driver.study import tell
+from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
 from orchestrator.records import (
     Failure,
     FailureKind,
     FailureStage,
+    MemoryAccount,
     ServerConfig,
     StageMetrics,
     TrialResult,
@@ -124,14 +126,14 @@ def result_of(p: Planned) -> TrialResult:
         startup_s=42.0 if ran else None,
         failure=p.failure,
         stages=(_stage(p),) if ran else (),
-        memory=dict(MEMORY) if ran else {},
+        memory=MemoryAccount.from_metrics(MEMORY) if ran else MemoryAccount(),
         server_version="0.5.17",
-        log_tail="Load weight end. avail mem=139.09 GB\n",
+        log_text="Load weight end. avail mem=139.09 GB\n",
         wall_s=60.0,
     )
 
 
-def fixturemake_config() -> SweepSpec:
+def fixture_spec() -> SweepSpec:
     """The demo spec with a search space wide enough for every planned configuration, and no latency
     limit (every OK trial's objective is its stage's tok/s)."""
     data: dict[str, Any] = yaml.safe_load((ROOT / "trials" / "demo.yaml").read_text())
@@ -153,7 +155,7 @@ def fixturemake_config() -> SweepSpec:
 
 def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -> None:
     """Each planned result as `Sweep._tell_and_record` handles it: settle, tell, then the record."""
-    spec = fixturemake_config()
+    spec = fixture_spec()
     speedup = obs.Speedup()
     for p in plan:
         study.enqueue_trial(config_params(p.config), user_attrs={TrialAttr.BASELINE: p.baseline})
@@ -187,11 +189,17 @@ def build_store(root: Path, plan: tuple[Planned, ...] = PLAN) -> Store:
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.create_experiment(STUDY, artifact_location=(root / "artifacts").as_uri())
     # An earlier sweep whose study was deleted since: its trial numbers clash with the current ones.
-    old = client.create_run(exp, start_time=1_000, tags={"kind": "sweep", "resume": "false"})
-    stale = {"mlflow.parentRunId": old.info.run_id, "status": "failed", "optuna_trial_number": "1"}
-    client.create_run(exp, start_time=2_000, tags={**stale, "config": "stale"})
+    old_tags = {Tag.KIND.value: SWEEP_KIND, **sweep_tags(STUDY, resume=False)}
+    old = client.create_run(exp, start_time=1_000, tags=old_tags)
+    stale = {
+        Tag.PARENT_RUN: old.info.run_id,
+        Tag.STATUS: "failed",
+        Tag.TRIAL_NUMBER: "1",
+        Tag.CONFIG: "stale",
+    }
+    client.create_run(exp, start_time=2_000, tags={k.value: v for k, v in stale.items()})
     tracker = Tracker(tracking_uri, STUDY, root / "spool")
-    tracker.start("sweep", params={"trials": str(len(plan))}, tags={"study": STUDY, "resume": "false"})
+    tracker.start("sweep", params={Param.TRIALS.value: str(len(plan))}, tags=sweep_tags(STUDY, resume=False))
     study = optuna.create_study(study_name=STUDY, storage=storage, direction="maximize")
     run_plan(study, tracker, plan)
     tracker.finish({"best_output_tok_per_s": 2100.0}, [])

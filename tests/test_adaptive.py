@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.adaptive import AdaptiveMode, bucket_key, proposed_config, trial_config, write_config
 from orchestrator.memory_model import graph_width
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import StageMetrics, TrialResult, TrialStatus
 from orchestrator.server.command import sglang_flags
@@ -19,7 +20,6 @@ from orchestrator.sim.args import ArgsError
 from orchestrator.sim.tiers import TierController
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import SpecError, make_config
-from orchestrator.tracking import TrialRecord
 
 sys.path.insert(0, str(Path(__file__).parent / "sim"))
 from simhelp import plan, resolve, spec

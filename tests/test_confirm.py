@@ -15,10 +15,10 @@ from orchestrator.confirm import (
     to_confirm,
     verdict,
 )
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import StageMetrics, TrialResult, TrialStatus
 from orchestrator.spec import BudgetSpec
 from orchestrator.spec_search import make_config
-from orchestrator.tracking import TrialRecord
 
 A = make_config(0.85, 64, 16, 3, 1, 4)
 B = make_config(0.80, 128, 32, 2, 1, 3)

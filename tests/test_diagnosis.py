@@ -44,11 +44,11 @@ def test_the_advice_matches_the_stage_in_the_log(path: Path) -> None:
         node_id="n",
         command=(),
         failure=report.failure,
-        memory=report.memory.as_metrics(),
+        memory=report.memory,
     )
     text = diagnose(result, MemoryModel())
     m = result.memory
-    if report.failure.stage is FailureStage.KV_ALLOCATION and not m.get("kv_cache_tokens"):
+    if report.failure.stage is FailureStage.KV_ALLOCATION and not m.kv_cache_tokens:
         assert "OOM while allocating the KV cache" in text and "Raise mem_fraction_static" in text
     elif report.failure.stage is FailureStage.KV_ALLOCATION:
         # The log shows the target's pool: it was not the pool that failed, and more pool cannot help.
@@ -73,11 +73,11 @@ def test_draft_oom_after_the_targets_pool_is_told_to_lower_the_fraction(tmp_path
     request = TrialRequest(spec, make_config(0.94, 64, 64, 1, 4, 2), 0, str(tmp_path / "t"), profile)
     result = TrialRun(request, node, None).run()
     assert result.status is TrialStatus.OOM
-    assert result.memory["kv_cache_tokens"] > 0
+    assert result.memory.kv_cache_tokens
     text = diagnose(result, MemoryModel())
     assert "Raise mem_fraction_static" not in text
     assert "Lower mem_fraction_static below 0.940" in text
-    assert "311,320 tokens" in text or f"{int(result.memory['kv_cache_tokens']):,} tokens" in text
+    assert "311,320 tokens" in text or f"{result.memory.kv_cache_tokens:,} tokens" in text
 
 
 def _ok(accept: float, steps: int, topk: int, draft: int) -> TrialResult:

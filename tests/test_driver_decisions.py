@@ -27,12 +27,13 @@ from orchestrator.driver.settle import settle
 from orchestrator.driver.study import config_from_params, launched_count, open_study
 from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.memory_model import MemoryModel
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.space import config_params
 from orchestrator.spec import SweepSpec
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.tracking import Tracker
 from orchestrator.trial import TrialRequest
 from orchestrator.trial_events import TrialEvent
 

@@ -9,11 +9,20 @@ import optuna
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.history import find_history, seed_study
 from orchestrator.memory_model import MemoryModel
-from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
+from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    MemoryAccount,
+    StageMetrics,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.server.logparse import parse_log
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.tracking import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
 OK_LOG = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "specsweep-h200" / "ok-accept.log"
@@ -28,7 +37,7 @@ def test_earlier_sweep_seeds_a_new_study(tmp_path: Path) -> None:
         {"model_path": spec.model.path, "draft_model_path": spec.model.draft_path, "gpus_per_node": "1"},
         {},
     )
-    memory = parse_log(OK_LOG.read_text()).memory.as_metrics()
+    memory = parse_log(OK_LOG.read_text()).memory
     stage = StageMetrics(8, 16, 16, 0, 1.0, 3400.0, 16.0, 100, 130, 2, 25, 3, 4.0)
     good = TrialResult(
         make_config(0.85, 16, 16, 3, 1, 4), TrialStatus.OK, "n", ("x",), stages=(stage,), memory=memory
@@ -78,7 +87,7 @@ def test_a_sweep_on_one_gpu_teaches_the_memory_model_of_a_two_gpu_sweep(tmp_path
         {},
     )
     real = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
-    memory = parse_log((real / "ok.log").read_text()).memory.as_metrics()
+    memory = parse_log((real / "ok.log").read_text()).memory
     stage = StageMetrics(8, 16, 16, 0, 1.0, 3400.0, 16.0, 100, 130, 2, 25, 3, 4.0)
     good = TrialResult(
         make_config(0.85, 16, 16, 3, 1, 4), TrialStatus.OK, "n", ("x",), stages=(stage,), memory=memory
@@ -89,7 +98,7 @@ def test_a_sweep_on_one_gpu_teaches_the_memory_model_of_a_two_gpu_sweep(tmp_path
         "n",
         ("x",),
         failure=Failure(FailureStage.KV_ALLOCATION, FailureKind.OOM, "Loaded weights leave no GPU memory"),
-        memory={"avail_at_start_gb": 139.09, "weights_gb": 0.10, "draft_weights_gb": 0.05},
+        memory=MemoryAccount(avail_at_start_gb=139.09, weights_gb=0.10, draft_weights_gb=0.05),
     )
     old.log_trial(TrialRecord(0, good, 3400.0))
     old.log_trial(TrialRecord(1, kv_oom, None))

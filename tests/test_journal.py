@@ -40,7 +40,7 @@ def _record(number: int) -> TrialRecord:
         stages=(stage,),
         memory={"kv_cache_gb": 94.4},
         resolved_args={"mem_fraction_static": 0.85, "disable_cuda_graph": False},
-        log_tail="a long server log",
+        log_text="a long server log",
         greedy_outputs=((1, 2, 3), (4, 5)),
     )
     return TrialRecord(number, result, 1234.5, 1.2, baseline=False, extra_tags=(("lossless", "ok"),))
@@ -51,10 +51,10 @@ def test_a_record_reads_back_as_it_was_written_without_its_log(tmp_path: Path) -
     record = _record(7)
     journal.write(record)
     (back,) = journal.read([7])
-    assert back.result.log_tail == ""
+    assert back.result.log_text == ""
     assert back == TrialRecord(
         7,
-        type(record.result)(**{**record.result.__dict__, "log_tail": ""}),
+        type(record.result)(**{**record.result.__dict__, "log_text": ""}),
         1234.5,
         1.2,
         extra_tags=(("lossless", "ok"),),

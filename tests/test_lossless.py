@@ -15,10 +15,11 @@ from mlflow.tracking import MlflowClient
 from orchestrator.bench.greedy import check_requests, compare, greedy_outputs
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.lossless import LosslessCheck
+from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec, parse_spec
 from orchestrator.spec_search import make_config
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.tracking import Tracker
 
 sys.path.insert(0, str(Path(__file__).parent / "sim"))
 from test_sim_process import TINY_RUN, Sim, sims  # noqa: F401  (the fixture)

@@ -62,7 +62,7 @@ def test_a_draft_that_did_not_fit_sets_a_ceiling_on_the_fraction() -> None:
         if oracle.evaluate(c).status is TrialStatus.OOM
         and oracle.evaluate(c).failure is not None
         and oracle.evaluate(c).failure.stage in (FailureStage.WEIGHT_LOADING, FailureStage.KV_ALLOCATION)  # type: ignore[union-attr]
-        and oracle.evaluate(c).memory.get("kv_cache_tokens")
+        and oracle.evaluate(c).memory.kv_cache_tokens
     ]
     assert draft_side
     lowest = min(draft_side, key=lambda c: c.mem_fraction_static)
@@ -84,8 +84,7 @@ def test_a_target_pool_that_did_not_fit_sets_no_ceiling(tight: tuple[Oracle, lis
     low = next(
         c
         for c in grid
-        if oracle.evaluate(c).status is TrialStatus.OOM
-        and not oracle.evaluate(c).memory.get("kv_cache_tokens")
+        if oracle.evaluate(c).status is TrialStatus.OOM and not oracle.evaluate(c).memory.kv_cache_tokens
     )
     model = BoundedMemoryModel()
     model.observe(0, oracle.evaluate(low).result())

@@ -21,7 +21,7 @@ def result_from_log(name: str, config_args: tuple, status: TrialStatus) -> Trial
         node_id="n",
         command=(),
         failure=report.failure,
-        memory=report.memory.as_metrics(),
+        memory=report.memory,
     )
 
 

@@ -22,7 +22,7 @@ REAL_KV_TOKENS = {
 
 def result(log: Path, config: tuple[float, int, int, int, int, int]) -> TrialResult:
     report = parse_log(log.read_text())
-    return TrialResult(make_config(*config), TrialStatus.OK, "n", (), memory=report.memory.as_metrics())
+    return TrialResult(make_config(*config), TrialStatus.OK, "n", (), memory=report.memory)
 
 
 def test_kv_heads_are_read_from_the_model_config() -> None:

@@ -10,15 +10,14 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 
 from orchestrator import report
 from orchestrator.importances import importances_of
+from orchestrator.mlflow_schema import memory_from_metrics, parse_param
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
 from orchestrator.report_data import (
     Outcome,
     TrialRow,
     current_sweeps,
     find_best,
-    memory_from_metrics,
     outcome_of,
-    parse_param,
     parse_script,
 )
 from orchestrator.report_plots import feasibility_figure, history_figure, latency_figure

@@ -9,7 +9,16 @@ from pathlib import Path
 import optuna
 from optuna.distributions import FloatDistribution
 
-from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
+from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    MemoryAccount,
+    StageMetrics,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.report_data import parse_script
 from orchestrator.server.command import shell_script
 from orchestrator.spec import load_spec
@@ -23,7 +32,6 @@ from orchestrator.summary import (
     table_rows,
     write_best,
 )
-from orchestrator.tracking import TrialRecord
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 NODE_PYTHON = "/opt/sglang-env/bin/python3"
@@ -43,7 +51,7 @@ def result(status: TrialStatus, tok_s: float | None = None, **kw: object) -> Tri
         node_id="node-a",
         command=(NODE_PYTHON, "-m", "orchestrator.sim.server", "--tp-size", "8"),
         stages=stages,
-        memory={"kv_cache_tokens": 12379562.0} if tok_s else {},
+        memory=MemoryAccount(kv_cache_tokens=12379562) if tok_s else MemoryAccount(),
         startup_s=68.8 if tok_s else None,
         **kw,  # type: ignore[arg-type]
     )

@@ -9,24 +9,49 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
+from orchestrator.mlflow_schema import LaunchParams, TrialRecord
+from orchestrator.node import SimulatedNode
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    MemoryAccount,
+    StageMetrics,
+    TrialResult,
+    TrialStatus,
+)
+from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.tracking import Tracker, TrialRecord, flag_params
+from orchestrator.sweep import resolve_profile
+from orchestrator.tracking import Tracker
+
+DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 
 
-def test_flag_params_use_sglang_names() -> None:
-    argv = (
-        "python",
-        "-m",
-        "sglang.launch_server",
-        "--mem-fraction-static",
-        "0.85",
-        "--enable-metrics",
-        "--tp-size=8",
-        "--sim-state-dir",
-        "/tmp/x",
-    )
-    assert flag_params(argv) == {"mem_fraction_static": "0.85", "enable_metrics": "true", "tp_size": "8"}
+def test_a_simulated_trial_logs_no_simulator_flag_as_a_param(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    # A simulated sweep may pass the simulator its own flags; they say nothing about SGLang's settings.
+    server = spec.server.model_copy(update={"flags": [*spec.server.flags, "--sim-startup-time-scale", "0"]})
+    spec = spec.model_copy(update={"server": server})
+    config = make_config(0.85, 128, 48, 3, 1, 4)
+    node = SimulatedNode(spec, f"params-{tmp_path.name}", resolve_profile(spec) or {})
+    plan = node.plan(config, 30000, tmp_path)
+    assert any(arg.startswith("--sim-") for arg in plan.argv)
+    result = TrialResult(config, TrialStatus.OK, node.node_id, plan.argv, dataset=spec.workload.dataset_label)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "sim", tmp_path / "spool", launch=LaunchParams.from_spec(spec))
+    tracker.start("sweep", {}, {})
+    run_id = tracker.log_trial(TrialRecord(number=0, result=result, objective=None))
+    assert run_id is not None
+    params = MlflowClient(tracking_uri=uri).get_run(run_id).data.params
+    assert params["mem_fraction_static"] == "0.85"
+    assert not [name for name in params if name.startswith("sim_")]
+    # the spec's share: SGLang's names, the values the launch command has
+    assert params["tp_size"] == "8" and params["model_path"] == spec.model.path
+    assert params["speculative_algorithm"] == "EAGLE3" and params["speculative_adaptive"] == "off"
+    assert params["speculative_draft_model_path"] == spec.model.draft_path
+    assert params["trust_remote_code"] == "true" and params["backend"] == "simulated"
+    assert "host" not in params and "port" not in params
 
 
 def record(number: int) -> TrialRecord:
@@ -37,8 +62,8 @@ def record(number: int) -> TrialRecord:
         node_id="node-a",
         command=("python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.85"),
         stages=(stage,),
-        memory={"weights_gb": 0.1, "kv_cache_tokens": 12379562.0},
-        log_tail="The server is fired up and ready to roll!\n",
+        memory=MemoryAccount(weights_gb=0.1, kv_cache_tokens=12379562),
+        log_text="The server is fired up and ready to roll!\n",
         startup_s=70.0,
     )
     return TrialRecord(number=number, result=result, objective=512.0)

@@ -66,8 +66,8 @@ def test_ok_trial_measures_and_leaves_gpus_clean(tmp_path: Path) -> None:
     assert stage.completed == 8 and stage.output_tok_per_s > 0
     assert stage.accept_length is not None and stage.accept_length > 1.2
     assert result.server_accept_length is not None and result.server_accept_length > 1.2
-    assert result.memory["weights_gb"] > 60 and result.memory["kv_cache_tokens"] > 0
-    assert result.resolved_args["max_running_requests"] == 48
+    assert (result.memory.weights_gb or 0) > 60 and (result.memory.kv_cache_tokens or 0) > 0
+    assert result.resolved_args.max_running_requests == 48
     assert result.command[1:3] == ("-m", "orchestrator.sim.server")
     assert any(s.used_mib > 60_000 for s in result.gpu_before) is False
     assert_clean(node)

@@ -34,7 +34,7 @@ class Journal:
 
     def write(self, record: TrialRecord) -> None:
         # The server log is in MLflow and in the trial's folder; the journal keeps the figures only.
-        slim = replace(record, result=replace(record.result, log_tail=""))
+        slim = replace(record, result=replace(record.result, log_text=""))
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.path(record.number).with_suffix(".tmp")
         tmp.write_bytes(_ADAPTER.dump_json(slim, indent=1))

@@ -15,15 +15,15 @@ from typing import Protocol
 
 from orchestrator import dashboard_metrics
 from orchestrator.diagnosis import accept_length, diagnose
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.settle import Settled
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel
+from orchestrator.mlflow_schema import Tag, TrialRecord
 from orchestrator.quarantine import NodeHealth
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
-from orchestrator.tracking import Tracker, TrialRecord
+from orchestrator.tracking import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +156,10 @@ def build_record(done: Finished) -> None:
     pruned_at = done.settled.pruned_at
     tags: list[tuple[str, str]] = []
     if pruned_at is not None:
-        tags.append(("pruned_at_stage", str(pruned_at)))
-    tags += [("memory_model_correction", what) for what in done.corrections[:1]]
+        tags.append((Tag.PRUNED_AT_STAGE.value, str(pruned_at)))
+    tags += [(Tag.MEMORY_MODEL_CORRECTION.value, what) for what in done.corrections[:1]]
     if done.confirm_of is not None:
-        tags.append((TrialAttr.CONFIRM_OF.value, str(done.confirm_of)))
+        tags.append((Tag.CONFIRM_OF.value, str(done.confirm_of)))
     done.record = TrialRecord(
         number=done.number,
         result=done.result,

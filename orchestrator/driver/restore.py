@@ -13,7 +13,16 @@ from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.study import config_from_params, status_of
-from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import (
+    Failure,
+    FailureKind,
+    FailureStage,
+    MemoryAccount,
+    ResolvedLaunch,
+    ServerConfig,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.space import baseline_config
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import closed_numbers
@@ -89,8 +98,10 @@ def replayed_result(
         node_id=str(t.user_attrs.get(TrialAttr.NODE_ID, "")),
         command=(),
         failure=failure,
-        memory={k: float(v) for k, v in memory.items() if isinstance(v, int | float)},
-        resolved_args={"mem_fraction_static": float(fraction)},
+        memory=MemoryAccount.from_metrics(
+            {k: float(v) for k, v in memory.items() if isinstance(v, int | float)}
+        ),
+        resolved_args=ResolvedLaunch(mem_fraction_static=float(fraction)),
     )
 
 

@@ -100,10 +100,11 @@ def attributes(result: TrialResult) -> dict[str, Any]:
             f"{result.failure.stage.value}/{result.failure.kind.value}: {result.failure.message}"
         )
         attrs[TrialAttr.FAILURE_STAGE] = result.failure.stage.value
-    if result.memory:
-        attrs[TrialAttr.MEMORY] = dict(result.memory)
-    fraction = result.resolved_args.get("mem_fraction_static")
-    if isinstance(fraction, int | float):
+    memory = result.memory.as_metrics()
+    if memory:
+        attrs[TrialAttr.MEMORY] = memory
+    fraction = result.resolved_args.mem_fraction_static
+    if fraction is not None:
         attrs[TrialAttr.RESOLVED_MEM_FRACTION] = float(fraction)
     return attrs
 

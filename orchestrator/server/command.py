@@ -17,6 +17,9 @@ from orchestrator.records import ServerConfig
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import Backend, SweepSpec
 
+# The simulated server's own flags start so; SGLang has none, so no SGLang setting is named so.
+SIM_FLAG_PREFIX = "--sim-"
+
 
 def parse_version(text: str) -> tuple[int, ...]:
     """'0.5.5.post3' -> (0, 5, 5); anything unreadable sorts as the newest release we know."""
@@ -149,9 +152,9 @@ def launch_plan(
             "-m",
             "orchestrator.sim.server",
             *flags,
-            "--sim-profile",
+            f"{SIM_FLAG_PREFIX}profile",
             sim_profile_path,
-            "--sim-state-dir",
+            f"{SIM_FLAG_PREFIX}state-dir",
             sim_state_dir,
         ]
     return LaunchPlan(

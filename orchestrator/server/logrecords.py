@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orchestrator.records import Failure, FailureStage
+from orchestrator.records import Failure, FailureStage, MemoryAccount, ResolvedLaunch
 from orchestrator.server.ranks import RankFigures
 
 
@@ -63,28 +63,6 @@ def total_gb(values: Iterable[float | None]) -> float | None:
 
 
 @dataclass(frozen=True)
-class MemoryAccount:
-    """GB per GPU as the log prints them; a failed start has only the part it reached."""
-
-    avail_at_start_gb: float | None = None
-    weights_gb: float | None = None
-    draft_weights_gb: float | None = None
-    avail_after_weights_gb: float | None = None
-    kv_cache_tokens: int | None = None
-    kv_cache_gb: float | None = None
-    draft_kv_cache_tokens: int | None = None
-    draft_kv_cache_gb: float | None = None
-    avail_after_kv_gb: float | None = None
-    graph_gb: float | None = None
-    draft_graph_gb: float | None = None
-    avail_end_gb: float | None = None
-    max_total_num_tokens: int | None = None
-
-    def as_metrics(self) -> dict[str, float]:
-        return {k: float(v) for k, v in self.__dict__.items() if v is not None}
-
-
-@dataclass(frozen=True)
 class ResolvedArgs:
     """The values SGLang settled on: the `server_args=` line plus the lines that override it later."""
 
@@ -103,16 +81,15 @@ class ResolvedArgs:
     disable_cuda_graph: bool | None = None
     context_len: int | None = None  # from the max_total_num_tokens=... line
 
-    def launch_values(self) -> dict[str, float | int | str | bool]:
+    def launch_values(self) -> ResolvedLaunch:
         """What SGLang settled on for the launch values the sweep sets (those printed), for the record."""
-        keys = (
-            "mem_fraction_static",
-            "cuda_graph_max_bs",
-            "max_running_requests",
-            "effective_max_running_requests",
-            "max_running_requests_reset_to",
+        return ResolvedLaunch(
+            mem_fraction_static=self.mem_fraction_static,
+            cuda_graph_max_bs=self.cuda_graph_max_bs,
+            max_running_requests=self.max_running_requests,
+            effective_max_running_requests=self.effective_max_running_requests,
+            max_running_requests_reset_to=self.max_running_requests_reset_to,
         )
-        return {k: v for k in keys if (v := getattr(self, k)) is not None}
 
     def as_params(self) -> dict[str, float | int | str | bool]:
         """The typed values that are set (``raw`` and the batch-size list left out), for MLflow."""

@@ -82,7 +82,7 @@ def tp2_result(name: str, config: tuple[float, int, int, int, int, int], status:
         "n",
         (),
         failure=report.failure,
-        memory=report.memory.as_metrics(),
+        memory=report.memory,
     )
 
 

@@ -1,0 +1,132 @@
+"""Every tag, param, metric and artifact name of a sweep's MLflow runs.
+
+The names never change: MLflow data written by earlier sweeps must read back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from enum import StrEnum
+
+from orchestrator import adaptive
+from orchestrator.server.logrecords import MemoryAccount
+
+
+class Tag(StrEnum):
+    """Run tags: the parent run's (KIND, STUDY, RESUME) and each trial run's."""
+
+    KIND = "kind"  # SWEEP_KIND on the parent run of one invocation
+    STUDY = "study"
+    RESUME = "resume"  # "true" when the invocation resumed the study
+    PARENT_RUN = "mlflow.parentRunId"
+    NOTE = "mlflow.note.content"  # the run's description in MLflow's UI
+    STATUS = "status"  # a TrialStatus value
+    TRIAL_NUMBER = "optuna_trial_number"
+    NODE_ID = "node_id"
+    SERVER_VERSION = "server_version"  # the SGLang version: how its flags are spelled
+    CONFIG = "config"  # ServerConfig.label()
+    BASELINE = "baseline"  # "true" for the no-speculation reference
+    FAILURE_STAGE = "failure_stage"
+    FAILURE_KIND = "failure_kind"
+    FAILURE_MESSAGE = "failure_message"
+    DIAGNOSIS = "diagnosis"
+    PRUNED_AT_STAGE = "pruned_at_stage"  # stopped early by the pruner, after this stage
+    MEMORY_MODEL_CORRECTION = "memory_model_correction"
+    CONFIRM_OF = "confirm_of"  # a confirmation launch of the configuration first measured by that trial
+    LOSSLESS = "lossless"  # a Lossless value, when the lossless check judged the trial
+    LOSSLESS_DETAIL = "lossless_detail"
+
+
+class Lossless(StrEnum):
+    OK = "ok"
+    MISMATCH = "mismatch"
+
+
+SWEEP_KIND = "sweep"
+
+
+class Param(StrEnum):
+    """Params: the parent run's (the spec in short), then a trial run's besides the configuration's."""
+
+    SPEC = "spec"
+    BACKEND = "backend"
+    GPUS_PER_NODE = "gpus_per_node"
+    MODEL_PATH = "model_path"
+    DRAFT_MODEL_PATH = "draft_model_path"
+    TRIALS = "trials"
+    DATASET = "dataset"  # the workload's datasets and weights; the parent's and each trial's
+    TP_SIZE = "tp_size"
+    SPECULATIVE_ALGORITHM = "speculative_algorithm"  # NO_SPECULATION for the baseline
+    SPECULATIVE_DRAFT_MODEL_PATH = "speculative_draft_model_path"
+    SPECULATIVE_ADAPTIVE = "speculative_adaptive"  # an AdaptiveMode value ("off" when not adaptive)
+    ENABLE_METRICS = "enable_metrics"
+    # The configuration's own values, under ServerConfig's field names (SGLang's flags).
+    MEM_FRACTION_STATIC = "mem_fraction_static"
+    CUDA_GRAPH_MAX_BS = "cuda_graph_max_bs"
+    MAX_RUNNING_REQUESTS = "max_running_requests"
+    SPECULATIVE_NUM_STEPS = "speculative_num_steps"
+    SPECULATIVE_EAGLE_TOPK = "speculative_eagle_topk"
+    SPECULATIVE_NUM_DRAFT_TOKENS = "speculative_num_draft_tokens"
+
+
+NO_SPECULATION = "none"
+FLAG_SET = "true"  # a bare flag's param value
+# A trial's params that are no SGLang flag: a command rebuilt from the params leaves them out.
+NOT_FLAGS = frozenset({Param.DATASET, Param.BACKEND})
+
+
+class Metric(StrEnum):
+    """A trial run's metrics, besides the memory account (MemoryAccount's field names) and the prefixed
+    families below. Figures of the best stage unless said otherwise."""
+
+    OUTPUT_TOK_PER_S = "output_tok_per_s"
+    OUTPUT_TOK_PER_S_CI95_LOW = "output_tok_per_s_ci95_low"
+    OUTPUT_TOK_PER_S_CI95_HIGH = "output_tok_per_s_ci95_high"
+    TTFT_P50_MS = "ttft_p50_ms"
+    TTFT_P99_MS = "ttft_p99_ms"
+    ITL_P50_MS = "itl_p50_ms"
+    ITL_P99_MS = "itl_p99_ms"
+    TPOT_P50_MS = "tpot_p50_ms"
+    REQUEST_PER_S = "request_per_s"
+    BEST_CONCURRENCY = "best_concurrency"
+    STAGE_WINDOW_S = "stage_window_s"
+    ACCEPT_LENGTH = "accept_length"  # TrialResult.accept_length
+    SERVER_ACCEPT_LENGTH = "server_accept_length"
+    OBJECTIVE = "objective"
+    SPEEDUP_VS_BASELINE = "speedup_vs_baseline"
+    STARTUP_S = "startup_s"
+    OOM_TO_CLEAN_S = "oom_to_clean_s"
+    TRIAL_WALL_S = "trial_wall_s"
+    KV_CACHE_TOKENS = "kv_cache_tokens"  # a figure of the memory account, read on its own by the tables
+    # One value per stage, at step = the stage's index.
+    STAGE_OUTPUT_TOK_PER_S = "stage_output_tok_per_s"
+    STAGE_CONCURRENCY = "stage_concurrency"
+
+
+RESOLVED_PREFIX = "resolved_"  # + a resolved argument's name: the value SGLang settled on
+PREDICTED_PREFIX = "predicted_"  # + a figure of the memory model, for a configuration never launched
+MEMORY_FIGURES = tuple(f.name for f in fields(MemoryAccount))  # the memory account, in the log's order
+MEMORY_SUFFIXES = ("_gb", "_gib", "_mib", "_bytes")
+
+
+def per_dataset(metric: Metric, dataset: str) -> str:
+    """The metric of one dataset of the workload's mix."""
+    return f"{metric.value}.{dataset}"
+
+
+class Artifact(StrEnum):
+    SERVER_LOG = "server.log"
+    LAUNCH_COMMAND = "launch_command.sh"
+    ADAPTIVE_CONFIG = adaptive.CONFIG_FILE
+    RESULT = "result.json"
+
+
+# What the experiment is, for MLflow's UI: training-style runs (not GenAI traces), and the metric that
+# matters. MLflow 3.17's UI picks its page from its GenAI / Model training switch, which a link sets with
+# `?workflowType=machine_learning` (see `tracking.runs_url`); its charts always include the primary metric.
+EXPERIMENT_TAGS = {
+    "mlflow.experimentKind": "custom_model_development",
+    "mlflow.experiment.primaryMetric.name": Metric.OUTPUT_TOK_PER_S.value,
+}
+TEXT_LIMIT = 4000  # a tag's text is cut here (MLflow's limit is 5000)
+PARAM_LIMIT = 6000
