@@ -264,6 +264,7 @@ class TrialResult:
     notes: tuple[str, ...] = ()
     dataset: str = ""  # the workload's datasets and weights, as one line
     adaptive_config: str = ""  # the --speculative-adaptive-config file it launched with (JSON)
+    adaptive_switches: int = 0  # times the server changed its speculative steps at run time (adaptive)
     greedy_outputs: tuple[tuple[int, ...], ...] = ()  # the lossless check's outputs (budget.baseline)
     # A configuration the memory model ruled out: its predicted figures (never launched, so no log).
     predicted: dict[str, float] = field(default_factory=dict)

@@ -381,6 +381,7 @@ class TrialRun:
             notes=tuple(self.notes),
             dataset=self.spec.workload.dataset_label,
             adaptive_config=adaptive.saved_config(self.workdir) if plan else "",
+            adaptive_switches=len(report.adaptive_switches),
             greedy_outputs=self._greedy,
         )
         return scrub(result, secrets)

@@ -97,6 +97,7 @@ class Metric(StrEnum):
     STARTUP_S = "startup_s"
     OOM_TO_CLEAN_S = "oom_to_clean_s"
     TRIAL_WALL_S = "trial_wall_s"
+    ADAPTIVE_SWITCHES = "adaptive_switches"  # run-time tier changes of adaptive speculation
     KV_CACHE_TOKENS = "kv_cache_tokens"  # a figure of the memory account, read on its own by the tables
     # One value per stage, at step = the stage's index.
     STAGE_OUTPUT_TOK_PER_S = "stage_output_tok_per_s"

@@ -173,6 +173,8 @@ def trial_metrics(record: TrialRecord) -> dict[str, float]:
     }
     metrics.update({k: v for k, v in optional.items() if v is not None})
     metrics[Metric.TRIAL_WALL_S] = r.wall_s
+    if r.config.speculative_adaptive:
+        metrics[Metric.ADAPTIVE_SWITCHES] = float(r.adaptive_switches)
     metrics.update(r.memory.as_metrics())
     metrics.update({RESOLVED_PREFIX + k: float(v) for k, v in r.resolved_args.as_dict().items()})
     metrics.update({PREDICTED_PREFIX + k: v for k, v in r.predicted.items()})

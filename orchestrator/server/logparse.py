@@ -119,6 +119,7 @@ class LogParser:
             ready_at=self._ready_at,
             ranks=self._ranks.figures(),
             failed_rank=self._failed_rank,
+            adaptive_switches=tuple(acct.adaptive_switches),
         )
 
     # -- lines ----------------------------------------------------------------------------------

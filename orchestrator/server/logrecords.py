@@ -121,6 +121,7 @@ class LogReport:
     ready_at: float | None = None
     ranks: tuple[RankFigures, ...] = ()  # each TP rank's own figures (empty on one GPU: no rank tags)
     failed_rank: int | None = None  # the TP rank whose error came first; None: the launcher, or untagged
+    adaptive_switches: tuple[tuple[int, int], ...] = ()  # (from, to) steps of each run-time tier change
 
 
 # --- the parser -------------------------------------------------------------------------------

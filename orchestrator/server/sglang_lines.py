@@ -44,6 +44,9 @@ CAPTURE = re.compile(
 # 0.5.17 with --speculative-adaptive, once per extra tier: `Built adaptive runtime state steps=0:
 # elapsed=1.76s, mem=0.10GB`.
 ADAPTIVE_STATE = re.compile(r"^Built adaptive runtime state steps=(\d+): elapsed=([\d.]+)s, mem=([\d.]+)GB")
+# ... and each time it changes tier at run time: `Switch adaptive runtime state: steps 7 -> 3, draft_tokens
+# 8 -> 4` (seen on the H200, about 140 times each way in an 8 s stage at concurrency 8).
+ADAPTIVE_SWITCH = re.compile(r"^Switch adaptive runtime state: steps (\d+) -> (\d+)")
 AVAIL = re.compile(rf"avail mem={GB}")
 USAGE = re.compile(rf"mem usage={GB}")
 ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )([\d.]+) s")

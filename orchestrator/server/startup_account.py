@@ -60,6 +60,7 @@ class StartupAccount:
         self.gen_throughputs: list[float] = []
         self.retracted = 0
         self.retract_lines = 0
+        self.adaptive_switches: list[tuple[int, int]] = []
 
     def resolved_args(self) -> ResolvedArgs | None:
         """The server's arguments as it resolved them; None when the log never printed them."""
@@ -112,6 +113,8 @@ class StartupAccount:
             self.stage = FailureStage.KV_ALLOCATION
         elif m := shapes.CAPTURE.match(msg):
             self._capture(m)
+        elif m := shapes.ADAPTIVE_SWITCH.match(msg):
+            self.adaptive_switches.append((int(m.group(1)), int(m.group(2))))
         elif m := shapes.ADAPTIVE_STATE.match(msg):
             # --speculative-adaptive: each extra tier is one more set of draft CUDA graphs.
             steps, elapsed, mem = int(m.group(1)), float(m.group(2)), float(m.group(3))

@@ -116,6 +116,7 @@ class Scheduler:
         self.probs = probs
         self.lossy_rate = lossy_rate
         self.tiers = tiers
+        self._runtime_steps: int | None = None  # the tier the last verify step ran at (adaptive)
         self._tier_speeds: dict[int, SpeedModel] = {}
         self.pool = pool_tokens
         self.max_running = max_running
@@ -297,6 +298,14 @@ class Scheduler:
         speed, steps = self.speed, None
         if self.tiers is not None and spec is not None:
             steps = self.tiers.steps_for(batch)  # adaptive: this bucket's current tier
+            if self._runtime_steps is not None and steps != self._runtime_steps:
+                # As 0.5.17 prints it each time the batch moves to a bucket at another tier.
+                self.log.line(
+                    f"Switch adaptive runtime state: steps {self._runtime_steps} -> {steps}, "
+                    f"draft_tokens {self._runtime_steps + 1} -> {steps + 1}",
+                    rank=True,
+                )
+            self._runtime_steps = steps
             speed = self._tier_speed(steps)
         graph = speed.uses_graph(batch)
         await self._sleep(self._noisy(speed.step_time(batch)))

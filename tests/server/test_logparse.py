@@ -68,6 +68,11 @@ OUTCOMES = [
     ("0.5.17/specsweep-h200", "ok-dummy.log", True, None, None),
     ("0.5.17/specsweep-h200", "kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
     ("0.5.17/specsweep-h200", "graph-oom.log", False, S.TARGET_GRAPH_CAPTURE, K.OOM),
+    # A chat sweep on one H200 with adaptive speculation searched (test_chat_h200.py reads them too).
+    ("0.5.17/chat-h200", "ok-fixed.log", True, None, None),
+    ("0.5.17/chat-h200", "ok-adaptive-default.log", True, None, None),
+    ("0.5.17/chat-h200", "ok-adaptive-tiers.log", True, None, None),
+    ("0.5.17/chat-h200", "kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
 ]
 
 
