@@ -296,6 +296,39 @@ def test_a_resumed_sweep_ranks_and_confirms_every_launch_of_the_study(
     assert 0 in ranked  # the earlier invocation's launch is ranked with the new ones
 
 
+class _TimeRunsOut(InProcessExecutor):
+    """The time budget runs out while the first trial runs."""
+
+    sweep: Sweep | None = None
+
+    def result(self, handle: Handle) -> TrialResult:
+        assert self.sweep is not None
+        self.sweep.deadline = 0.0
+        return super().result(handle)
+
+
+def test_a_sweep_resumed_after_only_its_baseline_ran_restores_it(
+    oracle: Oracle, configs: dict[str, ServerConfig], tmp_path: Path
+) -> None:
+    # Seen on the H200: the first invocation ran only the baseline (--time-budget), which costs no budget,
+    # so --resume took the study for a new one and never read back the baseline's record: no later trial
+    # got a lossless verdict.
+    spec = oracle.spec.model_copy(update={"budget": oracle.spec.budget.model_copy(update={"baseline": True})})
+    storage = InMemoryStorage()
+    study = open_study(spec, "base-only", storage, resume=False)
+    executor = _TimeRunsOut(oracle)
+    first = _sweep(spec, study, executor, n_trials=2, workdir=tmp_path)
+    executor.sweep = first
+    first.prepare(resume=False)
+    assert [r.baseline for r in first.run().records] == [True]
+
+    study = open_study(spec, "base-only", storage, resume=True)
+    resumed = _sweep(spec, study, InProcessExecutor(oracle), n_trials=2, workdir=tmp_path)
+    resumed.prepare(resume=True)
+    assert [r.number for r in resumed.outcome.records] == [0] and resumed.outcome.records[0].baseline
+    assert resumed.baseline_tok_s is not None
+
+
 def test_a_sweep_that_stopped_early_queues_no_confirmation(
     oracle: Oracle, configs: dict[str, ServerConfig], tmp_path: Path
 ) -> None:

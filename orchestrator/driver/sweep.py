@@ -152,9 +152,9 @@ class Sweep:
 
     def prepare(self, resume: bool) -> None:
         """Close trials a dead driver left RUNNING (re-queueing their configurations); then, on --resume,
-        rebuild what the study already taught, or on a new study queue the baseline and known-good."""
+        rebuild what the study taught (also when only the free baseline finished), or queue the first."""
         close_dead_drivers_trials(self.study, me=self.lease.stamp.driver_id if self.lease else None)
-        if resume and launched_count(self.study) > 0:
+        if resume and any(t.state.is_finished() for t in self.study.get_trials(deepcopy=False)):
             restored = restore(self.study)
             self.outcome.progress.absorb(restored.progress)
             self.speedup.baseline_tok_s = restored.baseline_tok_s
