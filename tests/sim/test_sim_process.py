@@ -340,3 +340,31 @@ def test_text_prompts_are_accepted_better_and_outputs_follow_the_prompt(
     assert rand["meta_info"]["spec_accept_length"] < 1.8
     assert text["output_ids"] == again["output_ids"]  # greedy: the prompt decides the output
     assert text["output_ids"] != rand["output_ids"]
+
+
+def test_adaptive_tiers_switch_as_the_batch_crosses_a_bucket_as_on_the_h200(
+    sims: list[Sim], tmp_path: Path
+) -> None:
+    # SGLang's default tiers per bucket ("1": 1/3/7, "8": 0/1/3, ...). A burst of 8 that drains one by one
+    # moves the running batch across buckets, and 0.5.17 prints each change of tier (the tiny profile's
+    # dummy draft accepts nothing, so its tiers fall to their lowest).
+    sim = start(
+        sims, tmp_path, *spec(7, 1, 8), "--skip-tokenizer-init", "--cuda-graph-max-bs", "16",
+        "--max-running-requests", "16", "--speculative-adaptive",
+    )  # fmt: skip
+    sim.wait_for("The server is fired up")
+
+    async def burst() -> None:
+        async with aiohttp.ClientSession() as session:
+
+            async def one(n: int) -> None:
+                body = {"input_ids": [5] * 20, "sampling_params": {"max_new_tokens": 40 + 20 * n}}
+                async with session.post(sim.url("/generate"), json=body) as r:
+                    assert r.status == 200
+
+            await asyncio.gather(*(one(n) for n in range(8)))
+
+    asyncio.run(burst())
+    switches = parse_log("\n".join(sim.lines)).adaptive_switches
+    assert switches, sim.lines[-20:]
+    assert all(a != b and {a, b} <= {0, 1, 3, 7} for a, b in switches)
