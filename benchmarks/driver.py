@@ -26,11 +26,11 @@ from orchestrator.driver.settle import objective_value
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import Tracker
-from orchestrator.trial import TrialRequest
 from orchestrator.trial_events import StageReport, TrialEvent
 
 NODE_ID = "oracle-node"

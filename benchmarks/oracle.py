@@ -7,7 +7,7 @@ only the running server and the trial know, as noise-free expectations:
 
 - the memory account as `LogParser` reads it from the server's lines (`MemoryAccount`, same names and the
   same two-decimal rounding as printed), so `MemoryModel.observe` learns from it as in a real sweep;
-- the trial's KV-pressure probe (`trial_load.kv_probe`): the scheduler's admission and retraction rules
+- the trial's KV-pressure probe (`node.trial_load.kv_probe`): the scheduler's admission and retraction rules
   replayed step by step for `max_running_requests` requests;
 - each benchmark stage's steady-state throughput: requests run in waves of the running batch, each wave a
   prefill then decode steps of `step_time(batch)` yielding the expected accept length per request.

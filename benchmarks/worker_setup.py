@@ -12,8 +12,8 @@ import os
 
 
 def spread_ports() -> None:
-    import orchestrator.trial as trial
-    from orchestrator.node import free_port
+    import orchestrator.node.trial as trial
+    from orchestrator.node.backends import free_port
 
     start = 20000 + (os.getpid() % 1000) * 20
 

@@ -19,10 +19,10 @@ from typing import Any, cast
 import ray
 
 from orchestrator.driver.executor import Handle, TrialError, TrialLost
+from orchestrator.node.trial import TrialRequest, run_trial
 from orchestrator.placement import TRIAL_SLOT, pinned_to
 from orchestrator.records import TrialResult
 from orchestrator.spec import Backend, SweepSpec
-from orchestrator.trial import TrialRequest, run_trial
 from orchestrator.trial_events import EventFeed, TrialEvent, phase_hook, stage_hook
 
 log = logging.getLogger(__name__)

@@ -102,7 +102,7 @@ def test_every_quoted_module_function_and_method_exists() -> None:
 
 
 def test_the_checker_rejects_what_does_not_exist() -> None:
-    assert resolves("trial.run_trial") and resolves("Sweep.prepare")
-    assert not resolves("trial.run_trials")
+    assert resolves("node.trial.run_trial") and resolves("Sweep.prepare")
+    assert not resolves("node.trial.run_trials")
     assert not resolves("TrialRun.no_such_method")
     assert not resolves("server.logparse.LogParser.no_such_method")

@@ -29,13 +29,13 @@ from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_defaults
 from benchmarks.table import Row, Table, median, ratio
-from orchestrator.node import SimulatedNode
+from orchestrator.node.backends import SimulatedNode
+from orchestrator.node.trial import TrialRequest, TrialRun
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.space import suggest_config
 from orchestrator.spec import WorkloadSpec
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
-from orchestrator.trial import TrialRequest, TrialRun
 
 # The product's sampler uses Optuna's `group` option, which Optuna still calls experimental.
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

@@ -135,7 +135,7 @@ def close(a: float | None, b: float | None, rel: float = 0.05, abs_: float = 0.0
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_simulator_matches_real_sglang(case: str, tmp_path: Path) -> None:
-    from orchestrator.node import free_port
+    from orchestrator.node.backends import free_port
 
     real: LogReport = parse_log((REAL / case).read_text())
     text = simulate(tmp_path, CASES[case], free_port("127.0.0.1", 31000))

@@ -28,13 +28,13 @@ from orchestrator.driver.study import config_from_params, launched_count, open_s
 from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.space import config_params
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import Tracker
-from orchestrator.trial import TrialRequest
 from orchestrator.trial_events import TrialEvent
 
 NODE = "node-a"

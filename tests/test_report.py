@@ -9,10 +9,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from orchestrator import report
-from orchestrator.importances import importances_of
 from orchestrator.mlflow_schema import memory_from_metrics, parse_param
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
-from orchestrator.report_data import (
+from orchestrator.report.data import (
     Outcome,
     TrialRow,
     current_sweeps,
@@ -20,7 +19,8 @@ from orchestrator.report_data import (
     outcome_of,
     parse_script,
 )
-from orchestrator.report_plots import feasibility_figure, history_figure, latency_figure
+from orchestrator.report.importances import importances_of
+from orchestrator.report.plots import feasibility_figure, history_figure, latency_figure
 from orchestrator.server.command import shell_script
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
@@ -152,7 +152,7 @@ def test_find_best_prefers_best_json_but_not_a_stale_one(
 def test_the_best_section_says_plainly_when_the_winner_is_tied(
     rows: list[TrialRow], store: Store, tmp_path: Path
 ) -> None:
-    from orchestrator.report import best_section
+    from orchestrator.report.page import best_section
 
     config = next(p.config for p in PLAN if p.number == BEST).as_params()
     argv = ["python", "-m", "sglang.launch_server", "--tp-size", "8"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.report import traffic_section
-from orchestrator.report_data import TrialRow
+from orchestrator.report.data import TrialRow
+from orchestrator.report.page import traffic_section
 
 
 def test_lossy_trials_are_shown_with_their_first_difference() -> None:

@@ -19,7 +19,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.report_data import parse_script
+from orchestrator.report.data import parse_script
 from orchestrator.server.command import shell_script
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config

@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.mlflow_schema import LaunchParams, TrialRecord
-from orchestrator.node import SimulatedNode
+from orchestrator.node.backends import SimulatedNode
 from orchestrator.records import (
     Failure,
     FailureKind,

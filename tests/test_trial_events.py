@@ -20,12 +20,12 @@ import ray
 from orchestrator import cluster
 from orchestrator.console import ProgressPrinter
 from orchestrator.driver.outcome import Progress
-from orchestrator.node import SimulatedNode
+from orchestrator.node.backends import SimulatedNode
+from orchestrator.node.trial import TrialRequest, TrialRun
 from orchestrator.records import StageMetrics
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.sweep import resolve_profile
-from orchestrator.trial import TrialRequest, TrialRun
 from orchestrator.trial_events import EventFeed, Phase, PhaseEvent, StageReport, phase_hook, stage_hook
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"

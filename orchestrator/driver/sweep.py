@@ -38,12 +38,12 @@ from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
 from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.node.trial import TrialRequest
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
 from orchestrator.tracking import Tracker
-from orchestrator.trial import TrialRequest
 from orchestrator.trial_events import PhaseEvent, TrialEvent
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The MLflow schema of a sweep: every tag, param, metric and artifact name, and both directions.
 
 `tracking` writes a trial through `trial_tags`, `trial_params`, `trial_metrics`, `stage_series` and
-`trial_artifacts` (`write`); `report_data` and `history` read runs back through the same names
+`trial_artifacts` (`write`); `report.data` and `history` read runs back through the same names
 (`config_from_params`, `memory_from_metrics`, `command_from_params`, ...: `read`). A name lives in
 `names` only, so a writer and its readers cannot drift apart. Params carry SGLang's own flag names so
 MLflow's compare view and parallel-coordinates plot work without set-up.

@@ -1,4 +1,4 @@
-"""A trial run read back from MLflow (by `report_data` and `history`), under the names it was written with."""
+"""A trial run read back from MLflow (by `report.data` and `history`), under the names it was written with."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator import adaptive
+from orchestrator.node.secrets import mask_argv
 from orchestrator.records import ServerConfig
-from orchestrator.secrets import mask_argv
 from orchestrator.spec import Backend, SweepSpec
 
 # The simulated server's own flags start so; SGLang has none, so no SGLang setting is named so.

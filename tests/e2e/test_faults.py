@@ -22,13 +22,13 @@ from ray.cluster_utils import Cluster
 from orchestrator import cluster
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
-from orchestrator.node import SimulatedNode
+from orchestrator.node.backends import SimulatedNode
+from orchestrator.node.trial import TrialRequest
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
-from orchestrator.trial import TrialRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.gpu import visible_indices
+from orchestrator.node.gpu import visible_indices
 from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
 from orchestrator.sim.profile import load_profile
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from orchestrator.records import TrialStatus
-from orchestrator.report_data import Outcome, TrialRow, best_so_far, pareto_front
+from orchestrator.report.data import Outcome, TrialRow, best_so_far, pareto_front
 
 LABELS = {
     "mem_fraction_static": "mem_fraction_static",

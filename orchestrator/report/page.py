@@ -1,4 +1,4 @@
-"""`python -m orchestrator.report STUDY`: one self-contained HTML page about a study.
+"""The report's page: one self-contained HTML page about a study (`python -m orchestrator.report STUDY`).
 
 It reads the trial runs back from MLflow (and the Optuna study for importances), so it can be made
 again at any time, for a finished study or one still running, on a machine with no network: plotly.js
@@ -22,10 +22,9 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from orchestrator.adaptive import AdaptiveMode
-from orchestrator.importances import Importances, study_importances
 from orchestrator.mlflow_schema import Lossless, Metric, Param
 from orchestrator.records import TrialStatus
-from orchestrator.report_data import (
+from orchestrator.report.data import (
     BestConfig,
     ReportError,
     TrialRow,
@@ -34,7 +33,8 @@ from orchestrator.report_data import (
     load_trials,
     pareto_front,
 )
-from orchestrator.report_plots import (
+from orchestrator.report.importances import Importances, study_importances
+from orchestrator.report.plots import (
     acceptance_figure,
     feasibility_figure,
     history_figure,
@@ -359,7 +359,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(path)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
