@@ -147,15 +147,17 @@ def oracle_sweep(spec: SweepSpec, n_trials: int) -> Sweep:
     """A `Sweep` on an in-memory study (the same `open_study`), ready for `run_on_oracle`."""
     # `open_study` takes a storage URL; an in-memory storage object serves as well and is much faster.
     study = open_study(spec, spec.name, InMemoryStorage(), resume=False)
-    return Sweep(
+    sweep = Sweep(
         spec,
         study,
         cast(Tracker, _NoTracking()),
         n_trials=n_trials,
-        workdir=Path("unused"),
+        workdir=Path("unused"),  # no trial runs in a folder: the oracle answers in process
         sim_profile=None,
         executor=_Unset(),
     )
+    sweep.journal.folder = None  # never resumed: nothing is written
+    return sweep
 
 
 def run_on_oracle(sweep: Sweep, launcher: Launcher, stop_at_gpu_s: float = math.inf) -> list[TrialRecord]:

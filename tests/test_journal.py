@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from orchestrator.driver.journal import Journal
 from orchestrator.records import (
     DatasetMetrics,
@@ -70,3 +72,16 @@ def test_a_missing_or_broken_record_is_left_out(tmp_path: Path) -> None:
     journal.write(_record(1))
     journal.path(2).write_text("{not json")
     assert [r.number for r in journal.read([3, 2, 1])] == [1]
+
+
+def test_the_search_benchmarks_sweeps_write_no_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # They once wrote ./unused/records/*.json into the working tree on every run of the suite.
+    from benchmarks.driver import oracle_sweep
+    from benchmarks.spaces import CASES, case_spec
+
+    monkeypatch.chdir(tmp_path)
+    sweep = oracle_sweep(case_spec(CASES["tight"], gpus=1), n_trials=1)
+    sweep.journal.write(_record(1))
+    assert sweep.journal.read([1]) == [] and not list(tmp_path.rglob("*.json"))

@@ -24,15 +24,20 @@ _ADAPTER: pydantic.TypeAdapter[TrialRecord] = pydantic.TypeAdapter(TrialRecord)
 
 
 class Journal:
-    """``FOLDER/NNNN.json`` per trial, each written whole (a reader never sees half a record)."""
+    """``FOLDER/NNNN.json`` per trial, each written whole (a reader never sees half a record). Without a
+    folder it keeps nothing (the search benchmark runs thousands of sweeps that are never resumed)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path | None) -> None:
         self.folder = folder
 
     def path(self, number: int) -> Path:
+        if self.folder is None:
+            raise ValueError("this journal keeps no files")
         return self.folder / f"{number:04d}.json"
 
     def write(self, record: TrialRecord) -> None:
+        if self.folder is None:
+            return
         # The server log is in MLflow and in the trial's folder; the journal keeps the figures only.
         slim = replace(record, result=replace(record.result, log_text=""))
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -43,7 +48,9 @@ class Journal:
     def read(self, numbers: Collection[int]) -> list[TrialRecord]:
         """The records of these trials, in trial order; a missing or unreadable one is left out (and
         logged): the study still has its value, only the ranking lacks it."""
-        records = []
+        records: list[TrialRecord] = []
+        if self.folder is None:
+            return records
         for number in sorted(numbers):
             path = self.path(number)
             try:
