@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.adaptive import CONFIG_FILE
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.node.secrets import mask_argv
 from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import TrialStatus
-from orchestrator.server.command import mask_secrets, sglang_flags, shell_script
+from orchestrator.server.command import sglang_flags, shell_script
 from orchestrator.spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
     flags = sglang_flags(spec, record.result.config, version=version, port=30000, tp_size=spec.node.gpus)
     ran = record.result.command
     python = ran[0] if ran else (spec.server.python or sys.executable)
-    return list(mask_secrets([python, "-m", "sglang.launch_server", *flags], tuple(spec.server.secret_flags)))
+    return list(mask_argv([python, "-m", "sglang.launch_server", *flags], spec.server.secret_flags))
 
 
 def write_best(

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.cli import resolve_profile
 from orchestrator.diagnosis import diagnose
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureStage, StageMetrics, TrialResult, TrialStatus
 from orchestrator.server.logparse import parse_log
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.sweep import resolve_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "sglang"

@@ -127,7 +127,7 @@ def test_simulated_node_is_lossless_unless_told_otherwise(
 
 
 def test_a_spec_can_make_the_simulated_node_lossy() -> None:
-    from orchestrator.sweep import resolve_profile
+    from orchestrator.cli import resolve_profile
 
     data = yaml.safe_load((REPO / "trials" / "demo-chat.yaml").read_text())
     data["simulated"]["profile"] = {"base": "kimi-k25-rtxpro6000", "lossy_rate": 0.05}

@@ -1,6 +1,6 @@
 """A study is never lost or mixed: a second run, a typo'd resume, two drivers, a finished study.
 
-Each check runs the real CLI entry (`orchestrator.sweep.main`) in-process; every refusal happens before
+Each check runs the real CLI entry (`orchestrator.cli.main`) in-process; every refusal happens before
 Ray, MLflow or a trial folder, so these take a second each.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
-from orchestrator import sweep as cli
+from orchestrator import cli
 from orchestrator.driver.attrs import StudyAttr
 from orchestrator.driver.study import launched_count, open_study, tell_outcome
 from orchestrator.records import TrialStatus

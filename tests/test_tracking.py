@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from orchestrator.cli import resolve_profile
 from orchestrator.mlflow_schema import LaunchParams, TrialRecord
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.records import (
@@ -22,7 +23,6 @@ from orchestrator.records import (
 )
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"

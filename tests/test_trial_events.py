@@ -18,6 +18,7 @@ import pytest
 import ray
 
 from orchestrator import cluster
+from orchestrator.cli import resolve_profile
 from orchestrator.console import ProgressPrinter
 from orchestrator.driver.outcome import Progress
 from orchestrator.node.backends import SimulatedNode
@@ -25,7 +26,6 @@ from orchestrator.node.trial import TrialRequest, TrialRun
 from orchestrator.records import StageMetrics
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.sweep import resolve_profile
 from orchestrator.trial_events import EventFeed, Phase, PhaseEvent, StageReport, phase_hook, stage_hook
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"

@@ -46,10 +46,6 @@ class LaunchPlan:
         return mask_argv(self.argv, self.secret_flags)
 
 
-def mask_secrets(argv: tuple[str, ...] | list[str], extra_flags: tuple[str, ...] = ()) -> tuple[str, ...]:
-    return mask_argv(argv, extra_flags)
-
-
 def graph_bs_flag(version: tuple[int, ...]) -> str:
     # 0.5.14 split the option per phase and kept the old name as a deprecated alias; 0.5.23 dropped it
     # (an ambiguous prefix now), so the new name is used wherever it exists.

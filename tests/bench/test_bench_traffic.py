@@ -132,12 +132,12 @@ def test_weighted_mix_splits_the_prompts_and_interleaves_them(tmp_path: Path) ->
 def test_bad_datasets_make_the_cli_exit_2_before_ray_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator import sweep
+    from orchestrator import cli
 
     def no_run(*args: Any, **kw: Any) -> int:
         raise AssertionError("the sweep started")
 
-    monkeypatch.setattr(sweep, "run", no_run)
+    monkeypatch.setattr(cli, "run", no_run)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "ok"}\n{oops}\n')
     empty = tmp_path / "empty.jsonl"
@@ -148,7 +148,7 @@ def test_bad_datasets_make_the_cli_exit_2_before_ray_starts(
         f"jsonl: {empty}": "the dataset is empty",
     }
     for dataset, message in cases.items():
-        assert sweep.main([str(write_spec(tmp_path, dataset=dataset))]) == 2
+        assert cli.main([str(write_spec(tmp_path, dataset=dataset))]) == 2
         err = capsys.readouterr().err
         assert "workload.dataset" in err and message in err
 

@@ -11,10 +11,10 @@ from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster
+from orchestrator.cli import resolve_profile
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.spec import load_spec
-from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
 
 

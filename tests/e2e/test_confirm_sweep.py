@@ -9,12 +9,12 @@ import pytest
 from e2ehelp import GOOD, sim_cluster
 
 from orchestrator import cluster
+from orchestrator.cli import resolve_profile
 from orchestrator.confirm import rank, verdict
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.spec import load_spec
-from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
 
 

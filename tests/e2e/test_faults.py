@@ -20,6 +20,7 @@ from e2ehelp import sim_cluster, wait_until
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster
+from orchestrator.cli import resolve_profile
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.node.backends import SimulatedNode
@@ -27,7 +28,6 @@ from orchestrator.node.trial import TrialRequest
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.sweep import resolve_profile
 from orchestrator.tracking import Tracker
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,9 +27,9 @@ from ray.cluster_utils import Cluster
 
 from benchmarks.live import run_sweep
 from orchestrator import cluster
+from orchestrator.cli import resolve_profile
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.spec import load_spec
-from orchestrator.sweep import resolve_profile
 from orchestrator.trial_events import CHANNEL_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

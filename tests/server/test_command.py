@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.server.command import launch_plan, mask_secrets, parse_version, sglang_flags
+from orchestrator.node.secrets import mask_argv
+from orchestrator.server.command import launch_plan, parse_version, sglang_flags
 from orchestrator.spec import Backend, load_spec
 from orchestrator.spec_search import make_config
 
@@ -57,7 +58,7 @@ def test_backends_share_flags() -> None:
 
 
 def test_secrets_masked() -> None:
-    assert mask_secrets(["x", "--api-key", "s3cret", "--hf-token=abc"]) == (
+    assert mask_argv(["x", "--api-key", "s3cret", "--hf-token=abc"]) == (
         "x",
         "--api-key",
         "****",

@@ -1,0 +1,388 @@
+"""`python -m orchestrator.sweep [SPEC]`: run a sweep and say where to watch it.
+
+With no arguments it runs `trials/demo.yaml` against the embedded simulated node on a local Ray
+instance, writing everything under `runs/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from orchestrator.bench.traffic import check_workload
+from orchestrator.quiet import quiet_libraries
+from orchestrator.server.command import shell_command
+from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
+from orchestrator.spec_search import SpecError
+from orchestrator.summary import (
+    best_record,
+    render_levels,
+    render_table,
+    sglang_command,
+    table_rows,
+    write_best,
+)
+from orchestrator.tracking import runs_url
+
+log = logging.getLogger("orchestrator")
+DEFAULT_SPEC = Path("trials/demo.yaml")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m orchestrator.sweep",
+        description="Find the fastest SGLang + EAGLE-3 configuration: Optuna proposes, Ray runs one trial "
+        "per whole node, MLflow records every trial.",
+    )
+    p.add_argument(
+        "spec", nargs="?", default=str(DEFAULT_SPEC), help="sweep spec (YAML); default %(default)s"
+    )
+    p.add_argument(
+        "--trials", type=int, default=None, help="trial budget (default: the spec's budget.trials)"
+    )
+    p.add_argument(
+        "--study", default=None, help="Optuna study and MLflow experiment name (default: spec name)"
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="join this Ray cluster (e.g. auto, or ray://head:10001); "
+        "default: start a local Ray instance that stands for one node",
+    )
+    p.add_argument(
+        "--tracking-uri", default=None, help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db)"
+    )
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///OUT/optuna.db)")
+    p.add_argument("--out", default="runs", help="folder for logs, the study, reports (default: %(default)s)")
+    p.add_argument("--resume", action="store_true", help="continue the study: no trial repeated or lost")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start no new trial after this many seconds; running trials finish (continue with --resume)",
+    )
+    p.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="seed a new study from earlier sweeps of the same model and GPUs in MLflow: their best "
+        "configurations first, their OOM boundary and memory figures learned before any launch (from "
+        "sweeps on nodes of another GPU count, the memory figures only, scaled to this tp)",
+    )
+    p.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (faster start)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every trial event")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.study is not None and not re.fullmatch(NAME_PATTERN, args.study):
+            raise SpecError(
+                f"--study: {args.study!r} is not a plain name (it names a folder under --out and the "
+                "MLflow experiment); use letters, digits, '_', '.' and '-', starting with a letter or digit"
+            )
+        spec = load_spec(args.spec)
+        n_trials = args.trials if args.trials is not None else spec.budget.trials
+        if n_trials < 1:
+            raise SpecError("--trials: must be at least 1")
+        sim_profile = resolve_profile(spec)
+        check_workload(spec)
+    except SpecError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    quiet_libraries(args.verbose, local_ray=args.ray_address is None)
+    out = Path(args.out).resolve()
+    study_name = args.study or spec.name
+    study_dir = out / study_name
+    tracking_uri = args.tracking_uri or f"sqlite:///{out / 'mlflow.db'}"
+    storage = args.storage or f"sqlite:///{out / 'optuna.db'}"
+    from orchestrator.study_guard import StudyRefused, check_study
+
+    try:
+        # Before anything starts: a study is never overwritten, never run by two drivers, and a
+        # finished one is not run again.
+        finished = check_study(storage, study_name, args.resume, n_trials, study_dir)
+    except StudyRefused as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if finished is not None:
+        print(finished)
+        return 0
+    study_dir.mkdir(parents=True, exist_ok=True)
+    return run(spec, args, n_trials, sim_profile, study_name, study_dir, tracking_uri, storage)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (batch systems, `timeout`, `kill`): stop as cleanly as Ctrl-C does."""
+
+
+TERMINATED = {"seen": False}  # Ray may re-raise the interrupt as a plain KeyboardInterrupt
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        TERMINATED["seen"] = True
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def saved_best(study_dir: Path) -> tuple[int, float] | None:
+    """The trial and tok/s of the answer an earlier invocation saved in best.json, if any."""
+    try:
+        best = json.loads((study_dir / "best.json").read_text())
+        return int(best["trial"]), float(best.get("output_tok_per_s") or 0.0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
+    if spec.backend is not Backend.SIMULATED:
+        return None
+    from orchestrator.sim.profile import load_profile
+
+    assert spec.simulated is not None
+    try:
+        source = spec.simulated.profile
+        profile = load_profile(source)  # a name, a file, or a mapping (which may name a base profile)
+    except Exception as err:
+        raise SpecError(f"simulated.profile: {err}") from None
+    return profile.model_dump(mode="json")
+
+
+def run(
+    spec: SweepSpec,
+    args: argparse.Namespace,
+    n_trials: int,
+    sim_profile: dict[str, Any] | None,
+    study_name: str,
+    study_dir: Path,
+    tracking_uri: str,
+    storage: str,
+) -> int:
+    # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
+    from orchestrator import cluster
+    from orchestrator.confirm import candidates, confirmation_note, verdict
+    from orchestrator.diagnosis import check_draft_config
+    from orchestrator.driver.outcome import StopReason
+    from orchestrator.driver.study import open_study
+    from orchestrator.driver.sweep import Sweep
+    from orchestrator.mlflow_schema import LaunchParams, sweep_params, sweep_tags
+    from orchestrator.study_lock import DriverLease, StudyInUse
+    from orchestrator.tracking import Tracker
+
+    warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
+    if warning:
+        print(f"error: model.speculative_algorithm: {warning}", file=sys.stderr)
+        return 2
+    info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
+    shortfall = cluster.gpu_shortfall(spec)
+    if shortfall:
+        print(f"error: node.gpus: {shortfall}", file=sys.stderr)
+        return 2
+    missing = cluster.preflight_paths(spec)
+    if missing:
+        where = "; ".join(f"node {node[:12]}: {', '.join(paths)}" for node, paths in missing.items())
+        print(
+            f"error: model.path / model.draft_path: not found on the trial nodes ({where}); "
+            "copy the model there or fix the spec",
+            file=sys.stderr,
+        )
+        return 2
+    study = open_study(spec, study_name, storage, args.resume)
+    lease = DriverLease(study)
+    try:
+        lease.acquire()
+    except StudyInUse as err:
+        print(
+            f"error: study '{study_name}' is being run by another driver ({err}); wait for it",
+            file=sys.stderr,
+        )
+        return 2
+    local_store = tracking_uri.startswith(("sqlite:", "file:")) or "://" not in tracking_uri
+    artifacts_dir = study_dir.parent / "mlartifacts" / study_name if local_store else None
+    tracker = Tracker(
+        tracking_uri, study_name, study_dir / "spool", artifacts_dir, launch=LaunchParams.from_spec(spec)
+    )
+    tracker.start(
+        run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        params=sweep_params(spec, args.spec, n_trials),
+        tags=sweep_tags(study_name, args.resume),
+    )
+    print(
+        f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "
+        f"{info.slots} node(s) with a trial slot"
+    )
+    if info.dashboard_url:
+        print(f"  Ray dashboard (node health, running trials): {info.dashboard_url}")
+        login = cluster.dashboard_login()
+        if login:
+            print(f"    {login}")
+    print(f"  MLflow UI (compare trials): mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1")
+    print(f"  Optuna dashboard (live study): optuna-dashboard {storage}")
+    from orchestrator.console import ProgressPrinter
+
+    tty = sys.stdout.isatty()
+    printer = ProgressPrinter(n_trials, tty, lambda text: print(text, end="", flush=True))
+    show, record = printer.show, printer.record
+
+    sweep = Sweep(
+        spec,
+        study,
+        tracker,
+        n_trials=n_trials,
+        workdir=study_dir,
+        sim_profile=sim_profile,
+        on_progress=show,
+        on_record=record,
+        time_budget_s=args.time_budget,
+        lease=lease,
+    )
+    sweep.prepare(args.resume)
+    left = sweep.remaining()
+    reserved = sweep.reserve_for_confirmation()
+    if reserved:
+        print(
+            f"  confirmation: {reserved} of the {left} launches left kept to relaunch the best "
+            f"{spec.budget.confirm_top} configuration(s) ({spec.budget.confirm_repeats} launches each)"
+        )
+    elif confirmation_note(spec.budget, left):
+        print(f"warning: {confirmation_note(spec.budget, left)}", file=sys.stderr)
+    if short_stage_warning(spec):
+        print(short_stage_warning(spec), file=sys.stderr)
+    if args.warm_start and not args.resume:
+        from orchestrator.history import find_history, seed_study
+
+        past = find_history(tracking_uri, spec, exclude=study_name)
+        counts = seed_study(study, spec.search, past, sweep.memory_model)
+        print(
+            f"  warm start from {len({p.experiment for p in past})} earlier study(ies): "
+            f"{counts['infeasible']} OOM(s) and {counts['feasible']} result(s) learned, "
+            f"{counts['enqueued']} best configuration(s) queued, memory model "
+            f"{'ready' if sweep.memory_model.ready else 'not ready'}"
+        )
+    failed = True
+    try:
+        with terminate_as_interrupt():
+            sweep.run()
+            outcome = sweep.confirm_best()
+        failed = False
+    except KeyboardInterrupt as err:
+        term = isinstance(err, Terminated) or TERMINATED["seen"]
+        why = "terminated (SIGTERM)" if term else "interrupted"
+        print(
+            f"\n{why}: finished trials are recorded, running ones closed and queued again; "
+            "continue with --resume",
+            file=sys.stderr,
+        )
+        return 143 if term else 130
+    finally:
+        lease.release()
+        tracker.flush_spool()
+        if tracker.pending_spool():
+            print(
+                f"warning: {tracker.pending_spool()} trial(s) still spooled in {tracker.spool_dir}; "
+                "they are written on the next run",
+                file=sys.stderr,
+            )
+        if failed:
+            tracker.finish({}, [], failed=True)
+    if tty:
+        print()
+    if outcome.stop_reason is not StopReason.BUDGET_DONE:
+        print(
+            f"stopped early: {outcome.stop_reason.explain()}; {outcome.progress.done} of {n_trials} "
+            "trials ran (continue with --resume)"
+        )
+    records = outcome.records
+    rows = table_rows(study.get_trials(deepcopy=False), records)
+    print(render_table(rows, budget=n_trials))
+    trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
+    best = best_record(trusted)
+    judged = verdict(candidates(records, sweep.lossless.lossy))
+    if judged is not None:  # the median of the launches, not the luckiest one
+        best = next(r for r in trusted if r.number == judged.winner.representative)
+    artifacts = []
+    earlier = saved_best(study_dir) if args.resume else None
+    # With every earlier launch in the journal the verdict above is the study's; without it, an earlier
+    # answer stands unless a launch of this invocation beat it.
+    if (
+        earlier is not None
+        and not sweep.journal_complete
+        and (best is None or (best.objective or 0.0) < earlier[1])
+    ):
+        # After --resume: an earlier invocation's answer still stands; its best.json stays as it is.
+        print(
+            f"\nbest: trial {earlier[0]} (an earlier invocation's answer), {earlier[1]:.1f} tok/s: nothing "
+            f"launched now beat it, so {study_dir / 'best.json'} and best_command.sh are unchanged"
+        )
+        best = None
+    elif best is None and sweep.lossless.lossy:
+        # The baseline is never the recommendation; with every draft lossy there is none to make.
+        print(
+            f"no speculative configuration passed the lossless check ({len(sweep.lossless.lossy)} lossy): "
+            "keep serving without speculation until the draft is fixed; no best.json is written"
+        )
+    elif best is None:
+        print("no speculative configuration completed; see the reasons above and the server logs in MLflow")
+    else:
+        artifacts.extend(write_best(best, spec, study_dir, trusted, judged.confidence() if judged else None))
+        tok_s = best.result.output_tok_per_s or 0.0
+        speedup = f", {best.speedup_vs_baseline:.2f}x the baseline" if best.speedup_vs_baseline else ""
+        print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s{speedup}, {best.result.config.label()}")
+        if judged is not None:
+            print(f"confidence: {judged.summary()}")
+        print(render_levels(json.loads((study_dir / "best.json").read_text())))
+        print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):")
+        print(shell_command(sglang_command(best, spec)))
+    report_path = study_dir / "report.html"
+    try:
+        from orchestrator.report import ReportError, write_report
+
+        try:
+            write_report(study_name, tracking_uri, storage, report_path)
+            artifacts.append(report_path)
+            print(f"report: {report_path}")
+        except ReportError as err:
+            print(f"warning: no report: {err}", file=sys.stderr)
+    except Exception as err:  # a plot must never cost the sweep its results
+        log.exception("report failed: %s", err)
+    if tracker.experiment_id:
+        print(
+            "trials in MLflow (after `make mlflow-ui`): "
+            + runs_url("http://127.0.0.1:5000", tracker.experiment_id)
+        )
+    summary: dict[str, float | int] = {}
+    if best is not None:
+        summary["best_output_tok_per_s"] = best.result.output_tok_per_s or 0.0
+    elif earlier is not None:
+        summary["best_output_tok_per_s"] = earlier[1]
+    # Counts are ints: MLflow stores every metric as a float, summary.json need not.
+    counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}
+    tracker.finish({**summary, **counts}, artifacts)
+    (study_dir / "summary.json").write_text(json.dumps({**summary, **counts}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
