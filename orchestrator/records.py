@@ -7,8 +7,9 @@ logged to MLflow and compared in tests without any of the code that produced it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import Any
 
 
 class TrialStatus(StrEnum):
@@ -196,31 +197,13 @@ class MemoryAccount:
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, float]) -> MemoryAccount:
-        """The account back from `as_metrics` (or from a run's metrics: other names are left out)."""
-
-        def gb(name: str) -> float | None:
-            value = metrics.get(name)
-            return None if value is None else float(value)
-
-        def count(name: str) -> int | None:
-            value = metrics.get(name)
-            return None if value is None else int(value)
-
-        return cls(
-            avail_at_start_gb=gb("avail_at_start_gb"),
-            weights_gb=gb("weights_gb"),
-            draft_weights_gb=gb("draft_weights_gb"),
-            avail_after_weights_gb=gb("avail_after_weights_gb"),
-            kv_cache_tokens=count("kv_cache_tokens"),
-            kv_cache_gb=gb("kv_cache_gb"),
-            draft_kv_cache_tokens=count("draft_kv_cache_tokens"),
-            draft_kv_cache_gb=gb("draft_kv_cache_gb"),
-            avail_after_kv_gb=gb("avail_after_kv_gb"),
-            graph_gb=gb("graph_gb"),
-            draft_graph_gb=gb("draft_graph_gb"),
-            avail_end_gb=gb("avail_end_gb"),
-            max_total_num_tokens=count("max_total_num_tokens"),
-        )
+        """The account back from `as_metrics` (or from a run's metrics: other names are left out).
+        Token counts (the ``*_tokens`` fields) come back as ints, the rest as GB."""
+        known = {f.name: metrics.get(f.name) for f in fields(cls)}
+        values: dict[str, Any] = {
+            k: int(v) if k.endswith("_tokens") else float(v) for k, v in known.items() if v is not None
+        }
+        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -85,3 +85,9 @@ def test_the_search_benchmarks_sweeps_write_no_journal(
     sweep = oracle_sweep(case_spec(CASES["tight"], gpus=1), n_trials=1)
     sweep.journal.write(_record(1))
     assert sweep.journal.read([1]) == [] and not list(tmp_path.rglob("*.json"))
+
+
+def test_a_memory_account_reads_back_from_its_metrics_with_counts_as_ints() -> None:
+    account = MemoryAccount(avail_at_start_gb=139.09, kv_cache_tokens=12_379_562, graph_gb=0.06)
+    back = MemoryAccount.from_metrics({**account.as_metrics(), "output_tok_per_s": 4160.0})
+    assert back == account and isinstance(back.kv_cache_tokens, int)

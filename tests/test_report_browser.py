@@ -4,13 +4,13 @@ page alone. Skipped where no Chromium is installed."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from orchestrator.report import write_report
+from tests.browser import HEADLESS, chromium
 from tests.report_fixture import STUDY, build_store
 
 pytestmark = pytest.mark.browser
@@ -18,27 +18,10 @@ PLOT_IDS = ("plot-feasibility", "plot-pareto", "plot-acceptance", "plot-history"
 SCREENSHOT = Path(__file__).parent / "artifacts" / "report.png"
 
 
-def chromium() -> str | None:
-    if Path("/usr/bin/chromium").exists():
-        return "/usr/bin/chromium"
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
 def run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
+        *HEADLESS,
         "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
         # No name resolves and no proxy answers: a page that needs the network draws nothing.
         "--host-resolver-rules=MAP * ~NOTFOUND",
         "--proxy-server=127.0.0.1:9",

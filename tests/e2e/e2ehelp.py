@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,10 @@ import ray
 from ray.cluster_utils import Cluster
 
 from orchestrator.placement import TRIAL_SLOT
+from tests.browser import HEADLESS, chromium
+
+__all__ = ["HEADLESS", "chromium"]  # the browser tests of this folder take them from here
+ROOT = Path(__file__).resolve().parents[2]
 
 # The users' known-good configuration, with graph bs 128, and one that cannot hold Kimi's weights.
 GOOD = {
@@ -53,25 +58,12 @@ def wait_until(predicate: Any, timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def chromium() -> str | None:
-    """Headless Chromium for the browser tests (.ci/run installs Debian's), or None."""
-    if Path("/usr/bin/chromium").exists():
-        return "/usr/bin/chromium"
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-# What every headless run needs: no sandbox as root, no GPU, nothing fetched from outside.
-HEADLESS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-)
+def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`python -m orchestrator.sweep SPEC --out OUT` as a user runs it (no dashboard: faster)."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard", *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )

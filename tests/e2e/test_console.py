@@ -6,25 +6,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2ehelp import GOOD
+from e2ehelp import GOOD, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard", *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def test_study_name_is_one_plain_name(tmp_path: Path) -> None:

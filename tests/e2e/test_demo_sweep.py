@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
-from e2ehelp import GOOD, KV_OOM
+from e2ehelp import GOOD, KV_OOM, sweep
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.sweep", str(spec), "--out", str(out), "--no-dashboard", *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 SECRET = "sk-e2e-5d1c0a77"
