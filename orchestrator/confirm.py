@@ -21,7 +21,6 @@ from orchestrator.bench.steady import t975
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.mlflow_schema import Tag, TrialRecord
 from orchestrator.records import ServerConfig, TrialStatus
-from orchestrator.space import config_params
 from orchestrator.spec import BudgetSpec
 
 
@@ -182,7 +181,7 @@ def enqueue(study: optuna.Study, records: Sequence[TrialRecord], budget: BudgetS
     enqueued = 0
     for ranked, missing in to_confirm(records, budget):
         attrs: dict[str, Any] = {TrialAttr.CONFIRM_OF: ranked.first}
-        asked = params.get(ranked.first) or config_params(ranked.config)
+        asked = params[ranked.first]  # every ranked launch is a trial of this study
         for _ in range(min(missing, reserve - enqueued)):
             study.enqueue_trial(dict(asked), user_attrs=attrs)
             enqueued += 1
