@@ -24,7 +24,7 @@ from orchestrator import adaptive
 from orchestrator.adaptive import AdaptiveMode
 from orchestrator.config_fields import SearchedField as F
 from orchestrator.records import ServerConfig
-from orchestrator.spec_search import Choices, IntDim, SearchSpace, SpecError, make_config
+from orchestrator.spec_search import Choices, IntDim, KnownGood, SearchSpace, SpecError, make_config
 
 ParamValue = float | int | str
 
@@ -57,6 +57,16 @@ def optuna_params(config: ServerConfig, space: SearchSpace | None = None) -> dic
             params[F.SPECULATIVE_NUM_DRAFT_TOKENS] = config.speculative_num_draft_tokens
     elif space is None or space.speculative_adaptive != [AdaptiveMode.OFF] or mode is not AdaptiveMode.OFF:
         params[F.SPECULATIVE_ADAPTIVE] = mode.value
+    return params
+
+
+def known_good_params(known: KnownGood, space: SearchSpace) -> dict[str, ParamValue]:
+    """A known-good configuration's Optuna params, with the steps the user wrote: with adaptive
+    speculation the launch's steps are the largest tier (outside the searched range for SGLang's
+    defaults), and the user's are a searched value (`spec_search.known_good_problems` checks it)."""
+    params = optuna_params(known.to_config(), space)
+    if F.SPECULATIVE_NUM_STEPS in params:
+        params[F.SPECULATIVE_NUM_STEPS] = known.speculative_num_steps
     return params
 
 

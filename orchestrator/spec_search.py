@@ -158,17 +158,6 @@ class KnownGood(SpecModel):
             self.speculative_adaptive,
         )
 
-    def params(self) -> dict[str, Any]:
-        """The Optuna params as the user wrote them: with adaptive speculation the launch's steps are
-        the largest tier (outside the searched range for SGLang's defaults), so the searched steps go in."""
-        params: dict[str, Any] = self.model_dump(exclude_none=True)
-        if self.speculative_eagle_topk == 1:
-            params.pop("speculative_num_draft_tokens", None)  # derived, not searched, under top-k 1
-            params["speculative_adaptive"] = self.speculative_adaptive.value
-        else:
-            params.pop("speculative_adaptive")
-        return params
-
 
 def make_config(
     mem_fraction_static: float,

@@ -21,6 +21,7 @@ from orchestrator.config_codec import (
     config_from_argv,
     config_from_mlflow,
     config_from_optuna,
+    known_good_params,
     mlflow_params,
     optuna_params,
 )
@@ -200,3 +201,14 @@ def test_launch_steps_are_the_searched_steps_for_tiers() -> None:
     # The MLflow, journal and command-line forms hold the launch's steps; the tiers mode must give
     # back the searched steps from them, which holds because its largest tier is the searched steps.
     assert all(launch_steps(AdaptiveMode.TIERS, s) == s for s in range(1, 16))
+
+
+def test_known_good_params_keep_the_users_steps_and_give_back_its_configuration() -> None:
+    spec = load_spec(DEMO.parent / "h200-chat.yaml")
+    assert {k.speculative_adaptive for k in spec.known_good} == set(AdaptiveMode)
+    for known in spec.known_good:
+        study = optuna.create_study(storage=optuna.storages.InMemoryStorage())
+        study.enqueue_trial(known_good_params(known, spec.search))
+        trial = study.ask()
+        assert suggest_config(trial, spec.search) == known.to_config()
+        assert trial.params["speculative_num_steps"] == known.speculative_num_steps

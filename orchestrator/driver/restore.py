@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.config_codec import config_from_optuna
+from orchestrator.config_codec import config_from_optuna, known_good_params
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
@@ -116,4 +116,5 @@ def enqueue_first(study: optuna.Study, spec: SweepSpec) -> None:
             skip_if_exists=True,
         )
     for known in spec.known_good:
-        study.enqueue_trial(known.params(), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True)
+        params = known_good_params(known, spec.search)
+        study.enqueue_trial(params, user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True)
