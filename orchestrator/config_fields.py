@@ -4,17 +4,18 @@ A `ServerConfig` field, its Optuna param, its MLflow param and its key in the sp
 ``known_good`` sections all carry the same name, a `SearchedField` value; the flag that sets it on
 SGLang's command line, the flags a spec may therefore not set itself, and the list of numeric values
 the report and the known-good check walk through are read from here. ``config_codec`` turns a
-configuration into each of those forms and back. A leaf module (it imports only ``records`` and
-``adaptive``), so that the spec, the server's command line and the codec can all read it.
+configuration into each of those forms and back. Every field of `ServerConfig` is a searched value and
+every searched value a field (tests/test_config_codec.py checks it, and that the spec's sections have
+them all). A leaf module (it imports only ``adaptive``), so that the spec, the server's command line
+and the codec can all read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import StrEnum
 
 from orchestrator.adaptive import AdaptiveMode
-from orchestrator.records import ServerConfig
 
 
 class SearchedField(StrEnum):
@@ -89,8 +90,3 @@ _DEFINITIONS: dict[SearchedField, FieldDef] = {
 NUMERIC_FIELDS: tuple[SearchedField, ...] = tuple(f for f in SearchedField if f.kind is not AdaptiveMode)
 SPECULATIVE_FIELDS: tuple[SearchedField, ...] = tuple(f for f in SearchedField if f.speculative)
 SEARCHED_FLAGS: frozenset[str] = frozenset(flag for f in SearchedField for flag in f.flags)
-
-# Every field of a configuration is a searched value, and every searched value a field: a field added
-# to one and not the other would be dropped by every conversion.
-if {f.name for f in fields(ServerConfig)} != {f.value for f in SearchedField}:
-    raise ImportError("ServerConfig's fields and SearchedField differ; add the new value to both")

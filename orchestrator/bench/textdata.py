@@ -185,6 +185,7 @@ def _sharegpt_turns(item: Any) -> list[Message] | str:
     if not turns:
         return Skip.EMPTY
     messages: list[Message] = []
+    asked = False
     for turn in turns:
         if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
             return Skip.TURN_WITHOUT_TEXT
@@ -192,8 +193,9 @@ def _sharegpt_turns(item: Any) -> list[Message] | str:
         role = SHAREGPT_SPEAKERS.get(speaker.strip().lower())
         if role is None:
             return f"{Skip.UNKNOWN_SPEAKER} {speaker!r}"
-        if role is Role.ASSISTANT and not any(m.role is Role.USER for m in messages):
+        if role is Role.ASSISTANT and not asked:
             continue  # a split conversation that starts with the answer to a question left out
+        asked = asked or role is Role.USER
         if messages and messages[-1].role is role:
             joined = "\n\n".join(t for t in (messages[-1].content, turn["value"]) if t.strip())
             messages[-1] = Message(role, joined)
