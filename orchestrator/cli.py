@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from orchestrator.bench.traffic import check_workload
+from orchestrator.bench.traffic import check_workload, workload_lines
 from orchestrator.quiet import quiet_libraries
 from orchestrator.server.command import shell_command
 from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
@@ -233,6 +233,8 @@ def run(
         f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "
         f"{info.slots} node(s) with a trial slot"
     )
+    for line in workload_lines(spec):  # read when the spec was checked: what each stage sends
+        print(f"  {line}")
     if info.dashboard_url:
         print(f"  Ray dashboard (node health, running trials): {info.dashboard_url}")
         login = cluster.dashboard_login()

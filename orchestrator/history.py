@@ -18,10 +18,11 @@ import optuna
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState, create_trial
 
+from orchestrator.config_codec import config_from_mlflow, optuna_params
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import OOM_CONSTRAINT
 from orchestrator.memory_model import MemoryModel
-from orchestrator.mlflow_schema import Metric, Param, Tag, config_from_params, is_sweep
+from orchestrator.mlflow_schema import Metric, Param, Tag, is_sweep
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -31,7 +32,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.space import config_params, suggest_config
+from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.spec_search import SearchSpace
 
@@ -72,7 +73,7 @@ def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastT
             tags = run.data.tags
             if is_sweep(tags) or Tag.STATUS not in tags:
                 continue
-            config = config_from_params(run.data.params)
+            config = config_from_mlflow(run.data.params)
             if config is None:
                 continue
             found.append(
@@ -92,7 +93,7 @@ def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastT
 def _distributions(space: SearchSpace, config: ServerConfig) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The params and distributions the current space gives `config`, or None if it lies outside."""
     probe = optuna.create_study(storage=optuna.storages.InMemoryStorage())
-    probe.enqueue_trial(config_params(config))
+    probe.enqueue_trial(optuna_params(config, space))
     trial = probe.ask()
     if not config.speculative:
         trial.set_user_attr(TrialAttr.BASELINE, True)
@@ -150,7 +151,7 @@ def seed_study(
         if item.config.speculative and _distributions(space, item.config) is not None:
             # Run it again even though the study now holds its old result: the hardware, driver or
             # SGLang may have changed since, and a known-good configuration is the cheapest anchor.
-            study.enqueue_trial(config_params(item.config), user_attrs={TrialAttr.KNOWN_GOOD: True})
+            study.enqueue_trial(optuna_params(item.config, space), user_attrs={TrialAttr.KNOWN_GOOD: True})
             counts["enqueued"] += 1
     log.info("warm start: %s", counts)
     return counts

@@ -13,18 +13,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.adaptive import CONFIG_FILE, trial_config
+from orchestrator.adaptive import CONFIG_FILE, AdaptiveMode, trial_config
+from orchestrator.config_fields import SPECULATIVE_FIELDS, SearchedField
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import ServerConfig, TrialStatus
 
 
 def _setting(config: ServerConfig) -> dict[str, Any]:
-    return {
-        "speculative_num_steps": config.speculative_num_steps or 0,
-        "speculative_eagle_topk": config.speculative_eagle_topk,
-        "speculative_num_draft_tokens": config.speculative_num_draft_tokens,
-        "speculative_adaptive": config.speculative_adaptive or "off",
-    }
+    """The speculative values under their searched names (steps 0 and adaptive "off" for none)."""
+    setting: dict[str, Any] = {f.value: getattr(config, f.value) for f in SPECULATIVE_FIELDS}
+    setting[SearchedField.SPECULATIVE_NUM_STEPS] = config.speculative_num_steps or 0
+    setting[SearchedField.SPECULATIVE_ADAPTIVE] = config.speculative_adaptive or AdaptiveMode.OFF.value
+    return setting
 
 
 def best_by_concurrency(records: Sequence[TrialRecord]) -> list[dict[str, Any]]:

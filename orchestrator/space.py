@@ -62,15 +62,6 @@ def suggest_config(trial: BaseTrial, space: SearchSpace) -> ServerConfig:
     return make_config(mem, graph_bs, mrr, steps, topk, draft)
 
 
-def config_params(config: ServerConfig) -> dict[str, Any]:
-    """The Optuna params that reproduce `config` (for enqueueing known-good and re-queued trials)."""
-    params: dict[str, Any] = config.as_params()
-    if config.speculative_eagle_topk == 1:
-        params.pop("speculative_num_draft_tokens", None)  # derived, not a searched value there
-        params.setdefault("speculative_adaptive", AdaptiveMode.OFF.value)
-    return params
-
-
 def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str, Any]:
     """Memory settings for the no-speculation baseline: the first known-good's, else the middle."""
     if known is not None:

@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from orchestrator.bench.textdata import DatasetRef, parse_ref, resolve_source
+from orchestrator.config_fields import SEARCHED_FLAGS
 from orchestrator.node.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.node.secrets import flag_value, secret_values
 from orchestrator.spec_search import (
@@ -27,26 +28,17 @@ from orchestrator.spec_search import (
 
 # Flags the orchestrator owns: a fixed flag may not set them, or the trial would not be what the study
 # thinks it measured.
-OWNED_FLAGS: frozenset[str] = frozenset(
-    {
-        "--model-path",
-        "--model",
-        "--tp-size",
-        "--tensor-parallel-size",
-        "--host",
-        "--port",
-        "--speculative-algorithm",
-        "--speculative-draft-model-path",
-        "--speculative-draft-model",
-        "--mem-fraction-static",
-        "--cuda-graph-max-bs",
-        "--cuda-graph-max-bs-decode",
-        "--max-running-requests",
-        "--speculative-num-steps",
-        "--speculative-eagle-topk",
-        "--speculative-num-draft-tokens",
-    }
-)
+OWNED_FLAGS: frozenset[str] = SEARCHED_FLAGS | {
+    "--model-path",
+    "--model",
+    "--tp-size",
+    "--tensor-parallel-size",
+    "--host",
+    "--port",
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+}
 
 
 # What a stage needs on real hardware to measure the server rather than its ramp-up.

@@ -11,16 +11,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.adaptive import AdaptiveMode, launch_steps
+from orchestrator.config_fields import NUMERIC_FIELDS
 from orchestrator.records import ServerConfig
 
-SEARCHED_PARAMS: tuple[str, ...] = (
-    "mem_fraction_static",
-    "cuda_graph_max_bs",
-    "max_running_requests",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-)
+# The numeric searched values (each a field of SearchSpace and KnownGood; tests check they match).
+SEARCHED_PARAMS: tuple[str, ...] = tuple(f.value for f in NUMERIC_FIELDS)
 
 
 class SpecError(ValueError):
@@ -108,13 +103,7 @@ class SearchSpace(SpecModel):
             raise ValueError(f"values must lie strictly between 0 and 1 (SGLang's range), got {lo}..{hi}")
         return dim
 
-    @field_validator(
-        "cuda_graph_max_bs",
-        "max_running_requests",
-        "speculative_num_steps",
-        "speculative_eagle_topk",
-        "speculative_num_draft_tokens",
-    )
+    @field_validator(*(f.value for f in NUMERIC_FIELDS if f.kind is int))
     @classmethod
     def _whole_positive(cls, dim: IntDim) -> IntDim:
         lo, _ = _dim_bounds(dim)
@@ -168,17 +157,6 @@ class KnownGood(SpecModel):
             self.speculative_num_draft_tokens,
             self.speculative_adaptive,
         )
-
-    def params(self) -> dict[str, Any]:
-        """The Optuna params as the user wrote them: with adaptive speculation the launch's steps are
-        the largest tier (outside the searched range for SGLang's defaults), so the searched steps go in."""
-        params: dict[str, Any] = self.model_dump(exclude_none=True)
-        if self.speculative_eagle_topk == 1:
-            params.pop("speculative_num_draft_tokens", None)  # derived, not searched, under top-k 1
-            params["speculative_adaptive"] = self.speculative_adaptive.value
-        else:
-            params.pop("speculative_adaptive")
-        return params
 
 
 def make_config(

@@ -13,6 +13,7 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
+from orchestrator.config_codec import optuna_params
 from orchestrator.driver import observers as obs
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import settle
@@ -28,7 +29,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.space import config_params, suggest_config
+from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec, parse_spec
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
@@ -158,7 +159,7 @@ def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -
     spec = fixture_spec()
     speedup = obs.Speedup()
     for p in plan:
-        study.enqueue_trial(config_params(p.config), user_attrs={TrialAttr.BASELINE: p.baseline})
+        study.enqueue_trial(optuna_params(p.config, spec.search), user_attrs={TrialAttr.BASELINE: p.baseline})
         trial = study.ask()
         assert trial.number == p.number and suggest_config(trial, spec.search) == p.config
         settled = settle(result_of(p), spec, p.pruned_at)

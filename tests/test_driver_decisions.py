@@ -19,12 +19,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
+from orchestrator.adaptive import AdaptiveMode
+from orchestrator.config_codec import config_from_optuna, optuna_params
 from orchestrator.confirm import rank
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Handle, TrialError, TrialLost
 from orchestrator.driver.outcome import StopReason
+from orchestrator.driver.restore import restore
 from orchestrator.driver.settle import settle
-from orchestrator.driver.study import config_from_params, launched_count, open_study
+from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import TrialRecord
@@ -32,8 +35,8 @@ from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.space import config_params
 from orchestrator.spec import SweepSpec
+from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
 from orchestrator.trial_events import TrialEvent
 
@@ -150,7 +153,7 @@ def _sweep(
 
 
 def _trials_of(study: optuna.Study, config: ServerConfig) -> list[FrozenTrial]:
-    return [t for t in study.get_trials() if config_from_params(t.params) == config]
+    return [t for t in study.get_trials() if config_from_optuna(t.params) == config]
 
 
 def test_a_predicted_oom_is_recorded_and_never_launched(
@@ -159,7 +162,7 @@ def test_a_predicted_oom_is_recorded_and_never_launched(
     spec = oracle.spec
     study = open_study(spec, "skip", InMemoryStorage(), resume=False)
     for name in ("no_kv", "lower"):
-        study.enqueue_trial(config_params(configs[name]))
+        study.enqueue_trial(optuna_params(configs[name]))
     executor = InProcessExecutor(oracle)
     sweep = _sweep(spec, study, executor, n_trials=3)
     sweep.prepare(resume=False)
@@ -180,7 +183,7 @@ def test_a_configuration_already_measured_is_answered_from_the_record(
     spec = oracle.spec
     study = open_study(spec, "repeat", InMemoryStorage(), resume=False)
     for _ in range(2):
-        study.enqueue_trial(config_params(configs["good"]))
+        study.enqueue_trial(optuna_params(configs["good"]))
     executor = InProcessExecutor(oracle)
     sweep = _sweep(spec, study, executor, n_trials=2)
     sweep.prepare(resume=False)
@@ -198,7 +201,7 @@ def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
     spec, storage = oracle.spec, InMemoryStorage()
     study = open_study(spec, "resume", storage, resume=False)
     for name in ("no_kv", "good"):  # no_kv first: launched, it teaches the model its floor
-        study.enqueue_trial(config_params(configs[name]))
+        study.enqueue_trial(optuna_params(configs[name]))
     first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=2)
     first.prepare(resume=False)
     first.run()
@@ -213,7 +216,7 @@ def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
     assert resumed.memory_model.predict(configs["lower"]).skip
     assert resumed.outcome.progress.done == 2 and resumed.outcome.progress.pruned_oom == 1
     for name in ("good", "no_kv", "lower"):
-        study.enqueue_trial(config_params(configs[name]))
+        study.enqueue_trial(optuna_params(configs[name]))
     resumed.run()
     assert all(executor.launched(configs[name]) == 0 for name in ("good", "no_kv", "lower"))
     good_trials = _trials_of(study, configs["good"])
@@ -225,7 +228,7 @@ def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
 def test_a_lost_trial_is_requeued_once(oracle: Oracle, configs: dict[str, ServerConfig]) -> None:
     spec, good = oracle.spec, configs["good"]
     study = open_study(spec, "lost", InMemoryStorage(), resume=False)
-    study.enqueue_trial(config_params(good))
+    study.enqueue_trial(optuna_params(good))
     executor = InProcessExecutor(oracle, lose={good: 2})  # its first two launches die with their node
     sweep = _sweep(spec, study, executor, n_trials=2)
     sweep.prepare(resume=False)
@@ -278,7 +281,7 @@ def test_a_resumed_sweep_ranks_and_confirms_every_launch_of_the_study(
     # ones and its confirmation relaunched a configuration already launched twice.
     spec, storage, good = oracle.spec, InMemoryStorage(), configs["good"]
     study = open_study(spec, "journal", storage, resume=False)
-    study.enqueue_trial(config_params(good))
+    study.enqueue_trial(optuna_params(good))
     first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
     first.prepare(resume=False)
     earlier = first.run().records
@@ -336,7 +339,7 @@ def test_a_sweep_that_stopped_early_queues_no_confirmation(
     # waiting, so the resumed sweep began with confirmations before its search was over.
     spec = oracle.spec
     study = open_study(spec, "early", InMemoryStorage(), resume=False)
-    study.enqueue_trial(config_params(configs["good"]))
+    study.enqueue_trial(optuna_params(configs["good"]))
     sweep = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
     sweep.prepare(resume=False)
     sweep.run()
@@ -381,7 +384,7 @@ def test_a_swapped_memory_model_is_the_one_that_predicts_and_learns(
     spec = oracle.spec
     study = open_study(spec, "swap", InMemoryStorage(), resume=False)
     for name in ("no_kv", "lower"):
-        study.enqueue_trial(config_params(configs[name]))
+        study.enqueue_trial(optuna_params(configs[name]))
     executor = InProcessExecutor(oracle)
     sweep = _sweep(spec, study, executor, n_trials=2)
     unused = sweep.memory_model
@@ -390,3 +393,40 @@ def test_a_swapped_memory_model_is_the_one_that_predicts_and_learns(
     sweep.run()
     assert sweep.memory_model.ready and sweep.memory_model.kv_floor > 0 and not unused.ready
     assert executor.launched(configs["lower"]) == 0
+
+
+def test_a_resumed_study_launches_a_fixed_proposal_its_adaptive_trial_did_not_measure(
+    oracle: Oracle, configs: dict[str, ServerConfig], tmp_path: Path
+) -> None:
+    # --resume read an adaptive trial's Optuna params ({steps 2, adaptive default}) back as the fixed
+    # steps-2 configuration: a later fixed steps-2 proposal was answered from the adaptive trial's record
+    # (never launched) and the memory model relearned the adaptive launch as a fixed one.
+    search = oracle.spec.search.model_copy(
+        update={"speculative_adaptive": [AdaptiveMode.OFF, AdaptiveMode.DEFAULT]}
+    )
+    spec, storage, good = (
+        oracle.spec.model_copy(update={"search": search}),
+        InMemoryStorage(),
+        configs["good"],
+    )
+    memory = (good.mem_fraction_static, good.cuda_graph_max_bs, good.max_running_requests)
+    adaptive = make_config(*memory, 2, 1, None, AdaptiveMode.DEFAULT)
+    fixed = make_config(*memory, 2, 1, None)
+    study = open_study(spec, "adaptive", storage, resume=False)
+    study.enqueue_trial({**optuna_params(fixed, spec.search), "speculative_adaptive": "default"})
+    first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
+    first.prepare(resume=False)
+    first.run()
+    assert set(first.measured) == {adaptive}
+
+    study = open_study(spec, "adaptive", storage, resume=True)
+    assert [r.config for _, r in restore(study).memory] == [adaptive]  # what the memory model relearns
+    executor = InProcessExecutor(oracle)
+    resumed = _sweep(spec, study, executor, n_trials=2, workdir=tmp_path)
+    resumed.prepare(resume=True)
+    assert set(resumed.measured) == {adaptive}
+    study.enqueue_trial(optuna_params(fixed, spec.search))
+    resumed.run()
+    assert executor.launched(fixed) == 1
+    (trial,) = _trials_of(study, fixed)
+    assert TrialAttr.REPEAT_OF not in trial.user_attrs

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.config_codec import config_from_mlflow
 from orchestrator.mlflow_schema import (
     Artifact,
     LaunchParams,
     Param,
     TrialRecord,
     command_from_params,
-    config_from_params,
     parse_param,
     result_json,
     trial_artifacts,
@@ -44,7 +44,7 @@ def test_a_configuration_never_launched_has_only_its_own_params() -> None:
     config = make_config(0.94, 512, 48, 3, 1, 4)
     params = trial_params(TrialResult(config, TrialStatus.PREDICTED_OOM, "", ()), demo_launch())
     assert Param.TP_SIZE not in params and Param.MODEL_PATH not in params
-    assert config_from_params(params) == config
+    assert config_from_mlflow(params) == config
 
 
 def test_the_baseline_has_no_speculative_algorithm_and_no_draft() -> None:

@@ -1,7 +1,8 @@
 """Text datasets: what ``workload.dataset`` names, and reading ShareGPT and JSONL files into conversations.
 
 A dataset is written ``random`` (token ids, no text), ``generated-chat`` (built in), ``sharegpt: PATH``
-(a JSON list of ``{"conversations": [{"from": "human"|"gpt"|"system", "value": ...}]}``) or
+(a JSON list of ``{"conversations": [{"from": "human"|"gpt"|"system"|..., "value": ...}]}``, as
+``sglang.bench_serving`` reads it: `SHAREGPT_SPEAKERS`; an item that cannot be used is skipped) or
 ``jsonl: PATH`` (one object per line, ``{"prompt": ...}`` or ``{"messages": [{"role", "content"}]}``,
 optionally ``max_tokens``). Each item becomes a `Conversation` whose last message is the user's: that is
 the prompt; the answer that followed it in the file, when there is one, sets the output length.
@@ -91,42 +92,123 @@ def resolve_source(source: str, base: Path) -> str:
     return f"{ref.kind.value}: {(base / ref.path).resolve()}" if ref.path else source
 
 
-_SHAREGPT_ROLES = {"human": Role.USER, "user": Role.USER, "gpt": Role.ASSISTANT, "assistant": Role.ASSISTANT}
-_SHAREGPT_ROLES["system"] = Role.SYSTEM
+# Every speaker the ShareGPT files in use name (ShareGPT_V3_unfiltered_cleaned_split.json, which
+# `sglang.bench_serving --dataset-name sharegpt` reads, has human, gpt, system, user, chatgpt, bard and
+# bing turns), in lower case.
+SHAREGPT_SPEAKERS: dict[str, Role] = {
+    "human": Role.USER,
+    "user": Role.USER,
+    "gpt": Role.ASSISTANT,
+    "chatgpt": Role.ASSISTANT,
+    "bard": Role.ASSISTANT,
+    "bing": Role.ASSISTANT,
+    "assistant": Role.ASSISTANT,
+    "model": Role.ASSISTANT,
+    "system": Role.SYSTEM,
+}
 
 
-def load_sharegpt(path: Path) -> list[Conversation]:
-    """Every conversation of a ShareGPT file, cut after its last user turn that has text."""
+class Skip(StrEnum):
+    """Why an item of a dataset file is left out."""
+
+    NOT_A_CONVERSATION = "no conversation list"
+    EMPTY = "empty conversation"
+    TURN_WITHOUT_TEXT = "a turn without text"
+    UNKNOWN_SPEAKER = "unknown speaker"
+    NO_USER_TURN = "no user turn with text"
+    TEMPLATE_REFUSED = "refused by the chat template"
+
+
+@dataclass(frozen=True)
+class LoadedDataset:
+    """A file's usable conversations, and how many items were left out, for what."""
+
+    conversations: tuple[Conversation, ...]
+    skipped: tuple[tuple[str, int], ...] = ()  # (reason, count), most frequent first
+
+    def summary(self) -> str:
+        """``12 conversations, 3 skipped (2 empty conversation, 1 unknown speaker 'x')``."""
+        n = len(self.conversations)
+        kept = f"{n} conversation{'' if n == 1 else 's'}"
+        total = sum(n for _, n in self.skipped)
+        if not total:
+            return kept
+        return f"{kept}, {total} skipped ({', '.join(f'{n} {why}' for why, n in self.skipped)})"
+
+
+class _Skips:
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, reason: str) -> None:
+        self.counts[str(reason)] = self.counts.get(str(reason), 0) + 1
+
+    def sorted(self) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def load_sharegpt(path: Path) -> LoadedDataset:
+    """Every usable conversation of a ShareGPT file, cut after its last user turn that has text.
+
+    Read as ``sglang.bench_serving`` reads the file: an item that cannot be used (no turns, a turn
+    without text, a speaker no role is known for, no user turn) is left out and counted, not a reason
+    to refuse the file."""
     try:
         data = json.loads(_read(path))
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
     if not isinstance(data, list):
         raise DatasetError(f"{path}: a ShareGPT file is a JSON list of {{'conversations': [...]}} objects")
-    out = []
-    for index, item in enumerate(data):
-        turns = item.get("conversations") if isinstance(item, dict) else None
-        if not isinstance(turns, list):
-            raise DatasetError(f"{path}: item {index} has no 'conversations' list")
-        messages = []
-        for turn in turns:
-            if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
-                raise DatasetError(f"{path}: item {index}: each turn needs 'from' and a string 'value'")
-            role = _SHAREGPT_ROLES.get(str(turn.get("from", "")))
-            if role is None:
-                raise DatasetError(
-                    f"{path}: item {index}: unknown speaker {turn.get('from')!r} (use human, gpt or system)"
-                )
-            messages.append(Message(role, turn["value"]))
-        conversation = _cut_at_last_user(messages)
-        if conversation is not None:
+    out: list[Conversation] = []
+    skips = _Skips()
+    for item in data:
+        turns = _sharegpt_turns(item)
+        if isinstance(turns, str):
+            skips.add(turns)
+            continue
+        conversation = _cut_at_last_user(turns)
+        if conversation is None:
+            skips.add(Skip.NO_USER_TURN)
+        else:
             out.append(conversation)
-    return _non_empty(out, path)
+    return _non_empty(LoadedDataset(tuple(out), skips.sorted()), path)
 
 
-def load_jsonl(path: Path) -> list[Conversation]:
-    """One conversation per non-blank line; a malformed line is refused with its line number."""
+def _sharegpt_turns(item: Any) -> list[Message] | str:
+    """An item's turns as messages (assistant turns before the first user turn dropped, a speaker's
+    consecutive turns joined, so that chat templates that need user and assistant to alternate take
+    them), or why it cannot be used."""
+    # bench_serving also reads the singular key some copies of the file use.
+    turns = item.get("conversations", item.get("conversation")) if isinstance(item, dict) else None
+    if not isinstance(turns, list):
+        return Skip.NOT_A_CONVERSATION
+    if not turns:
+        return Skip.EMPTY
+    messages: list[Message] = []
+    asked = False
+    for turn in turns:
+        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+            return Skip.TURN_WITHOUT_TEXT
+        speaker = str(turn.get("from", ""))
+        role = SHAREGPT_SPEAKERS.get(speaker.strip().lower())
+        if role is None:
+            return f"{Skip.UNKNOWN_SPEAKER} {speaker!r}"
+        if role is Role.ASSISTANT and not asked:
+            continue  # a split conversation that starts with the answer to a question left out
+        asked = asked or role is Role.USER
+        if messages and messages[-1].role is role:
+            joined = "\n\n".join(t for t in (messages[-1].content, turn["value"]) if t.strip())
+            messages[-1] = Message(role, joined)
+        else:
+            messages.append(Message(role, turn["value"]))
+    return messages
+
+
+def load_jsonl(path: Path) -> LoadedDataset:
+    """One conversation per non-blank line; a malformed line is refused with its line number (a JSONL
+    file is the user's own, written for the sweep), one without a user turn skipped and counted."""
     out = []
+    skips = _Skips()
     for number, line in enumerate(_read(path).splitlines(), start=1):
         if not line.strip():
             continue
@@ -141,9 +223,11 @@ def load_jsonl(path: Path) -> list[Conversation]:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise DatasetError(f"{where}: max_tokens must be a whole number of at least 1")
         conversation = _jsonl_conversation(obj, where)
-        if conversation is not None:
+        if conversation is None:
+            skips.add(Skip.NO_USER_TURN)
+        else:
             out.append(Conversation(conversation.messages, conversation.answer, max_tokens))
-    return _non_empty(out, path)
+    return _non_empty(LoadedDataset(tuple(out), skips.sorted()), path)
 
 
 def _jsonl_conversation(obj: dict[str, Any], where: str) -> Conversation | None:
@@ -188,7 +272,9 @@ def _read(path: Path) -> str:
         raise DatasetError(f"{path}: cannot be read as UTF-8 text: {err}") from None
 
 
-def _non_empty(conversations: list[Conversation], path: Path) -> list[Conversation]:
-    if not conversations:
-        raise DatasetError(f"{path}: the dataset is empty (no conversation with a user turn); add some")
-    return conversations
+def _non_empty(loaded: LoadedDataset, path: Path) -> LoadedDataset:
+    if not loaded.conversations:
+        raise DatasetError(
+            f"{path}: the dataset is empty (no conversation with a user turn; {loaded.summary()}); add some"
+        )
+    return loaded

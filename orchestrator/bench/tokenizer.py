@@ -14,15 +14,58 @@ dependency-free tokenizer is enough there and keeps the demo install small.
 
 from __future__ import annotations
 
+import logging
 import re
+import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.bench.textdata import DatasetError, Message, Role
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+
+log = logging.getLogger(__name__)
+
+
+class TemplateRefused(DatasetError):
+    """The model's chat template raises on a conversation (e.g. one whose roles do not alternate)."""
+
+
+class _IntoLog(logging.Filter):
+    """Takes a record of ``transformers`` off its own stderr handler and into this module's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        log.info("transformers: %s", record.getMessage())
+        return False
+
+
+_INTO_LOG = _IntoLog()
+
+
+@contextmanager
+def _transformers_into_log() -> Iterator[None]:
+    """transformers writes notices to stderr a user cannot act on: "PyTorch was not found" (a client
+    needs only the tokenizer), and "Token indices sequence length is longer than the specified maximum
+    sequence length" for a long conversation, which the benchmark cuts to ``input_len`` after encoding.
+    Around loading and encoding they go to the log instead (shown with ``-v``), as its warnings do."""
+    hf = logging.getLogger("transformers")
+    # The logger's own filter catches what is logged on "transformers" itself (the import-time notice,
+    # before transformers adds its handler); a handler's filter what its modules' loggers pass up.
+    targets: list[logging.Filterer] = [hf, *hf.handlers]
+    for target in targets:
+        target.addFilter(_INTO_LOG)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+        for w in caught:
+            log.info("transformers: %s", w.message)
+    finally:
+        for target in [hf, *hf.handlers]:
+            target.removeFilter(_INTO_LOG)
 
 
 class ChatTokenizer(Protocol):
@@ -76,31 +119,37 @@ class HfTokenizer:
                 f"{path} has no tokenizer ({', '.join(TOKENIZER_FILES)}), and a text dataset needs the "
                 "model's tokenizer: set workload.tokenizer to a folder that has one, or use dataset: random"
             )
-        try:
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise DatasetError(
-                "a text dataset on this backend needs the 'transformers' package to read the model's "
-                "tokenizer: pip install 'specsweep[text]', or use dataset: random"
-            ) from None
-        try:
-            self._tok: Any = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        except Exception as err:  # a broken tokenizer folder: many exception types, one message
-            raise DatasetError(f"{path}: the tokenizer cannot be loaded: {err}") from None
+        with _transformers_into_log():
+            try:
+                from transformers import AutoTokenizer
+            except ImportError:
+                raise DatasetError(
+                    "a text dataset on this backend needs the 'transformers' package to read the model's "
+                    "tokenizer: pip install 'specsweep[text]', or use dataset: random"
+                ) from None
+            try:
+                self._tok: Any = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            except Exception as err:  # a broken tokenizer folder: many exception types, one message
+                raise DatasetError(f"{path}: the tokenizer cannot be loaded: {err}") from None
         self.name = str(path)
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         turns = [{"role": m.role.value, "content": m.content} for m in messages]
-        if getattr(self._tok, "chat_template", None):
-            ids = self._tok.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
-            # Newer transformers may hand back a BatchEncoding rather than a plain list.
-            return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
-        # No template: the turns one after another, as a completion model would see them.
-        text = "\n".join(f"{m.role.value}: {m.content}" for m in messages) + "\nassistant:"
-        return list(self._tok.encode(text))
+        with _transformers_into_log():
+            if getattr(self._tok, "chat_template", None):
+                try:
+                    ids = self._tok.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
+                except Exception as err:  # the template's own exception (jinja2's), raised on purpose
+                    raise TemplateRefused(f"the chat template refuses the conversation: {err}") from None
+                # Newer transformers may hand back a BatchEncoding rather than a plain list.
+                return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+            # No template: the turns one after another, as a completion model would see them.
+            text = "\n".join(f"{m.role.value}: {m.content}" for m in messages) + "\nassistant:"
+            return list(self._tok.encode(text))
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False))
+        with _transformers_into_log():
+            return len(self._tok.encode(text, add_special_tokens=False))
 
 
 def load_tokenizer(path: str, vocab_size: int) -> ChatTokenizer:

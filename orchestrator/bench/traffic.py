@@ -15,20 +15,22 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.bench.chatgen import generated_chat
 from orchestrator.bench.client import RequestOutcome
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.textdata import (
-    Conversation,
     DatasetError,
     DatasetKind,
     DatasetRef,
+    LoadedDataset,
+    Skip,
     load_jsonl,
     load_sharegpt,
 )
-from orchestrator.bench.tokenizer import ChatTokenizer, load_tokenizer
+from orchestrator.bench.tokenizer import ChatTokenizer, TemplateRefused, load_tokenizer
 from orchestrator.bench.workload import RequestSpec, synthetic_requests
 from orchestrator.records import DatasetMetrics
 from orchestrator.spec import Backend, SweepSpec
@@ -60,6 +62,22 @@ def check_workload(spec: SweepSpec) -> list[RequestSpec]:
 
 def build_requests(spec: SweepSpec) -> tuple[RequestSpec, ...]:
     """The requests of every benchmark stage: the same for the same spec, on every node."""
+    return _built(spec).requests
+
+
+def workload_lines(spec: SweepSpec) -> list[str]:
+    """One line per dataset for the console: its name and, for a file, the conversations kept and
+    those skipped, by reason."""
+    return list(_built(spec).lines)
+
+
+@dataclass(frozen=True)
+class _Built:
+    requests: tuple[RequestSpec, ...]
+    lines: tuple[str, ...]
+
+
+def _built(spec: SweepSpec) -> _Built:
     # Keyed by the workload's JSON and the tokenizer (the spec itself is not hashable): a node that
     # runs several trials reads and tokenizes a dataset once.
     key = (spec.workload.model_dump_json(), tokenizer_path(spec))
@@ -71,54 +89,81 @@ def build_requests(spec: SweepSpec) -> tuple[RequestSpec, ...]:
     return built
 
 
-_BUILT: dict[tuple[str, str], tuple[RequestSpec, ...]] = {}
+_BUILT: dict[tuple[str, str], _Built] = {}
 
 
-def _build(tok_path: str, spec: SweepSpec) -> tuple[RequestSpec, ...]:
+def _build(tok_path: str, spec: SweepSpec) -> _Built:
     wl = spec.workload
     pairs = wl.datasets()
     counts = _shares(wl.num_prompts, [w for _, w in pairs])
     tokenizer: ChatTokenizer | None = None
     requests: list[RequestSpec] = []
+    lines: list[str] = []
     for index, ((ref, _), count) in enumerate(zip(pairs, counts, strict=True)):
         seed = wl.seed + 1009 * index
         if ref.kind is DatasetKind.RANDOM:
             ids = synthetic_requests(count, wl.input_len, wl.output_len, wl.vocab_size, seed, wl.range_ratio)
             requests += [RequestSpec(r.input_ids, r.max_new_tokens, "random") for r in ids]
+            lines.append(f"dataset {ref}: {count} requests")
             continue
         if tokenizer is None:
             tokenizer = load_tokenizer(tok_path, wl.vocab_size)
-        conversations = _conversations(ref, count, seed)
-        requests += _tokenize(conversations, count, seed, tokenizer, metric_name(ref), spec)
+        loaded = _conversations(ref, count, seed)
+        tokenized, loaded = _tokenize(loaded, count, seed, tokenizer, metric_name(ref), spec)
+        requests += tokenized
+        shown = f"{ref.kind.value}: {Path(ref.path).name}" if ref.path else str(ref)
+        lines.append(f"dataset {shown}: {count} requests from {loaded.summary()}")
     random.Random(wl.seed).shuffle(requests)  # interleave the datasets through the stage
-    return tuple(requests)
+    return _Built(tuple(requests), tuple(lines))
 
 
-def _conversations(ref: DatasetRef, count: int, seed: int) -> list[Conversation]:
+def _conversations(ref: DatasetRef, count: int, seed: int) -> LoadedDataset:
     if ref.kind is DatasetKind.GENERATED_CHAT:
-        return generated_chat(count, seed)
+        return LoadedDataset(tuple(generated_chat(count, seed)))
     path = Path(ref.path)
     return load_sharegpt(path) if ref.kind is DatasetKind.SHAREGPT else load_jsonl(path)
 
 
 def _tokenize(
-    conversations: Sequence[Conversation],
+    loaded: LoadedDataset,
     count: int,
     seed: int,
     tokenizer: ChatTokenizer,
     name: str,
     spec: SweepSpec,
-) -> list[RequestSpec]:
+) -> tuple[list[RequestSpec], LoadedDataset]:
+    """``count`` requests (a dataset smaller than its share is cycled through), and the dataset with
+    the conversations the model's chat template refuses counted as skipped."""
     wl = spec.workload
+    conversations = loaded.conversations
     order = list(range(len(conversations)))
     random.Random(seed).shuffle(order)
-    out = []
-    for i in range(count):  # a dataset smaller than its share is cycled through
-        conv = conversations[order[i % len(order)]]
-        ids = tokenizer.encode_chat(conv.messages)[-wl.input_len :]
+    out: list[RequestSpec] = []
+    refused: set[int] = set()
+    why = ""
+    i = 0
+    while len(out) < count and len(refused) < len(order):
+        index = order[i % len(order)]
+        i += 1
+        if index in refused:
+            continue
+        conv = conversations[index]
+        try:
+            ids = tokenizer.encode_chat(conv.messages)[-wl.input_len :]
+        except TemplateRefused as err:
+            refused.add(index)
+            why = str(err)
+            continue
         wanted = conv.max_tokens or (tokenizer.count(conv.answer) if conv.answer else 0) or wl.output_len
         out.append(RequestSpec(tuple(ids), max(1, min(wanted, wl.output_len)), name))
-    return out
+    if refused:
+        kept = tuple(c for j, c in enumerate(conversations) if j not in refused)
+        skipped = dict(loaded.skipped)
+        skipped[Skip.TEMPLATE_REFUSED.value] = len(refused)  # of those tried; the rest were not needed
+        loaded = LoadedDataset(kept, tuple(sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))))
+    if not out:
+        raise DatasetError(f"{name}: {why}, and every other one ({loaded.summary()}); use another dataset")
+    return out, loaded
 
 
 def _shares(total: int, weights: Sequence[float]) -> list[int]:

@@ -9,10 +9,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from orchestrator.config_codec import config_from_optuna, known_good_params
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
-from orchestrator.driver.study import config_from_params, status_of
+from orchestrator.driver.study import status_of
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -69,7 +70,7 @@ def restore(study: optuna.Study) -> Restored:
             and (p.best_tok_s is None or t.value > p.best_tok_s)
         ):
             p.best_tok_s, p.best_number = t.value, t.number
-        config = config_from_params(t.params)
+        config = config_from_optuna(t.params)  # the adaptive mode too: a fixed proposal is not this
         if config is None or TrialAttr.REPEAT_OF in t.user_attrs:
             continue
         pruned = t.state == TrialState.PRUNED and not status.infeasible
@@ -115,4 +116,5 @@ def enqueue_first(study: optuna.Study, spec: SweepSpec) -> None:
             skip_if_exists=True,
         )
     for known in spec.known_good:
-        study.enqueue_trial(known.params(), user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True)
+        params = known_good_params(known, spec.search)
+        study.enqueue_trial(params, user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True)

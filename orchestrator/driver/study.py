@@ -14,13 +14,11 @@ from optuna.trial import FrozenTrial
 
 from orchestrator.driver.attrs import StudyAttr, TrialAttr
 from orchestrator.driver.settle import Verdict, verdict
-from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.records import TrialStatus
 from orchestrator.spec import SweepSpec
-from orchestrator.spec_search import SpecError, make_config
 from orchestrator.study_lock import closed_numbers, make_storage
 
 __all__ = [
-    "config_from_params",
     "finished_elsewhere",
     "launched_count",
     "open_study",
@@ -112,22 +110,6 @@ def status_of(t: FrozenTrial) -> TrialStatus | None:
     try:
         return TrialStatus(t.user_attrs.get(TrialAttr.STATUS, ""))
     except ValueError:
-        return None
-
-
-def config_from_params(params: dict[str, Any]) -> ServerConfig | None:
-    """The configuration a trial's Optuna params stand for (top-k 1 trials have no draft-token param)."""
-    try:
-        steps = params.get("speculative_num_steps")
-        return make_config(
-            params["mem_fraction_static"],
-            params["cuda_graph_max_bs"],
-            params["max_running_requests"],
-            int(steps) if steps is not None else None,
-            int(params["speculative_eagle_topk"]) if steps is not None else None,
-            params.get("speculative_num_draft_tokens"),
-        )
-    except (KeyError, TypeError, ValueError, SpecError):
         return None
 
 

@@ -2,7 +2,8 @@
 
 `tracking` writes a trial through `trial_tags`, `trial_params`, `trial_metrics`, `stage_series` and
 `trial_artifacts` (`write`); `report.data` and `history` read runs back through the same names
-(`config_from_params`, `memory_from_metrics`, `command_from_params`, ...: `read`). A name lives in
+(`memory_from_metrics`, `command_from_params`, ...: `read`). A configuration's own params are written
+and read back by `config_codec` (`mlflow_params`, `config_from_mlflow`). A name lives in
 `names` only, so a writer and its readers cannot drift apart. Params carry SGLang's own flag names so
 MLflow's compare view and parallel-coordinates plot work without set-up.
 """
@@ -25,7 +26,6 @@ from orchestrator.mlflow_schema.names import (
 )
 from orchestrator.mlflow_schema.read import (
     command_from_params,
-    config_from_params,
     is_sweep,
     memory_from_metrics,
     memory_from_result,
@@ -63,7 +63,6 @@ __all__ = [
     "Tag",
     "TrialRecord",
     "command_from_params",
-    "config_from_params",
     "is_sweep",
     "memory_from_metrics",
     "memory_from_result",

@@ -9,6 +9,7 @@ from dataclasses import fields
 from enum import StrEnum
 
 from orchestrator import adaptive
+from orchestrator.config_fields import SearchedField
 from orchestrator.server.logrecords import MemoryAccount
 
 
@@ -58,15 +59,16 @@ class Param(StrEnum):
     TP_SIZE = "tp_size"
     SPECULATIVE_ALGORITHM = "speculative_algorithm"  # NO_SPECULATION for the baseline
     SPECULATIVE_DRAFT_MODEL_PATH = "speculative_draft_model_path"
-    SPECULATIVE_ADAPTIVE = "speculative_adaptive"  # an AdaptiveMode value ("off" when not adaptive)
+    SPECULATIVE_ADAPTIVE = SearchedField.SPECULATIVE_ADAPTIVE.value  # an AdaptiveMode value ("off": fixed)
     ENABLE_METRICS = "enable_metrics"
-    # The configuration's own values, under ServerConfig's field names (SGLang's flags).
-    MEM_FRACTION_STATIC = "mem_fraction_static"
-    CUDA_GRAPH_MAX_BS = "cuda_graph_max_bs"
-    MAX_RUNNING_REQUESTS = "max_running_requests"
-    SPECULATIVE_NUM_STEPS = "speculative_num_steps"
-    SPECULATIVE_EAGLE_TOPK = "speculative_eagle_topk"
-    SPECULATIVE_NUM_DRAFT_TOKENS = "speculative_num_draft_tokens"
+    # The configuration's own values, under ServerConfig's field names (SGLang's flags), written and
+    # read by config_codec.
+    MEM_FRACTION_STATIC = SearchedField.MEM_FRACTION_STATIC.value
+    CUDA_GRAPH_MAX_BS = SearchedField.CUDA_GRAPH_MAX_BS.value
+    MAX_RUNNING_REQUESTS = SearchedField.MAX_RUNNING_REQUESTS.value
+    SPECULATIVE_NUM_STEPS = SearchedField.SPECULATIVE_NUM_STEPS.value
+    SPECULATIVE_EAGLE_TOPK = SearchedField.SPECULATIVE_EAGLE_TOPK.value
+    SPECULATIVE_NUM_DRAFT_TOKENS = SearchedField.SPECULATIVE_NUM_DRAFT_TOKENS.value
 
 
 NO_SPECULATION = "none"

@@ -1,4 +1,6 @@
-"""A trial run read back from MLflow (by `report.data` and `history`), under the names it was written with."""
+"""A trial run read back from MLflow (by `report.data` and `history`), under the names it was written with.
+
+Its configuration reads back through `config_codec.config_from_mlflow`."""
 
 from __future__ import annotations
 
@@ -19,9 +21,7 @@ from orchestrator.mlflow_schema.names import (
     Param,
     Tag,
 )
-from orchestrator.records import ServerConfig
 from orchestrator.server.command import flag_name, shell_command
-from orchestrator.spec_search import make_config
 
 
 def is_sweep(tags: Mapping[str, str]) -> bool:
@@ -38,22 +38,6 @@ def parse_param(text: str) -> float | str:
             continue
         return value if math.isfinite(value) else text
     return text
-
-
-def config_from_params(params: Mapping[str, str]) -> ServerConfig | None:
-    """The configuration a trial run was logged with; None when its params do not make one."""
-    try:
-        steps = params.get(Param.SPECULATIVE_NUM_STEPS)
-        return make_config(
-            float(params[Param.MEM_FRACTION_STATIC]),
-            int(params[Param.CUDA_GRAPH_MAX_BS]),
-            int(params[Param.MAX_RUNNING_REQUESTS]),
-            int(steps) if steps else None,
-            int(params[Param.SPECULATIVE_EAGLE_TOPK]) if steps else None,
-            int(params[Param.SPECULATIVE_NUM_DRAFT_TOKENS]) if steps else None,
-        )
-    except (KeyError, ValueError):
-        return None
 
 
 def memory_from_metrics(metrics: Mapping[str, float]) -> dict[str, float]:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from orchestrator import adaptive
+from orchestrator.config_codec import mlflow_params
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
     NO_SPECULATION,
@@ -118,7 +118,7 @@ def param_value(value: float | int | str) -> str:
 def trial_params(result: TrialResult, launch: LaunchParams | None = None) -> dict[str, str]:
     """A trial's params: its configuration, and for a launched trial what the spec launched it with."""
     config = result.config
-    params = {k: param_value(v) for k, v in config.as_params().items()}
+    params = mlflow_params(config)
     if launch is not None and result.command:  # a configuration never launched was given no flag
         params.update(dict(launch.fixed))
         params[Param.MODEL_PATH] = launch.model_path
@@ -131,7 +131,6 @@ def trial_params(result: TrialResult, launch: LaunchParams | None = None) -> dic
         params[Param.SPECULATIVE_ALGORITHM] = NO_SPECULATION
     if result.dataset:
         params[Param.DATASET] = result.dataset
-    params[Param.SPECULATIVE_ADAPTIVE] = config.speculative_adaptive or adaptive.AdaptiveMode.OFF.value
     return {k: v[:PARAM_LIMIT] for k, v in params.items()}
 
 

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator import adaptive
+from orchestrator import adaptive, config_codec
+from orchestrator.config_fields import SearchedField
 from orchestrator.node.secrets import mask_argv
 from orchestrator.records import ServerConfig
 from orchestrator.spec import Backend, SweepSpec
@@ -46,16 +47,11 @@ class LaunchPlan:
         return mask_argv(self.argv, self.secret_flags)
 
 
-def graph_bs_flag(version: tuple[int, ...]) -> str:
-    # 0.5.14 split the option per phase and kept the old name as a deprecated alias; 0.5.23 dropped it
-    # (an ambiguous prefix now), so the new name is used wherever it exists.
-    return "--cuda-graph-max-bs-decode" if version >= (0, 5, 14) else "--cuda-graph-max-bs"
-
-
 def flag_name(param: str, version: str) -> str:
-    """The flag that sets a searched value, as the SGLang version in use spells it."""
-    if param == "cuda_graph_max_bs":
-        return graph_bs_flag(parse_version(version))
+    """The flag that sets a param, as the SGLang version in use spells it."""
+    searched = {f.value: f for f in SearchedField}.get(param)
+    if searched is not None:
+        return searched.flag(parse_version(version))
     return "--" + param.replace("_", "-")
 
 
@@ -92,32 +88,16 @@ def sglang_flags(
         spec.model.path,
         "--tp-size",
         str(tp_size),
-        "--mem-fraction-static",
-        f"{config.mem_fraction_static:g}",
-        graph_bs_flag(v),
-        str(config.cuda_graph_max_bs),
-        "--max-running-requests",
-        str(config.max_running_requests),
+        *config_codec.memory_flags(config, v),
     ]
     if config.speculative:
-        # The three values always travel together: steps alone is an assertion error in SGLang.
         flags += [
             "--speculative-algorithm",
             spec.model.speculative_algorithm,
             "--speculative-draft-model-path",
             spec.model.draft_path,
-            "--speculative-num-steps",
-            str(config.speculative_num_steps),
-            "--speculative-eagle-topk",
-            str(config.speculative_eagle_topk),
-            "--speculative-num-draft-tokens",
-            str(config.speculative_num_draft_tokens),
+            *config_codec.speculative_flags(config, v, adaptive_config_path),
         ]
-        # Rendered only where SGLang has it; a trial checks support before it launches anything.
-        if config.speculative_adaptive and adaptive.supported(v):
-            flags.append("--speculative-adaptive")
-            if config.speculative_adaptive == adaptive.AdaptiveMode.TIERS:
-                flags += ["--speculative-adaptive-config", adaptive_config_path]
     if spec.server.enable_metrics:
         flags.append("--enable-metrics")
     flags += list(spec.server.flags)

@@ -34,7 +34,7 @@ def write_spec(tmp_path: Path, **workload: Any) -> Path:
 
 
 def test_sharegpt_file_cuts_each_conversation_at_its_last_user_turn() -> None:
-    conversations = load_sharegpt(FIXTURES / "chat.sharegpt.json")
+    conversations = load_sharegpt(FIXTURES / "chat.sharegpt.json").conversations
     assert len(conversations) == 3  # the item without a user turn is skipped
     second = conversations[1]
     assert [m.role for m in second.messages] == [Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.USER]
@@ -43,7 +43,7 @@ def test_sharegpt_file_cuts_each_conversation_at_its_last_user_turn() -> None:
 
 
 def test_jsonl_file_reads_prompts_messages_and_max_tokens() -> None:
-    conversations = load_jsonl(FIXTURES / "code.jsonl")
+    conversations = load_jsonl(FIXTURES / "code.jsonl").conversations
     assert len(conversations) == 4  # the blank line is skipped
     assert conversations[0].max_tokens == 48
     assert conversations[1].answer is not None and "[::-1]" in conversations[1].answer
