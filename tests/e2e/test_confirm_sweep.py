@@ -9,8 +9,8 @@ import pytest
 from e2ehelp import GOOD, sim_cluster
 
 from orchestrator import cluster
-from orchestrator.cli import resolve_profile
 from orchestrator.answer import answer_launches, choose_answer
+from orchestrator.cli import resolve_profile
 from orchestrator.confirm import rank
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.study import open_study
