@@ -179,7 +179,7 @@ def pooled_spread(groups: Sequence[Sequence[float]]) -> Spread | None:
 def calibrate(groups: Sequence[Sequence[float]], timings: Sequence[StageTiming]) -> Noise:
     """The noise of one launch's figure: the pooled spread of ``groups`` (each configuration's launch
     figures) once it has `MIN_POOLED_DOF` degrees of freedom, else the prior for the regime that
-    ``timings`` (the compared launches' stages) show."""
+    ``timings`` (the stages of the launches that could be the answer) show."""
     regime, step = regime_of(timings)
     spread = pooled_spread(groups)
     if spread is not None and spread.dof >= MIN_POOLED_DOF:
