@@ -21,17 +21,9 @@ from typing import Any
 
 from orchestrator.bench.traffic import check_workload, workload_lines
 from orchestrator.quiet import quiet_libraries
-from orchestrator.server.command import shell_command
 from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
 from orchestrator.spec_search import SpecError
-from orchestrator.summary import (
-    best_record,
-    render_levels,
-    render_table,
-    sglang_command,
-    table_rows,
-    write_best,
-)
+from orchestrator.summary import render_table, table_rows
 from orchestrator.tracking import runs_url
 
 log = logging.getLogger("orchestrator")
@@ -147,15 +139,6 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def saved_best(study_dir: Path) -> tuple[int, float] | None:
-    """The trial and tok/s of the answer an earlier invocation saved in best.json, if any."""
-    try:
-        best = json.loads((study_dir / "best.json").read_text())
-        return int(best["trial"]), float(best.get("output_tok_per_s") or 0.0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
     if spec.backend is not Backend.SIMULATED:
         return None
@@ -182,7 +165,9 @@ def run(
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator import cluster
-    from orchestrator.confirm import candidates, confirmation_note, verdict
+    from orchestrator.best_file import BestFile
+    from orchestrator.conclusion import conclude
+    from orchestrator.confirm import confirmation_note
     from orchestrator.diagnosis import check_draft_config
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
@@ -319,44 +304,12 @@ def run(
     records = outcome.records
     rows = table_rows(study.get_trials(deepcopy=False), records)
     print(render_table(rows, budget=n_trials))
-    trusted = [r for r in records if r.number not in sweep.lossless.lossy]  # never recommend a lossy one
-    best = best_record(trusted)
-    judged = verdict(candidates(records, sweep.lossless.lossy))
-    if judged is not None:  # the median of the launches, not the luckiest one
-        best = next(r for r in trusted if r.number == judged.winner.representative)
-    artifacts = []
-    earlier = saved_best(study_dir) if args.resume else None
-    # With every earlier launch in the journal the verdict above is the study's; without it, an earlier
-    # answer stands unless a launch of this invocation beat it.
-    if (
-        earlier is not None
-        and not sweep.journal_complete
-        and (best is None or (best.objective or 0.0) < earlier[1])
-    ):
-        # After --resume: an earlier invocation's answer still stands; its best.json stays as it is.
-        print(
-            f"\nbest: trial {earlier[0]} (an earlier invocation's answer), {earlier[1]:.1f} tok/s: nothing "
-            f"launched now beat it, so {study_dir / 'best.json'} and best_command.sh are unchanged"
-        )
-        best = None
-    elif best is None and sweep.lossless.lossy:
-        # The baseline is never the recommendation; with every draft lossy there is none to make.
-        print(
-            f"no speculative configuration passed the lossless check ({len(sweep.lossless.lossy)} lossy): "
-            "keep serving without speculation until the draft is fixed; no best.json is written"
-        )
-    elif best is None:
-        print("no speculative configuration completed; see the reasons above and the server logs in MLflow")
-    else:
-        artifacts.extend(write_best(best, spec, study_dir, trusted, judged.confidence() if judged else None))
-        tok_s = best.result.output_tok_per_s or 0.0
-        speedup = f", {best.speedup_vs_baseline:.2f}x the baseline" if best.speedup_vs_baseline else ""
-        print(f"\nbest: trial {best.number}, {tok_s:.1f} tok/s{speedup}, {best.result.config.label()}")
-        if judged is not None:
-            print(f"confidence: {judged.summary()}")
-        print(render_levels(json.loads((study_dir / "best.json").read_text())))
-        print(f"SGLang launch command (also in {study_dir / 'best_command.sh'}):")
-        print(shell_command(sglang_command(best, spec)))
+    earlier = BestFile.read(study_dir) if args.resume else None
+    concluded = conclude(
+        records, spec, study_dir, sweep.lossless.lossy, earlier, journal_complete=sweep.journal_complete
+    )
+    print("\n".join(concluded.lines))
+    artifacts = list(concluded.written)
     report_path = study_dir / "report.html"
     try:
         from orchestrator.report import ReportError, write_report
@@ -374,14 +327,10 @@ def run(
             "trials in MLflow (after `make mlflow-ui`): "
             + runs_url("http://127.0.0.1:5000", tracker.experiment_id)
         )
-    summary: dict[str, float | int] = {}
-    if best is not None:
-        summary["best_output_tok_per_s"] = best.result.output_tok_per_s or 0.0
-    elif earlier is not None:
-        summary["best_output_tok_per_s"] = earlier[1]
+    summary: dict[str, float | int] = dict(concluded.parent_metrics())
     # Counts are ints: MLflow stores every metric as a float, summary.json need not.
     counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}
-    tracker.finish({**summary, **counts}, artifacts)
+    tracker.finish({**summary, **counts}, artifacts, tags=concluded.parent_tags())
     (study_dir / "summary.json").write_text(json.dumps({**summary, **counts}, indent=1))
     return 0
 

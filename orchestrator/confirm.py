@@ -1,15 +1,14 @@
-"""Confirmation: launch the top configurations again and name the winner by the median of its launches.
+"""Confirmation: launch the top configurations again, so the answer is the best median of launches.
 
-One launch cannot separate configurations closer than about 10 %: two starts of the same configuration
-differ by several percent. So the end of a sweep spends a reserved share of its budget on more launches
-of its best few configurations, ranks them by the median of their launches (one lucky draw no longer
-wins) and says how sure it is: the 95 % interval of each configuration's launches, and which
-configurations the winner cannot be told apart from.
+On a CPU-overhead-bound node one launch cannot separate configurations closer than about 10 %: two
+starts of the same configuration differ by several percent. So the end of a sweep spends a reserved
+share of its budget on more launches of its best few configurations, ranked by the median of their
+launches (one lucky draw no longer wins). `orchestrator.answer` names the winner and says how sure it is;
+the repeats also measure the node's own launch-to-launch spread (`orchestrator.noise`).
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ from typing import Any
 
 import optuna
 
-from orchestrator.bench.steady import t975
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.mlflow_schema import Tag, TrialRecord
 from orchestrator.records import ServerConfig, TrialStatus
@@ -32,7 +30,6 @@ class Ranked:
     numbers: tuple[int, ...]  # the trials that launched it and measured a value, in order
     values: tuple[float, ...]  # their objectives, same order
     median: float
-    ci95: tuple[float, float]
 
     @property
     def repeats(self) -> int:
@@ -47,9 +44,6 @@ class Ranked:
         """The launch whose value is the median (the lower middle one for an even count)."""
         order = sorted(range(len(self.values)), key=lambda i: self.values[i])
         return self.numbers[order[(len(order) - 1) // 2]]
-
-    def overlaps(self, other: Ranked) -> bool:
-        return self.ci95[0] <= other.ci95[1] and other.ci95[0] <= self.ci95[1]
 
 
 def reserved_launches(budget: BudgetSpec, n_trials: int) -> int:
@@ -72,53 +66,7 @@ def confirmation_note(budget: BudgetSpec, n_trials: int) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Spread:
-    """Launch-to-launch spread pooled over every configuration launched more than once: relative
-    standard deviation and its degrees of freedom. The spread is the machine's (its per-launch offset and
-    drift), not one configuration's, so pooling gives one with three launches a usable interval and one
-    launched once an honest one."""
-
-    relative_sd: float
-    dof: int
-
-
-def pooled_spread(groups: Sequence[Sequence[float]]) -> Spread | None:
-    """The pooled relative spread of the groups with two values or more (None without any)."""
-    num, dof = 0.0, 0
-    for values in groups:
-        if len(values) < 2:
-            continue
-        mean = statistics.fmean(values)
-        if mean <= 0:
-            continue
-        num += (len(values) - 1) * (statistics.stdev(values) / mean) ** 2
-        dof += len(values) - 1
-    return Spread(math.sqrt(num / dof), dof) if dof else None
-
-
-def launch_interval(
-    values: Sequence[float], stage_ci: tuple[float, float] | None = None, spread: Spread | None = None
-) -> tuple[float, float]:
-    """95 % interval of a configuration's throughput from its launches (Student t on their mean).
-
-    With a pooled ``spread`` the launches' own standard deviation is replaced by it. Without one, a single
-    launch has no launch-to-launch spread to go on: the stage's own interval (which misses the per-launch
-    offset, so it is too narrow) or, without that, the point itself.
-    """
-    if not values:
-        raise ValueError("no launch values")
-    mean = statistics.fmean(values)
-    if spread is not None:
-        half = t975(spread.dof) * spread.relative_sd * mean / math.sqrt(len(values))
-        return (mean - half, mean + half)
-    if len(values) == 1:
-        return stage_ci if stage_ci is not None else (values[0], values[0])
-    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return (mean - half, mean + half)
-
-
-def _measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+def measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """Launches that measured a value the ranking can use: ok, not pruned, within the latency limits."""
     return [
         r
@@ -136,26 +84,19 @@ def candidates(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> l
 
 
 def rank(records: Sequence[TrialRecord]) -> list[Ranked]:
-    """Every measured configuration, best median first (ties broken by more launches, then the first),
-    each with its interval from the launch-to-launch spread pooled over all of them."""
+    """Every measured configuration, best median first (ties broken by more launches, then the first)."""
     groups: dict[ServerConfig, list[TrialRecord]] = {}
-    for r in sorted(_measured(records), key=lambda r: r.number):
+    for r in sorted(measured(records), key=lambda r: r.number):
         groups.setdefault(r.result.config, []).append(r)
-    spread = pooled_spread([[float(r.objective or 0.0) for r in launches] for launches in groups.values()])
     ranked = []
     for config, launches in groups.items():
         values = tuple(float(r.objective or 0.0) for r in launches)
-        stage_ci = None
-        best = launches[0].result.best_stage
-        if len(launches) == 1 and best is not None and best.output_tok_per_s == values[0]:
-            stage_ci = best.output_tok_per_s_ci95
         ranked.append(
             Ranked(
                 config=config,
                 numbers=tuple(r.number for r in launches),
                 values=values,
                 median=statistics.median(values),
-                ci95=launch_interval(values, stage_ci, spread),
             )
         )
     ranked.sort(key=lambda c: (-c.median, -c.repeats, c.first))
@@ -186,54 +127,3 @@ def enqueue(study: optuna.Study, records: Sequence[TrialRecord], budget: BudgetS
             study.enqueue_trial(dict(asked), user_attrs=attrs)
             enqueued += 1
     return enqueued
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The winner, and how sure the sweep is of it."""
-
-    winner: Ranked
-    runner_up: Ranked | None
-    tied_with: tuple[Ranked, ...]  # configurations whose intervals overlap the winner's
-
-    @property
-    def distinguishable(self) -> bool:
-        return self.runner_up is None or not self.winner.overlaps(self.runner_up)
-
-    def confidence(self) -> dict[str, Any]:
-        """best.json's ``confidence`` block."""
-        return {
-            "ci95": [round(self.winner.ci95[0], 3), round(self.winner.ci95[1], 3)],
-            "repeats": self.winner.repeats,
-            "tied_with": [c.representative for c in self.tied_with],
-            "median_tok_per_s": round(self.winner.median, 3),
-            "launches": list(self.winner.numbers),
-            "distinguishable_from_runner_up": self.distinguishable,
-        }
-
-    def summary(self) -> str:
-        """One plain sentence for the console and the report."""
-        w = self.winner
-        head = (
-            f"median of {w.repeats} launch(es) {w.median:.1f} tok/s, "
-            f"95 % interval {w.ci95[0]:.1f}-{w.ci95[1]:.1f}"
-        )
-        if self.runner_up is None:
-            return head + "; no other configuration completed"
-        if self.distinguishable:
-            return head + f"; faster than the runner-up (trial {self.runner_up.representative}) beyond noise"
-        tied = ", ".join(str(c.representative) for c in self.tied_with)
-        return (
-            head + f"; NOT distinguishable from the runner-up (trial {self.runner_up.representative}): "
-            f"the intervals overlap (tied with trial(s) {tied}); more launches would be needed to tell "
-            "them apart"
-        )
-
-
-def verdict(records: Sequence[TrialRecord]) -> Verdict | None:
-    ranked = rank(records)
-    if not ranked:
-        return None
-    winner = ranked[0]
-    tied = tuple(c for c in ranked[1:] if winner.overlaps(c))
-    return Verdict(winner, ranked[1] if len(ranked) > 1 else None, tied)

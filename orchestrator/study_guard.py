@@ -7,7 +7,6 @@ study corrupts it; `--resume` of a finished study has nothing to do and must not
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from optuna.trial import TrialState
@@ -68,14 +67,13 @@ def finished_report(name: str, done: int, n_trials: int, study_dir: Path) -> str
     lines = [
         f"study '{name}' has already run {done} trials (budget {n_trials}): nothing to do, nothing changed.",
     ]
-    best_path = study_dir / "best.json"
-    if best_path.is_file():
-        best = json.loads(best_path.read_text())
-        tok = best.get("output_tok_per_s")
-        config = best.get("config") or {}
-        label = " ".join(f"{k}={v}" for k, v in config.items() if v is not None)
-        lines.append(f"best: trial {best.get('trial')}, {tok:.1f} tok/s, {label}" if tok else "")
-        lines.append(f"SGLang launch command: {study_dir / 'best_command.sh'}")
+    from orchestrator.best_file import BEST_COMMAND, BestFile  # pydantic: once the quick checks passed
+
+    best = BestFile.read(study_dir)
+    if best is not None:
+        lines.append(best.headline())
+        lines.append(f"confidence: {best.verdict.statement}")
+        lines.append(f"SGLang launch command: {study_dir / BEST_COMMAND}")
     report = study_dir / "report.html"
     if report.is_file():
         lines.append(f"report: {report}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adaptive import CONFIG_FILE
+from orchestrator.answer import Answer
+from orchestrator.best_file import BEST_COMMAND, BestFile, Level
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.secrets import mask_argv
@@ -25,15 +28,6 @@ if TYPE_CHECKING:
 WIDTH = 100  # the table and its notes fit a 100-column terminal
 
 
-def best_record(records: Sequence[TrialRecord]) -> TrialRecord | None:
-    """The recommendation: the best objective among the completed speculative trials. The baseline
-    without speculation is the reference every trial is compared with, never the answer."""
-    ok = [
-        r for r in records if r.result.status is TrialStatus.OK and r.objective is not None and not r.baseline
-    ]
-    return max(ok, key=lambda r: r.objective or 0.0) if ok else None
-
-
 def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
     """The real SGLang command for a configuration, whichever backend measured it, with the Python the
     node ran the trial with (the one SGLang is installed in there), not whatever `python` is on PATH."""
@@ -45,43 +39,44 @@ def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
 
 
 def write_best(
-    record: TrialRecord,
-    spec: SweepSpec,
-    study_dir: Path,
-    records: Sequence[TrialRecord] = (),
-    confidence: dict[str, Any] | None = None,
-) -> list[Path]:
-    """best.json and best_command.sh; ``confidence`` (orchestrator.confirm) says how sure the pick is."""
+    answer: Answer, records: Sequence[TrialRecord], spec: SweepSpec, study_dir: Path
+) -> tuple[BestFile, list[Path]]:
+    """best.json and best_command.sh (and the adaptive tiers file it names) for ``answer``, and the
+    paths written. ``records`` are those that may be recommended (no lossy draft); the command, memory
+    account and acceptance are those of the answer's representative launch, whose figure is the median."""
+    by_number = {r.number: r for r in records}
+    record = by_number[answer.representative]
     argv = sglang_command(record, spec)
     r = record.result
-    levels = best_by_concurrency(records or [record])
-    best = {
-        "trial": record.number,
-        "config": r.config.as_params(),
-        "output_tok_per_s": r.output_tok_per_s,
-        "objective": record.objective,
-        "accept_length": r.accept_length,
-        "speedup_vs_baseline": record.speedup_vs_baseline,
-        "memory": r.memory.as_metrics(),
-        "resolved_args": r.resolved_args.as_dict(),
-        "server_version": r.server_version,
-        "command": argv,
-        "dataset": r.dataset,
-        "best_by_concurrency": levels,
-        "runtime_policy": runtime_policy(record, levels),
-    }
-    if confidence is not None:
-        best["confidence"] = confidence
-    written = []
+    levels = best_by_concurrency(records)
+    base = [x.result.output_tok_per_s for x in records if x.baseline and x.result.output_tok_per_s]
+    best = BestFile(
+        config_label=answer.config,
+        config=dict(r.config.as_params()),
+        launches=list(answer.launches),
+        launch_tok_per_s=list(answer.values),
+        median_tok_per_s=answer.median,
+        trial=record.number,
+        verdict=answer.verdict,
+        speedup_vs_baseline=answer.median / statistics.median(base) if base else None,
+        accept_length=r.accept_length,
+        memory=r.memory.as_metrics(),
+        resolved_args=r.resolved_args.as_dict(),
+        server_version=r.server_version,
+        command=argv,
+        dataset=r.dataset,
+        best_by_concurrency=[Level.model_validate(lv) for lv in levels],
+        runtime_policy=runtime_policy(record, levels),
+    )
+    written = [best.write(study_dir)]
+    sh_path = study_dir / BEST_COMMAND
+    sh_path.write_text(shell_script(argv))
+    sh_path.chmod(0o755)
+    written.append(sh_path)
     if r.adaptive_config:  # best_command.sh passes it by its file name
         (study_dir / CONFIG_FILE).write_text(r.adaptive_config)
         written.append(study_dir / CONFIG_FILE)
-    json_path = study_dir / "best.json"
-    json_path.write_text(json.dumps(best, indent=1, default=str))
-    sh_path = study_dir / "best_command.sh"
-    sh_path.write_text(shell_script(argv))
-    sh_path.chmod(0o755)
-    return [json_path, sh_path, *written]
+    return best, written
 
 
 # -- the table ----------------------------------------------------------------------------------------
@@ -249,16 +244,16 @@ def count_line(rows: Sequence[TableRow], budget: int | None = None) -> str:
     return textwrap.fill(f"{len(rows)} trials: " + ", ".join(parts), WIDTH, subsequent_indent="  ")
 
 
-def render_levels(best: dict[str, Any]) -> str:
+def render_levels(best: BestFile) -> str:
     """The best speculative setting per concurrency level and the policy to launch with, for the CLI."""
     lines = ["best speculative setting per concurrency level:"]
-    for lv in best.get("best_by_concurrency", []):
+    for lv in best.best_by_concurrency:
         lines.append(
-            f"  {lv['concurrency']:>5} concurrent: steps {lv['speculative_num_steps']} "
-            f"(adaptive {lv['speculative_adaptive']}), {lv['output_tok_per_s']:.1f} tok/s, "
-            f"accept {_cell(lv['accept_length'], '.2f')}  trial {lv['trial']}"
+            f"  {lv.concurrency:>5} concurrent: steps {lv.speculative_num_steps} "
+            f"(adaptive {lv.speculative_adaptive}), {lv.output_tok_per_s:.1f} tok/s, "
+            f"accept {_cell(lv.accept_length, '.2f')}  trial {lv.trial}"
         )
-    policy = best.get("runtime_policy", {})
+    policy = best.runtime_policy
     lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")
     if "suggested_adaptive_config" in policy:
         lines.append(f"  suggested tiers (not measured): {json.dumps(policy['suggested_adaptive_config'])}")

@@ -127,13 +127,22 @@ class Tracker:
         self.client.set_terminated(run_id, status=status)
         return run_id
 
-    def finish(self, metrics: dict[str, float], artifacts: list[Path], failed: bool = False) -> None:
+    def finish(
+        self,
+        metrics: dict[str, float],
+        artifacts: list[Path],
+        failed: bool = False,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        """Close the parent run with its metrics, ``tags`` (the sweep's answer) and artifacts."""
         if not self.parent_run_id:
             return
         try:
-            if metrics:
+            if metrics or tags:
                 self.client.log_batch(
-                    self.parent_run_id, metrics=[Metric(k, float(v), 0, 0) for k, v in metrics.items()]
+                    self.parent_run_id,
+                    metrics=[Metric(k, float(v), 0, 0) for k, v in metrics.items()],
+                    tags=[RunTag(k, v) for k, v in (tags or {}).items()],
                 )
             for path in artifacts:
                 if path.exists():

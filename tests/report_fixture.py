@@ -18,7 +18,7 @@ from orchestrator.driver import observers as obs
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import settle
 from orchestrator.driver.study import tell
-from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
+from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, TrialRecord, sweep_tags
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -154,10 +154,12 @@ def fixture_spec() -> SweepSpec:
     return parse_spec(data, "report fixture")
 
 
-def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -> None:
-    """Each planned result as `Sweep._tell_and_record` handles it: settle, tell, then the record."""
+def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -> list[TrialRecord]:
+    """Each planned result as `Sweep._tell_and_record` handles it: settle, tell, then the record; the
+    records as the sweep keeps them."""
     spec = fixture_spec()
     speedup = obs.Speedup()
+    records = []
     for p in plan:
         study.enqueue_trial(optuna_params(p.config, spec.search), user_attrs={TrialAttr.BASELINE: p.baseline})
         trial = study.ask()
@@ -173,6 +175,8 @@ def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -
         speedup(done)
         obs.build_record(done)
         assert done.record is not None and tracker.log_trial(done.record) is not None
+        records.append(done.record)
+    return records
 
 
 @dataclass(frozen=True)

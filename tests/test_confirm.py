@@ -1,19 +1,15 @@
-"""Confirmation: which configurations to launch again, the ranking by median, the interval, the ties."""
+"""Confirmation: which configurations to launch again, and the ranking by median it follows."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from orchestrator.confirm import (
     candidates,
     confirmation_note,
-    launch_interval,
     rank,
     reserved_launches,
     to_confirm,
-    verdict,
 )
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import StageMetrics, TrialResult, TrialStatus
@@ -71,16 +67,6 @@ def test_failed_pruned_and_unmeasured_launches_do_not_count() -> None:
     assert len(ranked) == 1 and ranked[0].values == (1000.0,)
 
 
-def test_interval_across_launches_is_a_t_interval_and_one_launch_falls_back_to_its_stage() -> None:
-    low, high = launch_interval([900.0, 1000.0, 1100.0])
-    # mean 1000, sd 100, t(2) = 4.303: 1000 +- 248.4
-    assert low == pytest.approx(1000 - 4.303 * 100 / 3**0.5, rel=1e-4)
-    assert high == pytest.approx(1000 + 4.303 * 100 / 3**0.5, rel=1e-4)
-    assert launch_interval([1000.0], (980.0, 1020.0)) == (980.0, 1020.0)
-    assert launch_interval([1000.0]) == (1000.0, 1000.0)
-    assert rank([rec(0, A, 1000.0, ci=(990.0, 1010.0))])[0].ci95 == (990.0, 1010.0)
-
-
 def test_to_confirm_asks_for_the_missing_launches_of_the_top_configurations() -> None:
     records = [rec(0, A, 1000.0), rec(1, B, 1100.0), rec(2, C, 900.0), rec(3, B, 1090.0)]
     budget = BudgetSpec(confirm_top=2, confirm_repeats=3)
@@ -88,47 +74,6 @@ def test_to_confirm_asks_for_the_missing_launches_of_the_top_configurations() ->
     assert asked == [(B, 1), (A, 2)]
     records += [rec(4, B, 1080.0)]
     assert [(c.config, n) for c, n in to_confirm(records, budget)] == [(A, 2)]
-
-
-def test_overlapping_intervals_are_ties_and_the_verdict_says_so() -> None:
-    records = [rec(0, A, 1000.0), rec(1, A, 1060.0), rec(2, A, 940.0),
-               rec(3, B, 990.0), rec(4, B, 1030.0), rec(5, B, 950.0),
-               rec(6, C, 500.0), rec(7, C, 510.0), rec(8, C, 505.0)]  # fmt: skip
-    v = verdict(records)
-    assert v is not None
-    assert v.winner.config == A and v.runner_up is not None and v.runner_up.config == B
-    assert not v.distinguishable
-    block = v.confidence()
-    assert block["repeats"] == 3
-    assert block["tied_with"] == [3]  # B's median launch; C is far below
-    assert block["ci95"][0] < 1000.0 < block["ci95"][1]
-    assert "NOT distinguishable" in v.summary()
-
-
-def test_a_clear_winner_is_distinguishable() -> None:
-    records = [rec(0, A, 1000.0), rec(1, A, 1010.0), rec(2, A, 990.0),
-               rec(3, B, 800.0), rec(4, B, 805.0), rec(5, B, 795.0)]  # fmt: skip
-    v = verdict(records)
-    assert v is not None and v.distinguishable
-    assert v.confidence()["tied_with"] == []
-    assert "beyond noise" in v.summary()
-    assert verdict([]) is None
-
-
-def test_the_launch_spread_is_pooled_over_configurations_and_covers_single_launches() -> None:
-    from orchestrator.confirm import pooled_spread
-
-    spread = pooled_spread([[900.0, 1000.0, 1100.0], [450.0, 500.0, 550.0], [700.0]])
-    assert spread is not None and spread.dof == 4
-    assert spread.relative_sd == pytest.approx(0.1)
-    assert pooled_spread([[1.0], [2.0]]) is None
-    # A configuration launched once gets the machine's launch spread, not its stage's narrow interval.
-    records = [rec(0, A, 1000.0), rec(1, A, 900.0), rec(2, A, 1100.0), rec(3, B, 800.0, ci=(799.0, 801.0))]
-    b = next(c for c in rank(records) if c.config == B)
-    half = 4.303 * 0.1 * 800.0  # t(2) x pooled relative sd (from A alone) x value, over sqrt(1)
-    assert b.ci95 == pytest.approx((800.0 - half, 800.0 + half), rel=1e-3)
-    a = next(c for c in rank(records) if c.config == A)
-    assert a.ci95 == pytest.approx((1000 - 4.303 * 100 / 3**0.5, 1000 + 4.303 * 100 / 3**0.5), rel=1e-3)
 
 
 def test_only_what_can_be_recommended_is_confirmed() -> None:

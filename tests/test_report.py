@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -9,7 +8,10 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from orchestrator import report
+from orchestrator.answer import Call, Verdict
+from orchestrator.best_file import BestFile
 from orchestrator.mlflow_schema import memory_from_metrics, parse_param
+from orchestrator.noise import NoiseSource, Regime
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
 from orchestrator.report.data import (
     Outcome,
@@ -22,6 +24,7 @@ from orchestrator.report.data import (
 from orchestrator.report.importances import importances_of
 from orchestrator.report.plots import feasibility_figure, history_figure, latency_figure
 from orchestrator.server.command import shell_script
+from orchestrator.spec_search import make_config
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
 PLOT_IDS = ("plot-feasibility", "plot-pareto", "plot-acceptance", "plot-history", "plot-importance")
@@ -124,51 +127,77 @@ def test_load_trials_reads_the_current_sweep_one_row_per_trial(rows: list[TrialR
     assert by[0].value("speculative_num_steps") is None
 
 
-def test_find_best_without_best_json_uses_the_runs_artifacts(rows: list[TrialRow], store: Store) -> None:
-    best = find_best(rows, store.study_dir / "absent.json", store.tracking_uri)
+def test_find_best_without_best_json_makes_the_sweeps_choice_from_the_runs(
+    rows: list[TrialRow], store: Store, tmp_path: Path
+) -> None:
+    best = find_best(rows, tmp_path, store.tracking_uri)  # no best.json there
     assert best is not None and best.row.number == BEST
+    assert best.launches == (BEST,) and best.median_tok_per_s == pytest.approx(2100.0)
     assert "--mem-fraction-static 0.88" in best.command and "launch_command.sh" in best.command_source
     assert dict(best.memory) == pytest.approx(MEMORY)
+
+
+def best_file(label: str, argv: list[str], verdict: Verdict | None = None) -> BestFile:
+    config = next(p.config for p in PLAN if p.number == BEST)
+    return BestFile(
+        config_label=label,
+        config=dict(config.as_params()),
+        launches=[BEST],
+        launch_tok_per_s=[2100.0],
+        median_tok_per_s=2100.0,
+        trial=BEST,
+        verdict=verdict
+        or Verdict(
+            call=Call.ALONE,
+            statement="alone",
+            noise_source=NoiseSource.PRIOR,
+            regime=Regime.GPU_BOUND,
+            launch_sd=0.012,
+        ),
+        command=argv,
+        memory={"x_gb": 1.5},
+    )
 
 
 def test_find_best_prefers_best_json_but_not_a_stale_one(
     rows: list[TrialRow], store: Store, tmp_path: Path
 ) -> None:
-    config = next(p.config for p in PLAN if p.number == BEST).as_params()
+    label = next(p.config for p in PLAN if p.number == BEST).label()
     argv = ["python", "-m", "sglang.launch_server", "--tp-size", "8", "--api-key", "***"]
-    good = tmp_path / "best.json"
-    good.write_text(json.dumps({"trial": BEST, "config": config, "command": argv, "memory": {"x_gb": 1.5}}))
-    best = find_best(rows, good, store.tracking_uri)
+    best_file(label, argv).write(tmp_path)
+    best = find_best(rows, tmp_path, store.tracking_uri)
     assert best is not None and best.command_source == "best.json" and "--tp-size 8" in best.command
     assert best.memory == (("x_gb", 1.5),)
-    stale = tmp_path / "stale.json"  # an older study's trial of the same number, another configuration
-    stale.write_text(
-        json.dumps({"trial": BEST, "config": {**config, "cuda_graph_max_bs": 8}, "command": argv})
-    )
+    # An older study's best.json: a trial of the same number, another configuration.
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    best_file(make_config(0.88, 8, 128, 5, 4, 8).label(), argv).write(stale)
     best = find_best(rows, stale, store.tracking_uri)
-    assert best is not None and best.command_source != "stale.json" and "--tp-size" not in best.command
+    assert best is not None and best.command_source != "best.json" and "--tp-size" not in best.command
 
 
-def test_the_best_section_says_plainly_when_the_winner_is_tied(
+def test_the_best_section_states_the_answer_and_the_verdict_of_best_json(
     rows: list[TrialRow], store: Store, tmp_path: Path
 ) -> None:
     from orchestrator.report.page import best_section
 
-    config = next(p.config for p in PLAN if p.number == BEST).as_params()
+    label = next(p.config for p in PLAN if p.number == BEST).label()
     argv = ["python", "-m", "sglang.launch_server", "--tp-size", "8"]
-    confidence = {"ci95": [900.0, 1100.0], "repeats": 3, "tied_with": [4, 7], "median_tok_per_s": 1000.0,
-                  "launches": [BEST, 12, 13], "distinguishable_from_runner_up": False}  # fmt: skip
-    path = tmp_path / "best.json"
-    path.write_text(json.dumps({"trial": BEST, "config": config, "command": argv, "confidence": confidence}))
-    best = find_best(rows, path, store.tracking_uri)
-    assert best is not None and best.confidence == confidence
+    close = Verdict(
+        call=Call.TOO_CLOSE,
+        statement="1 launch each: trial 2 is 1.0 % ahead of trial 1; ... so too close to call",
+        noise_source=NoiseSource.PRIOR,
+        regime=Regime.OVERHEAD_BOUND,
+        launch_sd=0.11,
+        too_close_with=[1],
+    )
+    best_file(label, argv, close).write(tmp_path)
+    best = find_best(rows, tmp_path, store.tracking_uri)
+    assert best is not None and best.verdict == close
     html_text = best_section(best)
-    assert "not distinguishable from the runner-up" in html_text and "trial(s) 4, 7" in html_text
-    assert "900.0 to 1100.0" in html_text and f"3 (trials {BEST}, 12, 13)" in html_text
-    clear = {**confidence, "tied_with": [], "distinguishable_from_runner_up": True}
-    path.write_text(json.dumps({"trial": BEST, "config": config, "command": argv, "confidence": clear}))
-    best = find_best(rows, path, store.tracking_uri)
-    assert best is not None and "not distinguishable" not in best_section(best)
+    assert "so too close to call" in html_text and 'class="note" id="verdict"' in html_text
+    assert f"1 ({BEST})" in html_text and label in html_text
+    assert "interval" not in html_text  # none from a prior
 
 
 def test_importances_cover_the_conditional_speculative_values(store: Store) -> None:

@@ -6,7 +6,6 @@ Ray, MLflow or a trial folder, so these take a second each.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -19,8 +18,11 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from orchestrator import cli
+from orchestrator.answer import Call, Verdict
+from orchestrator.best_file import BestFile
 from orchestrator.driver.attrs import StudyAttr
 from orchestrator.driver.study import launched_count, open_study, tell_outcome
+from orchestrator.noise import NoiseSource, Regime
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.study_lock import (
@@ -94,12 +96,28 @@ def test_resume_of_a_finished_study_changes_nothing_and_reprints_it(
 ) -> None:
     out = tmp_path / "runs"
     make_study(out, finished=3)
-    best = {"trial": 2, "output_tok_per_s": 1002.0, "config": {"mem_fraction_static": 0.82}}
-    (out / "demo" / "best.json").write_text(json.dumps(best))
+    verdict = Verdict(
+        call=Call.ALONE,
+        statement="trial 2: 1002.0 tok/s; no other configuration completed",
+        noise_source=NoiseSource.PRIOR,
+        regime=Regime.OVERHEAD_BOUND,
+        launch_sd=0.11,
+    )
+    best = BestFile(
+        config_label="mf0.820 gbs64 mrr16 s2k1d3",
+        config={"mem_fraction_static": 0.82},
+        launches=[2],
+        launch_tok_per_s=[1002.0],
+        median_tok_per_s=1002.0,
+        trial=2,
+        verdict=verdict,
+    )
+    best.write(out / "demo")
     db_before = (out / "optuna.db").read_bytes()
     assert main(out, "--resume", "--trials", "3") == 0
     said = capsys.readouterr().out
-    assert "nothing to do" in said and "trial 2, 1002.0 tok/s" in said
+    assert "nothing to do" in said and "trial 2, 1002.0 tok/s, mf0.820 gbs64 mrr16 s2k1d3" in said
+    assert "confidence: trial 2: 1002.0 tok/s; no other configuration completed" in said
     assert (out / "optuna.db").read_bytes() == db_before
     assert (out / "demo" / "summary.json").read_text() == '{"trials_recorded": 3}'
     assert not (out / "mlflow.db").exists()  # no new MLflow run for a sweep that did nothing

@@ -7,8 +7,11 @@ import shlex
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.distributions import FloatDistribution
 
+from orchestrator.answer import answer_launches, choose_answer
+from orchestrator.best_file import BEST_JSON, BestFile
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import (
     Failure,
@@ -26,7 +29,6 @@ from orchestrator.spec_search import make_config
 from orchestrator.summary import (
     WIDTH,
     TableRow,
-    best_record,
     count_line,
     render_table,
     table_rows,
@@ -161,14 +163,23 @@ def test_rows_of_an_earlier_invocation_come_from_the_study() -> None:
 
 def test_the_baseline_is_never_the_recommendation() -> None:
     recs = records()
-    best = best_record(recs)
-    assert best is not None and best.number == 1
-    assert best_record(recs[:1]) is None  # only the baseline ran: there is nothing to recommend
+    best = choose_answer(answer_launches(recs))
+    assert best is not None and best.launches == (1,)
+    assert choose_answer(answer_launches(recs[:1])) is None  # only the baseline ran: nothing to recommend
 
 
-def test_best_command_one_flag_per_line_with_the_nodes_python(tmp_path: Path) -> None:
+def test_best_json_reads_back_through_its_model_and_the_command_is_one_flag_per_line(tmp_path: Path) -> None:
     spec = load_spec(DEMO)
-    _, sh_path = write_best(records()[1], spec, tmp_path)
+    recs = records()
+    answer = choose_answer(answer_launches(recs))
+    assert answer is not None
+    best, written = write_best(answer, recs, spec, tmp_path)
+    assert [p.name for p in written] == [BEST_JSON, "best_command.sh"]
+    assert BestFile.read(tmp_path) == best
+    assert best.launches == [1] and best.median_tok_per_s == 1021.0 and best.trial == 1
+    assert best.speedup_vs_baseline == pytest.approx(1021.0 / 1200.0)
+    assert "trial 1, 1021.0 tok/s, 0.85x the baseline" in best.headline()
+    sh_path = written[1]
     script = sh_path.read_text()
     lines = script.splitlines()
     assert lines[:2] == ["#!/bin/sh", f"exec {NODE_PYTHON} -m sglang.launch_server \\"]

@@ -7,29 +7,28 @@ conditional search space) is tested without a browser or a plot in sight.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from orchestrator.answer import Answer, Launch, Verdict, choose_answer
+from orchestrator.best_file import BEST_JSON, BestFile
 from orchestrator.mlflow_schema import (
     Artifact,
+    Lossless,
     Metric,
     Tag,
     command_from_params,
     is_sweep,
     memory_from_metrics,
     memory_from_result,
-    numbers,
     parse_param,
 )
 from orchestrator.records import TrialStatus
@@ -225,68 +224,90 @@ def best_so_far(values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def best_row(rows: Sequence[TrialRow]) -> TrialRow | None:
-    """The highest objective among the ok trials, as the sweep's own summary chooses it."""
-    ok = [r for r in rows if r.status == TrialStatus.OK.value and r.objective is not None]
-    return max(ok, key=lambda r: (r.objective or 0.0, -r.number)) if ok else None
-
-
 # -- the best configuration --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class BestConfig:
-    row: TrialRow
+    """The sweep's answer as the report shows it: the configuration, its launches and their median (as
+    `orchestrator.answer` chose them), and the launch whose command and memory account are shown."""
+
+    row: TrialRow  # the representative launch: its figure is the median (the lower middle one)
     command: str
     command_source: str  # where the command came from, said under it in the report
     memory: tuple[tuple[str, float], ...]
     speedup_vs_baseline: float | None = None
-    confidence: Mapping[str, Any] | None = None  # best.json's block: interval, repeats, ties
+    config: str = ""  # the configuration's label
+    launches: tuple[int, ...] = ()
+    launch_tok_per_s: tuple[float, ...] = ()
+    median_tok_per_s: float | None = None
+    verdict: Verdict | None = None  # best.json's: how sure the sweep is
 
 
-def _matches(config: Mapping[str, Any], row: TrialRow) -> bool:
-    for key, want in config.items():
-        got = row.value(key)
-        if got is None or not math.isclose(float(want), got, rel_tol=1e-6):
-            return False
-    return True
+def answer_from_rows(rows: Sequence[TrialRow]) -> Answer | None:
+    """The answer `orchestrator.answer` gives for the runs read back: the same choice as the sweep's
+    (measured, not the baseline, not pruned, no lossy draft; best median of a configuration's launches)."""
+    launches = [
+        Launch(r.number, r.config, r.objective)
+        for r in rows
+        if r.status == TrialStatus.OK.value
+        and r.objective is not None
+        and not r.baseline
+        and r.pruned_at_stage is None
+        and r.lossless != Lossless.MISMATCH.value
+    ]
+    return choose_answer(launches)
 
 
-def find_best(rows: Sequence[TrialRow], best_json: Path, tracking_uri: str) -> BestConfig | None:
-    """The best trial and its launch command: best.json when it speaks of a trial of this study (it
-    holds the real SGLang command whichever backend measured it), else the run's own artifacts."""
-    from_json = _best_from_json(rows, best_json)
+def find_best(rows: Sequence[TrialRow], study_dir: Path, tracking_uri: str) -> BestConfig | None:
+    """The sweep's answer: its best.json when that speaks of launches of this study (it holds the real
+    SGLang command whichever backend measured it), else the same choice made from the runs, with the
+    representative run's own artifacts."""
+    from_json = _best_from_json(rows, study_dir)
     if from_json is not None:
         return from_json
-    row = best_row(rows)
-    return _best_from_run(row, tracking_uri) if row is not None else None
+    answer = answer_from_rows(rows)
+    if answer is None:
+        return None
+    by_number = {r.number: r for r in rows}
+    best = _best_from_run(by_number[answer.representative], tracking_uri)
+    return replace(
+        best,
+        config=answer.config,
+        launches=answer.launches,
+        launch_tok_per_s=answer.values,
+        median_tok_per_s=answer.median,
+    )
 
 
-def _best_from_json(rows: Sequence[TrialRow], best_json: Path) -> BestConfig | None:
-    if not best_json.exists():
+def _best_from_json(rows: Sequence[TrialRow], study_dir: Path) -> BestConfig | None:
+    best = BestFile.read(study_dir)
+    if best is None:
         return None
-    try:
-        data = json.loads(best_json.read_text())
-    except (OSError, ValueError) as err:
-        log.warning("could not read %s: %s", best_json, err)
+    by_number = {r.number: r for r in rows}
+    # A best.json left by an earlier study of the same name speaks of other trials of those numbers.
+    for number in best.launches:
+        row = by_number.get(number)
+        if row is None or row.status != TrialStatus.OK.value or row.config != best.config_label:
+            log.warning(
+                "%s speaks of trial %d, not a launch of this study's answer; left out", BEST_JSON, number
+            )
+            return None
+    row = by_number.get(best.trial)
+    if row is None or not best.command:
         return None
-    trial = data.get("trial")
-    row = {r.number: r for r in rows}.get(trial) if isinstance(trial, int) else None
-    # A best.json left by an earlier study of the same name speaks of another trial of that number.
-    if row is None or row.status != TrialStatus.OK.value or not _matches(data.get("config") or {}, row):
-        return None
-    argv = [str(a) for a in data.get("command") or []]
-    if not argv:
-        return None
-    memory = numbers(data.get("memory")) or memory_from_metrics(row.metrics)
-    speedup = data.get("speedup_vs_baseline")
+    memory = best.memory or memory_from_metrics(row.metrics)
     return BestConfig(
         row,
-        shell_command(argv),
-        best_json.name,
+        shell_command(best.command),
+        BEST_JSON,
         tuple(memory.items()),
-        float(speedup) if isinstance(speedup, int | float) else None,
-        data.get("confidence") if isinstance(data.get("confidence"), dict) else None,
+        best.speedup_vs_baseline,
+        best.config_label,
+        tuple(best.launches),
+        tuple(best.launch_tok_per_s),
+        best.median_tok_per_s,
+        best.verdict,
     )
 
 

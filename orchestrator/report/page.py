@@ -14,14 +14,14 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from orchestrator.adaptive import AdaptiveMode
+from orchestrator.answer import Call
 from orchestrator.mlflow_schema import Lossless, Metric, Param
 from orchestrator.records import TrialStatus
 from orchestrator.report.data import (
@@ -125,58 +125,43 @@ def best_section(best: BestConfig | None) -> str:
     if best is None:
         return '<p class="note">No configuration completed a benchmark within the objective\'s limits.</p>'
     r = best.row
+    launches = ", ".join(map(str, best.launches)) or str(r.number)
+    each = ", ".join(_num(v) for v in best.launch_tok_per_s)
     facts = [
-        ("trial", str(r.number)),
-        ("configuration", r.config),
-        ("output tok/s", _num(r.tok_s)),
-        ("objective (tok/s within the latency limits)", _num(r.objective)),
-        ("acceptance length", _num(r.accept_length, ".2f")),
+        ("configuration", best.config or r.config),
+        ("launches (trials)", f"{len(best.launches) or 1} ({launches})"),
+        (
+            "median tok/s of its launches",
+            _num(best.median_tok_per_s if best.median_tok_per_s else r.objective),
+        ),
+        ("tok/s of each launch", each or _num(r.objective)),
         ("speed-up over the no-speculation baseline", _num(best.speedup_vs_baseline, ".2f")),
-        ("p99 ITL (ms)", _num(r.metrics.get(Metric.ITL_P99_MS))),
-        ("p99 TTFT (ms)", _num(r.metrics.get(Metric.TTFT_P99_MS))),
-        ("best concurrency", _num(r.metrics.get(Metric.BEST_CONCURRENCY), ".0f")),
-        ("start-up (s)", _num(r.metrics.get(Metric.STARTUP_S))),
+        (f"trial {r.number} (the median launch): acceptance length", _num(r.accept_length, ".2f")),
+        (f"trial {r.number}: p99 ITL (ms)", _num(r.metrics.get(Metric.ITL_P99_MS))),
+        (f"trial {r.number}: p99 TTFT (ms)", _num(r.metrics.get(Metric.TTFT_P99_MS))),
+        (f"trial {r.number}: best concurrency", _num(r.metrics.get(Metric.BEST_CONCURRENCY), ".0f")),
+        (f"trial {r.number}: start-up (s)", _num(r.metrics.get(Metric.STARTUP_S))),
     ]
     params = [(p, _num(r.value(p), "g")) for p in SEARCHED_PARAMS if r.value(p) is not None]
-    facts += confidence_facts(best.confidence)
+    verdict = ""
+    if best.verdict is not None:
+        cls = "note" if best.verdict.call is Call.TOO_CLOSE else "muted"
+        verdict = (
+            f'<p class="{cls}" id="verdict"><strong>Confidence:</strong> {_e(best.verdict.statement)}</p>'
+        )
+        if best.verdict.ci95 is not None:
+            low, high = best.verdict.ci95
+            facts.append(("95 % interval of the median (tok/s)", f"{_num(low)} to {_num(high)}"))
     return "\n".join(
         [
-            confidence_note(best.confidence),
+            verdict,
             _table(["", "value"], [[_e(k), _e(v)] for k, v in facts]),
             "<h3>Searched values</h3>",
             _table(["flag", "value"], [[_e(flag_name(k, r.server_version)), _e(v)] for k, v in params]),
-            f'<h3>Launch command <span class="muted">(from {_e(best.command_source)})</span></h3>',
+            f"<h3>Launch command of trial {r.number} "
+            f'<span class="muted">(from {_e(best.command_source)})</span></h3>',
             f'<pre id="best-command">{_e(best.command)}</pre>',
         ]
-    )
-
-
-def confidence_facts(conf: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """The winner's interval across its launches and what it is tied with, from best.json."""
-    if not conf:
-        return []
-    ci = conf.get("ci95") or [None, None]
-    tied = conf.get("tied_with") or []
-    launches = conf.get("launches") or []
-    return [
-        ("median tok/s of its launches", _num(conf.get("median_tok_per_s"))),
-        ("95 % interval (tok/s)", f"{_num(ci[0])} to {_num(ci[1])}"),
-        ("launches", f"{conf.get('repeats', '-')} (trials {', '.join(map(str, launches))})"),
-        ("tied with (overlapping intervals)", ", ".join(f"trial {t}" for t in tied) or "none"),
-    ]
-
-
-def confidence_note(conf: Mapping[str, Any] | None) -> str:
-    """A plain sentence when the winner cannot be told apart from the runner-up."""
-    if not conf:
-        return ""
-    if conf.get("distinguishable_from_runner_up", True):
-        return ""
-    tied = ", ".join(str(t) for t in conf.get("tied_with") or [])
-    return (
-        '<p class="note" id="not-distinguishable"><strong>The winner is not distinguishable from the '
-        f"runner-up:</strong> their 95 % intervals overlap (tied with trial(s) {_e(tied)}). Either is as "
-        "good a pick on this evidence; more launches would be needed to tell them apart.</p>"
     )
 
 
@@ -321,12 +306,12 @@ def render_html(
 
 
 def write_report(study_name: str, tracking_uri: str, storage: str, out_path: Path) -> Path:
-    """Write the report of `study_name` to `out_path`; best.json next to it is used when present.
+    """Write the report of `study_name` to `out_path`; the best.json next to it is used when present.
 
     Raises ReportError when MLflow has no experiment of that name.
     """
     rows = load_trials(tracking_uri, study_name)
-    best = find_best(rows, out_path.parent / "best.json", tracking_uri)
+    best = find_best(rows, out_path.parent, tracking_uri)
     importances = study_importances(study_name, storage)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(render_html(study_name, rows, best, importances), encoding="utf-8")

@@ -9,11 +9,13 @@ import pytest
 from e2ehelp import GOOD, sim_cluster
 
 from orchestrator import cluster
+from orchestrator.answer import answer_launches, choose_answer
 from orchestrator.cli import resolve_profile
-from orchestrator.confirm import rank, verdict
+from orchestrator.confirm import rank
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
+from orchestrator.noise import NoiseSource
 from orchestrator.spec import load_spec
 from orchestrator.tracking import Tracker
 
@@ -53,7 +55,9 @@ def test_the_best_configuration_is_relaunched_until_it_has_its_repeats(
     # Each launch is a new sample of the launch noise: the figures differ.
     values = [r.objective for r in [original, *again]]
     assert len(set(values)) == 3
-    judged = verdict(outcome.records)
-    assert judged is not None
+    answer = choose_answer(answer_launches(outcome.records))
+    # Three launches of one configuration: the verdict uses the node's own measured spread, and says so.
+    assert answer is not None and answer.verdict.noise_source is NoiseSource.POOLED
+    assert "pooled over 3 launches of 1 configuration(s)" in answer.verdict.statement
     confirmed = next(c for c in rank(outcome.records) if c.config == original.result.config)
     assert confirmed.repeats == 3 and confirmed.numbers == (first, *(r.number for r in again))
