@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.answer import Verdict
+from orchestrator.config_codec import config_from_mlflow, mlflow_params
+from orchestrator.records import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,9 @@ class BestFile(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     config_label: str  # ServerConfig.label(): the `config` tag of the launches' MLflow runs
-    config: dict[str, float | int | str]  # the configuration's values under SGLang's flag names
+    # The configuration's values under SGLang's flag names, written and read by the one codec
+    # (`config_codec.mlflow_params`, the form its MLflow runs carry): `server_config()` gives it back.
+    config: dict[str, str]
     launches: list[int]  # the trials that launched it and measured a figure, in order
     launch_tok_per_s: list[float]  # their figures, same order
     median_tok_per_s: float  # the answer's figure: the median of its launches
@@ -79,6 +83,15 @@ class BestFile(BaseModel):
                 "%s is not a best.json this version reads (%d error(s)); left out", path, err.error_count()
             )
             return None
+
+    @staticmethod
+    def config_fields(config: ServerConfig) -> dict[str, str]:
+        """What `config` holds for a `ServerConfig` (the codec's MLflow form)."""
+        return mlflow_params(config)
+
+    def server_config(self) -> ServerConfig | None:
+        """The answer's configuration, read back through the codec (None for a file it cannot read)."""
+        return config_from_mlflow(self.config)
 
     def headline(self) -> str:
         """The answer in one line: which launches, the median, the speed-up, the configuration."""

@@ -85,10 +85,6 @@ class ServerConfig:
     def speculative(self) -> bool:
         return self.speculative_num_steps is not None
 
-    def as_params(self) -> dict[str, float | int]:
-        """The values under SGLang's flag names (underscores), as MLflow params and Optuna params."""
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
     def label(self) -> str:
         """Short human name, used as the Ray task name and in tables."""
         spec = " nospec"

@@ -52,7 +52,7 @@ def write_best(
     base = [x.result.output_tok_per_s for x in records if x.baseline and x.result.output_tok_per_s]
     best = BestFile(
         config_label=answer.config,
-        config=dict(r.config.as_params()),
+        config=BestFile.config_fields(r.config),
         launches=list(answer.launches),
         launch_tok_per_s=list(answer.values),
         median_tok_per_s=answer.median,

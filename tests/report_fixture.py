@@ -13,7 +13,7 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.config_codec import optuna_params
+from orchestrator.config_codec import memory_flags, optuna_params, speculative_flags
 from orchestrator.driver import observers as obs
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import settle
@@ -110,8 +110,7 @@ def _stage(p: Planned) -> StageMetrics:
 
 def _command(config: ServerConfig) -> tuple[str, ...]:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct"]
-    for key, value in config.as_params().items():
-        argv += [f"--{key.replace('_', '-')}", str(value)]
+    argv += memory_flags(config, (0, 5, 9)) + speculative_flags(config, (0, 5, 9))
     if config.speculative:
         argv += ["--speculative-algorithm", "EAGLE3"]
     return tuple(argv)

@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from orchestrator.adaptive import AdaptiveMode, launch_steps
+from orchestrator.answer import Call, Verdict
+from orchestrator.best_file import BestFile
 from orchestrator.config_codec import (
     config_from_argv,
     config_from_mlflow,
@@ -28,6 +30,7 @@ from orchestrator.config_codec import (
 from orchestrator.config_fields import SEARCHED_FLAGS, SearchedField
 from orchestrator.driver.journal import Journal
 from orchestrator.mlflow_schema import LaunchParams, Param, trial_params
+from orchestrator.noise import NoiseSource, Regime
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.server.command import launch_plan, parse_version
 from orchestrator.space import suggest_config
@@ -212,3 +215,22 @@ def test_known_good_params_keep_the_users_steps_and_give_back_its_configuration(
         trial = study.ask()
         assert suggest_config(trial, spec.search) == known.to_config()
         assert trial.params["speculative_num_steps"] == known.speculative_num_steps
+
+
+def test_a_configuration_survives_best_json(tmp_path: Path) -> None:
+    verdict = Verdict(
+        call=Call.ALONE, statement="", noise_source=NoiseSource.PRIOR, regime=Regime.GPU_BOUND, launch_sd=0.01
+    )
+    for config in CONFIGS:
+        best = BestFile(
+            config_label=config.label(),
+            config=BestFile.config_fields(config),
+            launches=[1],
+            launch_tok_per_s=[1.0],
+            median_tok_per_s=1.0,
+            trial=1,
+            verdict=verdict,
+        )
+        best.write(tmp_path)
+        read = BestFile.read(tmp_path)
+        assert read is not None and read.server_config() == config

@@ -141,7 +141,7 @@ def best_file(label: str, argv: list[str], verdict: Verdict | None = None) -> Be
     config = next(p.config for p in PLAN if p.number == BEST)
     return BestFile(
         config_label=label,
-        config=dict(config.as_params()),
+        config=BestFile.config_fields(config),
         launches=[BEST],
         launch_tok_per_s=[2100.0],
         median_tok_per_s=2100.0,
