@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,14 @@ import optuna
 import psutil
 import pytest
 import ray
-from e2ehelp import sim_cluster, wait_until
+from e2ehelp import (
+    in_flight_after_one_settled,
+    launched_servers,
+    server_gone,
+    servers_of,
+    sim_cluster,
+    wait_until,
+)
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster
@@ -107,21 +115,21 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
         cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     storage = f"sqlite:///{out / 'optuna.db'}"
-
-    def finished_and_running() -> bool:
-        try:
-            trials = optuna.load_study(study_name="demo", storage=storage).trials
-        except Exception:
-            return False
-        running = any(t.state == optuna.trial.TrialState.RUNNING for t in trials)
-        return running and any(t.state.is_finished() for t in trials)
-
     try:
-        # Killed with a trial in flight: that trial must be closed and run again, not counted.
-        wait_until(finished_and_running, 180, "a finished trial and a running one")
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)  # the driver and the local Ray it started
+        # Killed with a trial in flight and its server up (the journal names it as soon as it starts):
+        # that trial must be closed and run again, not counted; its server must not outlive it.
+        servers = wait_until(
+            lambda: in_flight_after_one_settled(out / "demo"), 300, "a settled trial and a running server"
+        )
+        os.kill(driver.pid, signal.SIGKILL)  # the driver alone, as `kill -9` does
         driver.wait()
+        # The driver's Ray goes with it, the trial's worker with Ray, and the server with its worker.
+        wait_until(lambda: all(server_gone(s) for s in servers), 60, "the killed driver's servers to end")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)  # whatever of the local Ray it started is left
+        driver.wait()
+    assert not servers_of(tmp_path), "a server outlived its driver"
     before = optuna.load_study(study_name="demo", storage=storage).trials
     proc = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -146,3 +154,4 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
     ]
     assert len(counted) == 4
     assert not [t for t in after if t.state == optuna.trial.TrialState.RUNNING]
+    assert not launched_servers(out / "demo") and not servers_of(tmp_path)
