@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from ray.cluster_utils import Cluster
 
 from orchestrator import cluster
 from orchestrator.cli import resolve_profile
+from orchestrator.driver.stale_servers import LaunchedServers
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.node.backends import SimulatedNode
@@ -37,6 +39,7 @@ from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
+from orchestrator.trial_events import ServerId
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -130,9 +133,25 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
             os.killpg(driver.pid, signal.SIGKILL)  # whatever of the local Ray it started is left
         driver.wait()
     assert not servers_of(tmp_path), "a server outlived its driver"
+    # Were one to survive all the same (a kernel without the parent-death signal), the journal names it
+    # and --resume stops it before its first trial. A stand-in takes the killed trial's record.
+    journal = LaunchedServers(out / "demo" / "records" / "servers")
+    # (The killed trial's record, left since its result never came back; any number would do.)
+    number = next((r.number for r in journal.recorded()), 9999)
+    survivor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], process_group=0)
+    created = psutil.Process(survivor.pid).create_time()
+    journal.forget(number)
+    journal.record(number, ServerId(survivor.pid, created, socket.gethostname()))
     before = optuna.load_study(study_name="demo", storage=storage).trials
-    proc = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=400)
+    try:
+        proc = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=400)
+        assert survivor.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        survivor.kill()
+        survivor.wait()
     assert proc.returncode == 0, proc.stderr[-2000:]
+    said = f"stopped server pid {survivor.pid} left by trial {number} (its driver was killed)"
+    assert said in proc.stderr
     after = optuna.load_study(study_name="demo", storage=storage).trials
     # Every trial finished before the kill is still there, unchanged.
     for old in before:
