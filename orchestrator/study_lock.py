@@ -24,6 +24,7 @@ from typing import Any
 import optuna
 import psutil
 from optuna.storages import RDBStorage
+from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator.driver.attrs import StudyAttr, TrialAttr
@@ -194,8 +195,10 @@ class DriverLease:
         self.study.set_user_attr(StudyAttr.DRIVER, asdict(stamp))
 
     def _beat_trial(self, trial_id: int) -> None:
+        # A study never holds the RDBStorage itself: Optuna wraps it in a cache that passes heartbeats
+        # on. Ask for the heartbeat interface, not the class (testing for RDBStorage never beat at all).
         storage = self.study._storage
-        if isinstance(storage, RDBStorage) and storage.heartbeat_interval:
+        if isinstance(storage, BaseHeartbeat) and storage.get_heartbeat_interval():
             storage.record_heartbeat(trial_id)
 
     def _loop(self) -> None:

@@ -71,8 +71,19 @@ def startup_phase(stage: FailureStage, current: Phase | None) -> Phase:
 
 
 @dataclass(frozen=True)
+class ServerId:
+    """A launched server as the driver's journal records it: a pid names a process only together with
+    its create time (pids are reused), and only on its host."""
+
+    pid: int
+    create_time: float
+    host: str
+
+
+@dataclass(frozen=True)
 class PhaseEvent:
-    """A trial entered `phase`; `step` of `steps` while benchmarking."""
+    """A trial entered `phase`; `step` of `steps` while benchmarking. From the launch on, every event
+    names the trial's server, so that the driver records it even if one event is lost."""
 
     number: int
     phase: Phase
@@ -81,6 +92,7 @@ class PhaseEvent:
     node_id: str = ""
     step: int | None = None
     steps: int | None = None
+    server: ServerId | None = None
 
     def describe(self) -> str:
         if self.step is not None and self.steps is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -430,3 +431,35 @@ def test_a_resumed_study_launches_a_fixed_proposal_its_adaptive_trial_did_not_me
     assert executor.launched(fixed) == 1
     (trial,) = _trials_of(study, fixed)
     assert TrialAttr.REPEAT_OF not in trial.user_attrs
+
+
+class _AcceptLengths(InProcessExecutor):
+    """The oracle's results, with each configuration's acceptance length set as given."""
+
+    def __init__(self, oracle: Oracle, accept: dict[ServerConfig, float]) -> None:
+        super().__init__(oracle)
+        self.accept = accept
+
+    def result(self, handle: Handle) -> TrialResult:
+        result = super().result(handle)
+        value = self.accept[result.config]
+        stages = tuple(replace(s, accept_length=value) for s in result.stages)
+        return replace(result, stages=stages, server_accept_length=value)
+
+
+def test_a_tree_that_accepts_nothing_is_a_poor_tree_once_the_draft_worked_in_the_sweep(
+    oracle: Oracle,
+) -> None:
+    """The sweep passes the draft's best acceptance so far to the diagnosis: after a tree that accepts
+    well, one that accepts nothing is a poor tree, not the broken-draft alarm."""
+    grid = [c for c in enumerate_space(CASES["tight"].space) if c.speculative]
+    working, poor = [c for c in grid if oracle.evaluate(c).result().status is TrialStatus.OK][:2]
+    study = open_study(oracle.spec, "tree", InMemoryStorage(), resume=False)
+    for config in (working, poor):
+        study.enqueue_trial(optuna_params(config))
+    executor = _AcceptLengths(oracle, {working: 3.9, poor: 1.02})
+    sweep = _sweep(oracle.spec, study, executor, n_trials=2)
+    sweep.prepare(resume=False)
+    records = {r.result.config: r for r in sweep.run().records}
+    assert records[working].diagnosis == ""
+    assert records[poor].diagnosis.startswith("poor_tree") and "3.90" in records[poor].diagnosis

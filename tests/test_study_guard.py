@@ -191,3 +191,25 @@ def test_optunas_heartbeat_closes_only_the_trial_whose_heartbeat_stopped(tmp_pat
     assert study.user_attrs[StudyAttr.CLOSED_TRIALS] == {
         str(silent.number): "stale: its driver's heartbeat stopped"
     }
+
+
+def test_the_lease_beats_for_its_tracked_trials_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through `DriverLease` itself: the trial it tracks keeps a heartbeat; the one it let go of falls
+    silent and Optuna takes it for stale."""
+    from orchestrator import study_lock
+
+    monkeypatch.setattr(study_lock, "HEARTBEAT_S", 0.3)
+    storage = RDBStorage(f"sqlite:///{tmp_path / 'o.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(study_name="lease", storage=storage)
+    dist: dict[str, Any] = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    let_go, kept = study.ask(dist), study.ask(dist)
+    lease = DriverLease(study)
+    lease.acquire()
+    try:
+        lease.track(let_go._trial_id)
+        lease.track(kept._trial_id)
+        lease.untrack(let_go._trial_id)  # its result came back: the lease no longer beats for it
+        time.sleep(2.5)  # past the grace period, several beats of the lease's loop
+        assert storage._get_stale_trial_ids(study._study_id) == [let_go._trial_id]
+    finally:
+        lease.release()

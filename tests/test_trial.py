@@ -294,3 +294,30 @@ def test_a_crash_under_load_is_failed_not_oom(tmp_path: Path) -> None:
     assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
     assert result.failure.kind is not FailureKind.OOM
     assert_clean(node)
+
+
+def test_a_failed_trials_message_from_the_log_is_scrubbed(tmp_path: Path) -> None:
+    """The failure message is parsed from the server's log as it is written, before the log is scrubbed:
+    a secret the server echoes in its error must still not reach the result."""
+    import pickle
+
+    secret = "internal-grammar-backend-42"
+    spec = load_spec(DEMO)
+    server = spec.server.model_copy(
+        update={
+            "flags": [*spec.server.flags, "--grammar-backend", secret],
+            "secret_flags": ["--grammar-backend"],
+        }
+    )
+    spec = spec.model_copy(
+        update={"server": server, "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0})}
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    result = TrialRun(request, node, None).run()
+    # SGLang's argument parser names the bad value: "invalid choice: '<the value>'".
+    assert result.status is TrialStatus.FAILED and result.failure is not None
+    assert "--grammar-backend: invalid choice: '****'" in result.failure.message
+    assert secret.encode() not in pickle.dumps(result)
+    assert_clean(node)

@@ -23,6 +23,7 @@ from orchestrator.console import ProgressPrinter
 from orchestrator.driver.outcome import Progress
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRequest, TrialRun
+from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import StageMetrics
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
@@ -85,6 +86,8 @@ def local_ray() -> Iterator[None]:
         ray.init(
             address="local",  # a new instance, never another Ray running on this machine
             num_cpus=1,
+            num_gpus=8,  # one simulated node with a trial slot, for the product's own trial task
+            resources={TRIAL_SLOT: 1},
             include_dashboard=False,
             logging_level=logging.WARNING,
             log_to_driver=False,
@@ -233,3 +236,27 @@ def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray:
         executor.result(_raises.remote())
     with pytest.raises(TrialLost):
         executor.result(_dies.remote())
+
+
+def test_a_trial_task_whose_own_code_raises_is_a_trial_error_not_a_lost_node(
+    local_ray: None, tmp_path: Path
+) -> None:
+    """The product's trial task on real Ray, raising inside the trial (its folder cannot be made: an
+    OSError, which must not pass for a node's death): a free, re-queued lost node would relaunch it
+    forever."""
+    from orchestrator.cluster import RayExecutor
+    from orchestrator.driver.executor import TrialError
+
+    spec = load_spec(DEMO)
+    (tmp_path / "a-file").write_text("")
+    request = TrialRequest(
+        spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "a-file" / "t"), resolve_profile(spec)
+    )
+    executor = RayExecutor()
+    executor.open()
+    try:
+        handle = executor.submit(request, "")
+        with pytest.raises(TrialError, match="a-file"):
+            executor.result(handle)
+    finally:
+        executor.close()

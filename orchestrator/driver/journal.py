@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pydantic
 
+from orchestrator.driver.stale_servers import LaunchedServers
 from orchestrator.tracking import TrialRecord
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ class Journal:
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
+        # The servers of the trials in flight (pid, create time, host), kept until each result is back.
+        self.servers = LaunchedServers(folder / "servers" if folder is not None else None)
 
     def path(self, number: int) -> Path:
         if self.folder is None:

@@ -154,6 +154,9 @@ class Sweep:
         """Close trials a dead driver left RUNNING (re-queueing their configurations); then, on --resume,
         rebuild what the study taught (also when only the free baseline finished), or queue the first."""
         close_dead_drivers_trials(self.study, me=self.lease.stamp.driver_id if self.lease else None)
+        # No live driver holds the study now (the call above refuses otherwise): a recorded server still
+        # running was left by a dead one, and would hold the GPUs of the trials to come.
+        self.journal.servers.stop_stale()
         if resume and any(t.state.is_finished() for t in self.study.get_trials(deepcopy=False)):
             restored = restore(self.study)
             self.outcome.progress.absorb(restored.progress)
@@ -345,6 +348,8 @@ class Sweep:
             if info is None:
                 continue
             if isinstance(event, PhaseEvent):
+                if event.server is not None:
+                    self.journal.servers.record(event.number, event.server)
                 self.outcome.progress.phases[event.number] = event
                 continue
             step, trial = event.step, info.trial
@@ -373,6 +378,7 @@ class Sweep:
             result = self._lost(info, err)
         except TrialError as err:
             result = self._internal_error(info, err)
+        self.journal.servers.forget(info.trial.number)  # its server was stopped with it
         self.lost_in_a_row = self.lost_in_a_row + 1 if result.status is TrialStatus.LOST else 0
         self._tell_and_record(info, result)
 

@@ -108,7 +108,9 @@ def _version_from_interpreter(python: str) -> str:
 
 
 def sim_state_dir(node_id: str) -> Path:
-    """The folder where simulated node ``node_id`` keeps its GPUs' state, on that node's machine."""
+    """The folder where simulated node ``node_id`` keeps its GPUs' state, on that node's machine. The
+    nodes of one machine keep theirs side by side: each also counts a sibling's server once its starter
+    is gone (`sim.nvml`), as every node of the machine would see a stale process on its GPUs."""
     return Path(tempfile.gettempdir()) / "specsweep-sim" / node_id
 
 

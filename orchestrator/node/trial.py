@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -43,7 +44,7 @@ from orchestrator.server.command import LaunchPlan, parse_version
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.spec import SweepSpec
-from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, startup_phase
+from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, ServerId, startup_phase
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class TrialRun:
         self.on_stage = on_stage
         self.on_phase = on_phase
         self.phase: Phase | None = None
+        self.server: ServerId | None = None  # once launched: sent with every phase event
         self.workdir = fresh_folder(Path(request.workdir))
         self.log_path = self.workdir / "server.log"
         self.parser = LogParser()
@@ -108,7 +110,9 @@ class TrialRun:
             return
         self.phase = phase
         steps = len(self.spec.workload.concurrency) if step is not None else None
-        event = PhaseEvent(self.req.number, phase, self.t0_unix, time.time(), self.node.node_id, step, steps)
+        event = PhaseEvent(
+            self.req.number, phase, self.t0_unix, time.time(), self.node.node_id, step, steps, self.server
+        )
         try:
             self.on_phase(event)
         except Exception:
@@ -146,6 +150,9 @@ class TrialRun:
         (self.workdir / "command.txt").write_text(" ".join(plan.masked_argv()) + "\n")
         server = ServerProcess(plan, self.log_path)
         server.start()
+        # The driver's journal records the server now: a driver killed mid-trial leaves the next one
+        # its pid and create time, to stop it should it have outlived its trial.
+        self.server = ServerId(server.pid, server.create_time, socket.gethostname())
         self._enter(Phase.LAUNCH)
         try:
             startup = self._watch_startup(server)

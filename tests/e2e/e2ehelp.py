@@ -10,10 +10,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import ray
 from ray.cluster_utils import Cluster
 
+from orchestrator.driver.stale_servers import LaunchedServers
 from orchestrator.placement import TRIAL_SLOT
+from orchestrator.trial_events import ServerId
 from tests.browser import HEADLESS, chromium
 
 __all__ = ["HEADLESS", "chromium"]  # the browser tests of this folder take them from here
@@ -67,3 +70,41 @@ def sweep(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str
         text=True,
         timeout=600,
     )
+
+
+def launched_servers(study_dir: Path) -> list[ServerId]:
+    """The servers of the trials in flight, as the driver's journal records them (a trial's record is
+    written as soon as its server starts, and removed when its result is back)."""
+    folder = study_dir / "records" / "servers"
+    return [s.server for s in LaunchedServers(folder).recorded()] if folder.is_dir() else []
+
+
+def settled_numbers(study_dir: Path) -> list[int]:
+    """The trials whose record the driver's journal holds (settled: finished, or answered without one)."""
+    folder = study_dir / "records"
+    return sorted(int(p.stem) for p in folder.glob("[0-9]*.json")) if folder.is_dir() else []
+
+
+def in_flight_after_one_settled(study_dir: Path) -> list[ServerId]:
+    """The servers running once a trial has settled and another one's server has started (the moment
+    to interrupt a driver mid-trial), or [] until then."""
+    return launched_servers(study_dir) if settled_numbers(study_dir) else []
+
+
+def server_gone(server: ServerId) -> bool:
+    """Ended (or a zombie), or its pid now names another process."""
+    try:
+        proc = psutil.Process(server.pid)
+        return proc.status() == psutil.STATUS_ZOMBIE or abs(proc.create_time() - server.create_time) > 0.05
+    except psutil.NoSuchProcess:
+        return True
+
+
+def servers_of(root: Path) -> list[psutil.Process]:
+    """Simulated servers started for this test (their profile file lies under `root`)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "orchestrator.sim.server" in cmd and str(root) in cmd:
+            found.append(p)
+    return found

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,11 +18,19 @@ import optuna
 import psutil
 import pytest
 import ray
-from e2ehelp import sim_cluster, wait_until
+from e2ehelp import (
+    in_flight_after_one_settled,
+    launched_servers,
+    server_gone,
+    servers_of,
+    sim_cluster,
+    wait_until,
+)
 from ray.cluster_utils import Cluster
 
 from orchestrator import cluster
 from orchestrator.cli import resolve_profile
+from orchestrator.driver.stale_servers import LaunchedServers
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.node.backends import SimulatedNode
@@ -29,6 +39,7 @@ from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
+from orchestrator.trial_events import ServerId
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -107,24 +118,40 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
         cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     storage = f"sqlite:///{out / 'optuna.db'}"
-
-    def finished_and_running() -> bool:
-        try:
-            trials = optuna.load_study(study_name="demo", storage=storage).trials
-        except Exception:
-            return False
-        running = any(t.state == optuna.trial.TrialState.RUNNING for t in trials)
-        return running and any(t.state.is_finished() for t in trials)
-
     try:
-        # Killed with a trial in flight: that trial must be closed and run again, not counted.
-        wait_until(finished_and_running, 180, "a finished trial and a running one")
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)  # the driver and the local Ray it started
+        # Killed with a trial in flight and its server up (the journal names it as soon as it starts):
+        # that trial must be closed and run again, not counted; its server must not outlive it.
+        servers = wait_until(
+            lambda: in_flight_after_one_settled(out / "demo"), 300, "a settled trial and a running server"
+        )
+        os.kill(driver.pid, signal.SIGKILL)  # the driver alone, as `kill -9` does
         driver.wait()
+        # The driver's Ray goes with it, the trial's worker with Ray, and the server with its worker.
+        wait_until(lambda: all(server_gone(s) for s in servers), 60, "the killed driver's servers to end")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)  # whatever of the local Ray it started is left
+        driver.wait()
+    assert not servers_of(tmp_path), "a server outlived its driver"
+    # Were one to survive all the same (a kernel without the parent-death signal), the journal names it
+    # and --resume stops it before its first trial. A stand-in takes the killed trial's record.
+    journal = LaunchedServers(out / "demo" / "records" / "servers")
+    # (The killed trial's record, left since its result never came back; any number would do.)
+    number = next((r.number for r in journal.recorded()), 9999)
+    survivor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], process_group=0)
+    created = psutil.Process(survivor.pid).create_time()
+    journal.forget(number)
+    journal.record(number, ServerId(survivor.pid, created, socket.gethostname()))
     before = optuna.load_study(study_name="demo", storage=storage).trials
-    proc = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=400)
+    try:
+        proc = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=400)
+        assert survivor.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        survivor.kill()
+        survivor.wait()
     assert proc.returncode == 0, proc.stderr[-2000:]
+    said = f"stopped server pid {survivor.pid} left by trial {number} (its driver was killed)"
+    assert said in proc.stderr
     after = optuna.load_study(study_name="demo", storage=storage).trials
     # Every trial finished before the kill is still there, unchanged.
     for old in before:
@@ -146,3 +173,4 @@ def test_driver_killed_then_resume_loses_and_repeats_nothing(tmp_path: Path, dem
     ]
     assert len(counted) == 4
     assert not [t for t in after if t.state == optuna.trial.TrialState.RUNNING]
+    assert not launched_servers(out / "demo") and not servers_of(tmp_path)

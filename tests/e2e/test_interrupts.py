@@ -6,19 +6,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import optuna
-import psutil
 import pytest
+from e2ehelp import in_flight_after_one_settled, servers_of, wait_until
 from optuna.trial import TrialState
 
 from orchestrator.driver.attrs import StudyAttr
 
 ROOT = Path(__file__).resolve().parents[2]
-LONG = {"workload__num_prompts": 64, "workload__output_len": 256, "workload__concurrency": [2]}
+# One stage of 16 requests two at a time: a trial of a few seconds, time for a signal to find it running.
+SHORT = {"workload__num_prompts": 16, "workload__output_len": 256, "workload__concurrency": [2]}
 
 
 def cli(spec: Path, out: Path, *extra: str) -> list[str]:
@@ -41,16 +41,6 @@ def trials(out: Path) -> list[optuna.trial.FrozenTrial]:
         return []
 
 
-def servers_of(root: Path) -> list[psutil.Process]:
-    """Simulated servers started for this test (their profile file lies under `root`)."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "orchestrator.sim.server" in cmd and str(root) in cmd:
-            found.append(p)
-    return found
-
-
 def launched_configs(ts: list[optuna.trial.FrozenTrial], closed: set[int]) -> list[tuple[Any, ...]]:
     return [
         tuple(sorted(t.params.items()))
@@ -65,30 +55,29 @@ def launched_configs(ts: list[optuna.trial.FrozenTrial], closed: set[int]) -> li
 
 @pytest.mark.slow
 def test_sigterm_stops_like_ctrl_c_and_resume_relaunches_nothing(tmp_path: Path, demo_spec: Any) -> None:
-    spec = demo_spec(known_good=[], budget__trials=4, budget__baseline=False, **LONG)
+    # Two trials: one settles, the other is stopped mid-trial and relaunched once by --resume. A stage
+    # of a few seconds leaves the signal a trial in flight; the journal says when one is.
+    spec = demo_spec(known_good=[], budget__trials=2, budget__baseline=False, **SHORT)
     out = tmp_path / "runs"
-    driver = subprocess.Popen(
-        cli(spec, out),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    # Its output goes to a file: a pipe nobody reads while the sweep runs could fill and stall it.
+    err_path = tmp_path / "driver.err"
+    with err_path.open("w") as err_file:
+        driver = subprocess.Popen(
+            cli(spec, out),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+            start_new_session=True,
+        )
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            ts = trials(out)
-            if any(t.state.is_finished() for t in ts) and any(t.state == TrialState.RUNNING for t in ts):
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("no trial ran")
+        in_flight = lambda: in_flight_after_one_settled(out / "demo")  # noqa: E731
+        wait_until(in_flight, 240, "a settled trial and a running one")
         driver.send_signal(signal.SIGTERM)  # to the driver alone, as `kill` or `timeout` does
-        _, err = driver.communicate(timeout=90)
+        driver.wait(timeout=90)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
+    err = err_path.read_text()
     assert driver.returncode == 143, err[-2000:]
     assert "terminated (SIGTERM)" in err and "continue with --resume" in err
     assert "Traceback" not in err and "*** SIG" not in err
@@ -98,8 +87,8 @@ def test_sigterm_stops_like_ctrl_c_and_resume_relaunches_nothing(tmp_path: Path,
     assert interrupted, "the running trial was not closed as interrupted"
     waiting = [t for t in ts if t.state == TrialState.WAITING]
     assert {t.user_attrs["requeued_from"] for t in waiting} == {t.number for t in interrupted}
-    time.sleep(1.0)
-    assert not servers_of(tmp_path), "a server outlived its driver"
+    # Its trial's worker ends with the driver's Ray, and the server with its worker.
+    wait_until(lambda: not servers_of(tmp_path), 30, "the servers to end with their driver")
 
     resumed = subprocess.run(
         cli(spec, out, "--resume"), cwd=ROOT, capture_output=True, text=True, timeout=400
@@ -109,7 +98,7 @@ def test_sigterm_stops_like_ctrl_c_and_resume_relaunches_nothing(tmp_path: Path,
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'optuna.db'}")
     closed = {int(n) for n in (study.user_attrs.get(StudyAttr.CLOSED_TRIALS) or {})}
     configs = launched_configs(after, closed)
-    assert len(configs) == 4
+    assert len(configs) == 2
     assert len(set(configs)) == len(configs), "a measured configuration was launched again"
     assert not [t for t in after if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     assert not servers_of(tmp_path)

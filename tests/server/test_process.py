@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -11,6 +16,9 @@ import pytest
 
 from orchestrator.server.command import LaunchPlan
 from orchestrator.server.process import LogFollower, ServerProcess
+from orchestrator.sim.nvml import FakeNvml
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # A parent that starts a child which ignores SIGINT, then waits: like SGLang's launcher and scheduler.
 TREE = (
@@ -148,3 +156,93 @@ def test_server_env_adds_to_the_trial_environment_and_drops_nothing(
     _wait_for(log, "env [")
     proc.stop(grace_s=2.0)
     assert "env ['0', '1', '1', '1', 'from-the-spec']" in log.read_text()
+
+
+# A launcher that starts one server through `ServerProcess`, says its pid, and waits to be killed: a trial
+# worker (or a driver running trials itself) that dies with SIGKILL.
+LAUNCHER = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from orchestrator.server.command import LaunchPlan\n"
+    "from orchestrator.server.process import ServerProcess\n"
+    "p = ServerProcess(LaunchPlan(argv=tuple(sys.argv[2:]), host='127.0.0.1', port=0), Path(sys.argv[1]))\n"
+    "p.start()\n"
+    "print(p.pid, flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+def _sim_server_argv(state: Path) -> list[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [
+        sys.executable, "-m", "orchestrator.sim.server", "--model-path", "/models/tiny",
+        "--host", "127.0.0.1", "--port", str(port), "--sim-profile", "h200-tiny",
+        "--sim-state-dir", str(state), "--sim-startup-time-scale", "0",
+    ]  # fmt: skip
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_the_server_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """kill -9 of whatever started the server (the trial's worker, the driver) must not leave it listening
+    and holding the GPUs: the kernel's parent-death signal ends it."""
+    state = tmp_path / "gpus"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(tmp_path / "server.log"), *_sim_server_argv(state)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert launcher.stdout is not None
+    server_pid = int(launcher.stdout.readline())
+    try:
+        nvml = FakeNvml(state, gpu_count=8, total_mib=143_771)
+        _until(lambda: any(p.pid == server_pid for s in nvml.snapshot() for p in s.processes), 60)
+        launcher.kill()
+        launcher.wait()
+        _until(lambda: _gone(server_pid), 20)
+        assert not any(s.processes for s in nvml.snapshot())
+    finally:
+        launcher.kill()
+        if not _gone(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+
+
+def test_stop_reaches_a_child_that_left_the_tree_before_it_was_seen(tmp_path: Path) -> None:
+    """The server leads its own process group: a child re-parented away before any refresh of the tree
+    (SGLang's launcher dies at once) is still stopped with the group."""
+    log = tmp_path / "server.log"
+    code = (
+        "import os, subprocess, sys\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; print(\"up\", 2 * 3, flush=True); "
+        "time.sleep(120)'])\n"
+        "print('child', c.pid, 'started', flush=True)\n"
+        "os._exit(0)\n"
+    )
+    proc = ServerProcess(LaunchPlan(argv=(sys.executable, "-c", code), host="127.0.0.1", port=0), log)
+    proc.start()
+    _wait_for(log, "up 6")
+    child = int(next(line for line in log.read_text().splitlines() if line.endswith(" started")).split()[1])
+    try:
+        assert os.getpgid(child) == proc.pid  # its own group, not the trial worker's
+        report = proc.stop(grace_s=1.0)
+        assert child in report.killed
+        _until(lambda: _gone(child), 10)
+    finally:
+        if not _gone(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _until(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.05)

@@ -66,24 +66,35 @@ class Sim:
             argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         self.lines: list[str] = []
+        self._changed = threading.Condition()  # a new line, or the end of the output
+        self._ended = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
 
-    def wait_for(self, text: str, timeout: float = 5.0) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for i, line in enumerate(self.lines):
-                if text in line:
-                    return i
-            if self.proc.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"{text!r} not in output:\n" + "\n".join(self.lines[-30:]))
+    def wait_for(self, text: str, timeout: float = 30.0) -> int:
+        """The index of the first line holding `text`, as soon as the server prints it; fails once its
+        output has ended without it, or after `timeout` (a bound for a hung server only: a loaded
+        machine starts it slower, never differently)."""
+
+        def found() -> int | None:
+            return next((i for i, line in enumerate(self.lines) if text in line), None)
+
+        with self._changed:
+            self._changed.wait_for(lambda: found() is not None or self._ended, timeout)
+            index = found()
+        if index is None:
+            raise AssertionError(f"{text!r} not in output:\n" + "\n".join(self.lines[-30:]))
+        return index
 
     def exit_code(self, timeout: float = 5.0) -> int:
         rc = self.proc.wait(timeout)
