@@ -105,7 +105,7 @@ def test_resume_of_a_finished_study_changes_nothing_and_reprints_it(
     )
     best = BestFile(
         config_label="mf0.820 gbs64 mrr16 s2k1d3",
-        config={"mem_fraction_static": 0.82},
+        config=BestFile.config_fields(make_config(0.82, 64, 16, 2, 1, None)),
         launches=[2],
         launch_tok_per_s=[1002.0],
         median_tok_per_s=1002.0,
