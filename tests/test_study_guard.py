@@ -25,6 +25,7 @@ from orchestrator.driver.study import launched_count, open_study, tell_outcome
 from orchestrator.noise import NoiseSource, Regime
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
 from orchestrator.study_lock import (
     DriverLease,
     StudyInUse,
