@@ -86,11 +86,14 @@ def test_missing_file() -> None:
         load_spec("trials/does-not-exist.yaml")
 
 
-def test_flags_string_is_split_not_shelled() -> None:
+def test_flags_string_is_refused_with_the_list_to_write() -> None:
+    # The README says never a shell string: it was split silently instead.
     data = demo_data()
     data["server"]["flags"] = "--attention-backend triton --log-level 'warning'"
-    spec = parse_spec(data)
-    assert spec.server.flags == ["--attention-backend", "triton", "--log-level", "warning"]
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    assert "server.flags: a list of arguments, not a shell string" in str(err.value)
+    assert '["--attention-backend", "triton", "--log-level", "warning"]' in str(err.value)
 
 
 def test_topk1_forces_draft_tokens() -> None:

@@ -63,13 +63,15 @@ class ProgressCounts:
         elif status is TrialStatus.OK:
             if (
                 objective is not None
+                and not done.baseline  # the reference without speculation is never the answer
                 and not done.settled.pruned
                 and (p.best_tok_s is None or objective > p.best_tok_s)
             ):
                 p.best_tok_s, p.best_number = objective, done.number
         else:
             p.failed += 1
-        if status is not TrialStatus.PREDICTED_OOM:
+        # `done` counts what the budget counts (launched_count), so it never runs past its total.
+        if status not in (TrialStatus.PREDICTED_OOM, TrialStatus.LOST) and not done.baseline:
             p.done += 1
 
 
