@@ -265,7 +265,10 @@ class SweepSpec(SpecModel):
 
 
 def short_stage_warning(spec: SweepSpec) -> str:
-    """One warning naming the workload keys when stages may be too short for real hardware ('' if not)."""
+    """One warning naming the workload keys when stages may be too short for real hardware ('' if not,
+    and '' on the simulated node, which has no ramp-up to outlast)."""
+    if spec.backend is Backend.SIMULATED:
+        return ""
     wl = spec.workload
     short = []
     if wl.min_stage_s < MIN_STAGE_S:

@@ -23,6 +23,7 @@ from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import Tag, TrialRecord
 from orchestrator.quarantine import NodeHealth
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
+from orchestrator.spec_search import SearchSpace
 from orchestrator.tracking import Tracker
 
 log = logging.getLogger(__name__)
@@ -124,13 +125,14 @@ class Diagnosis:
     tree can simply not suit it)."""
 
     model: MemoryModel
+    search: SearchSpace | None = None  # the study's space: advice names values of it
     best_accept: float | None = None  # the draft's best acceptance length so far
     broken_trials: int = 0  # speculative trials that accepted almost nothing
     broken_warned: bool = False
 
     def __call__(self, done: Finished) -> None:
         result = done.result
-        done.diagnosis = diagnose(result, self.model, self.best_accept)
+        done.diagnosis = diagnose(result, self.model, self.best_accept, self.search)
         accept = accept_length(result) if result.config.speculative else None
         if accept is not None:
             self.best_accept = max(accept, self.best_accept or accept)
