@@ -21,7 +21,7 @@ def grid_values(dim: Dim) -> list[float] | None:
         return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
     if dim.step is None:
         return None
-    n = int(math.floor((dim.high - dim.low) / dim.step + 1e-9))
+    n = math.floor((dim.high - dim.low) / dim.step + 1e-9)
     return [round(dim.low + i * dim.step, 10) for i in range(n + 1)]
 
 

@@ -113,8 +113,8 @@ def test_count_line_says_what_the_rows_are() -> None:
     ]
     line = " ".join(count_line(rows, budget=2).split())
     assert line == (
-        "in all, 6 trials: 3 launched (the baseline + 2 of the 2-trial budget), 1 predicted OOM (not launched), "
-        "1 repeated a measured configuration (answered from the record), 1 lost with their node (re-queued)"
+        "in all, 6 trials: 3 launched (the baseline + 2 of the 2-trial budget), "
+        "1 predicted OOM (not launched), 1 repeated a measured configuration (answered from the record), 1 lost with their node (re-queued)"
     )
     # A repeat shows the configuration and figures of the trial it repeats, and says so.
     text = render_table(rows)
