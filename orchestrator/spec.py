@@ -325,6 +325,12 @@ def _resolve_relative_paths(spec: SweepSpec, base: Path) -> SweepSpec:
             updates[field_name] = str((base / value).resolve())
     if updates:
         spec = spec.model_copy(update={"model": spec.model.model_copy(update=updates)})
+    sim = spec.simulated
+    if sim is not None and isinstance(sim.profile, str) and sim.profile.endswith((".yaml", ".yml", ".json")):
+        # A profile file is read from beside the spec, whatever folder the sweep is started in.
+        beside = (base / sim.profile).resolve()
+        if beside.is_file():
+            spec = spec.model_copy(update={"simulated": sim.model_copy(update={"profile": str(beside)})})
     return _resolve_dataset_paths(spec, base)
 
 
