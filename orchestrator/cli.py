@@ -226,7 +226,6 @@ def run(
         )
         return 2
     study = open_study(spec, study_name, storage, args.resume)
-    study.set_user_attr(StudyAttr.BUDGET_TRIALS, n_trials)  # what a plain --resume keeps
     lease = DriverLease(study)
     try:
         lease.acquire()
@@ -236,6 +235,7 @@ def run(
             file=sys.stderr,
         )
         return 2
+    study.set_user_attr(StudyAttr.BUDGET_TRIALS, n_trials)  # what a plain --resume keeps
     local_store = tracking_uri.startswith(("sqlite:", "file:")) or "://" not in tracking_uri
     artifacts_dir = study_dir.parent / "mlartifacts" / study_name if local_store else None
     tracker = Tracker(

@@ -47,7 +47,8 @@ def _meant(value: Any) -> str | None:
 
 
 def _message(item: Any) -> str:
-    msg = str(item["msg"]).removeprefix("Value error, ")
+    # Pydantic's "Input should be greater than 0" is about the value the user wrote: say so plainly.
+    msg = str(item["msg"]).removeprefix("Value error, ").replace("Input should be", "must be")
     if item["type"] == "extra_forbidden":
         return "unknown key; check its spelling against trials/demo.yaml"
     if item["type"] == "missing":
