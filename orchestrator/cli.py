@@ -22,6 +22,7 @@ from typing import Any
 from orchestrator.bench.traffic import check_workload
 from orchestrator.cli_checks import (
     DEFAULT_SPEC,
+    check_draft_algorithm,
     check_local_model_paths,
     check_run_flags,
     resolve_spec_path,
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         check_workload(spec)
         check_run_flags(args)
         check_local_model_paths(spec, args.ray_address)
+        check_draft_algorithm(spec)
         # Every destination is checked before anything is created: a failed start leaves nothing behind.
         dest = resolve_destinations(args.out, args.study or spec.name, args.tracking_uri, args.storage)
         check_destinations(dest, args.ray_address)
@@ -198,7 +200,6 @@ def run(
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator import cluster
     from orchestrator.confirm import candidates, confirmation_note, verdict
-    from orchestrator.diagnosis import check_draft_config
     from orchestrator.driver.attrs import StudyAttr
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
@@ -207,10 +208,6 @@ def run(
     from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
 
-    warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
-    if warning:
-        print(f"error: model.speculative_algorithm: {warning}", file=sys.stderr)
-        return 2
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
     shortfall = cluster.gpu_shortfall(spec)
     if shortfall:

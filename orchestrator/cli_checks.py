@@ -47,3 +47,13 @@ def check_local_model_paths(spec: SweepSpec, ray_address: str | None) -> None:
                 f"{field}: {value} does not exist on this machine (the local node); copy the model there, "
                 "fix the path, or set model.check_paths: false"
             )
+
+
+def check_draft_algorithm(spec: SweepSpec) -> None:
+    """An EAGLE-3 draft under EAGLE, refused before anything is created (its folder is read where the
+    driver can see it; on a cluster the nodes' copy is not checked here)."""
+    from orchestrator.diagnosis import check_draft_config
+
+    warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
+    if warning:
+        raise SpecError(f"model.speculative_algorithm: {warning}")

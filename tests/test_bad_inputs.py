@@ -68,6 +68,7 @@ def sglang(extra: Edit | None = None) -> Edit:
     return edit
 
 
+EAGLE3_DRAFT = ROOT / "trials" / "models" / "tiny-llama-eagle3"  # its config.json says EAGLE-3
 DUPLICATE_NODE = DEMO.read_text().replace("node:\n", "node:\n  gpus: 2\nnode:\n", 1)
 
 CASES: dict[str, Bad] = {
@@ -124,6 +125,10 @@ CASES: dict[str, Bad] = {
     "draft path missing (local sglang)": Bad(
         "model.draft_path",
         edit=sglang(lambda d: d["model"].update(path=str(ROOT), draft_path="/nonexistent/draft")),
+    ),
+    "eagle3 draft under EAGLE": Bad(
+        "model.speculative_algorithm",
+        edit=lambda d: d["model"].update(speculative_algorithm="EAGLE", draft_path=str(EAGLE3_DRAFT)),
     ),
     "algorithm unknown": Bad(
         "model.speculative_algorithm", edit=setter("model.speculative_algorithm", "MEDUSA")
