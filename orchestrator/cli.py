@@ -139,7 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     if finished is not None:
         print(finished)
         return 0
-    study_dir.mkdir(parents=True, exist_ok=True)
     print(f"budget: {n_trials} trials ({budget_source})")
     return run(spec, args, n_trials, sim_profile, study_name, study_dir, tracking_uri, storage)
 
@@ -222,6 +221,7 @@ def run(
             file=sys.stderr,
         )
         return 2
+    study_dir.mkdir(parents=True, exist_ok=True)  # only once the nodes can run it: a refusal leaves nothing
     study = open_study(spec, study_name, storage, args.resume)
     lease = DriverLease(study)
     try:
