@@ -26,7 +26,7 @@ from orchestrator.spec_search import (
     SpecModel,
     known_good_problems,
 )
-from orchestrator.spec_yaml import load_yaml
+from orchestrator.spec_yaml import DuplicateKeyError, load_yaml
 
 # Flags the orchestrator owns: a fixed flag may not set them, or the trial would not be what the study
 # thinks it measured.
@@ -310,6 +310,8 @@ def load_spec(path: Path | str) -> SweepSpec:
         raise SpecError(f"{path}: no such spec file; see trials/ for examples")
     try:
         data = load_yaml(path.read_text())
+    except DuplicateKeyError as err:
+        raise SpecError(f"{path}: {err.problem}") from None
     except yaml.YAMLError as err:
         raise SpecError(f"{path}: malformed YAML: {err}") from None
     spec = parse_spec(data, str(path))
