@@ -20,14 +20,22 @@ from types import FrameType
 from typing import Any
 
 from orchestrator.bench.traffic import check_workload, workload_lines
+from orchestrator.cli_checks import (
+    DEFAULT_SPEC,
+    check_draft_algorithm,
+    check_local_model_paths,
+    check_run_flags,
+    resolve_spec_path,
+)
+from orchestrator.destinations import check_destinations
+from orchestrator.destinations import resolve as resolve_destinations
 from orchestrator.quiet import quiet_libraries
 from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
 from orchestrator.spec_search import SpecError
 from orchestrator.summary import render_table, table_rows
-from orchestrator.tracking import runs_url
+from orchestrator.tracking import ui_hint
 
 log = logging.getLogger("orchestrator")
-DEFAULT_SPEC = Path("trials/demo.yaml")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,24 +96,32 @@ def main(argv: list[str] | None = None) -> int:
                 f"--study: {args.study!r} is not a plain name (it names a folder under --out and the "
                 "MLflow experiment); use letters, digits, '_', '.' and '-', starting with a letter or digit"
             )
-        spec = load_spec(args.spec)
-        n_trials = args.trials if args.trials is not None else spec.budget.trials
-        if n_trials < 1:
-            raise SpecError("--trials: must be at least 1")
+        spec = load_spec(resolve_spec_path(args.spec))
         sim_profile = resolve_profile(spec)
         check_workload(spec)
+        check_run_flags(args)
+        check_local_model_paths(spec, args.ray_address)
+        check_draft_algorithm(spec)
+        # Every destination is checked before anything is created: a failed start leaves nothing behind.
+        dest = resolve_destinations(args.out, args.study or spec.name, args.tracking_uri, args.storage)
+        check_destinations(dest, args.ray_address)
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     quiet_libraries(args.verbose, local_ray=args.ray_address is None)
-    out = Path(args.out).resolve()
-    study_name = args.study or spec.name
-    study_dir = out / study_name
-    tracking_uri = args.tracking_uri or f"sqlite:///{out / 'mlflow.db'}"
-    storage = args.storage or f"sqlite:///{out / 'optuna.db'}"
-    from orchestrator.study_guard import StudyRefused, check_study
+    study_name, study_dir, tracking_uri, storage = (
+        dest.study_dir.name,
+        dest.study_dir,
+        dest.tracking_uri,
+        dest.storage,
+    )
+    from orchestrator.study_guard import StudyRefused, check_study, study_budget
 
     try:
+        # A resumed study keeps the budget it was run with, unless --trials says otherwise.
+        n_trials, budget_source = study_budget(
+            storage, study_name, args.resume, args.trials, spec.budget.trials
+        )
         # Before anything starts: a study is never overwritten, never run by two drivers, and a
         # finished one is not run again.
         finished = check_study(storage, study_name, args.resume, n_trials, study_dir)
@@ -115,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if finished is not None:
         print(finished)
         return 0
-    study_dir.mkdir(parents=True, exist_ok=True)
+    print(f"budget: {n_trials} trials ({budget_source})")
     return run(spec, args, n_trials, sim_profile, study_name, study_dir, tracking_uri, storage)
 
 
@@ -168,7 +184,7 @@ def run(
     from orchestrator.best_file import BestFile
     from orchestrator.conclusion import conclude
     from orchestrator.confirm import confirmation_note
-    from orchestrator.diagnosis import check_draft_config
+    from orchestrator.driver.attrs import StudyAttr
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
     from orchestrator.driver.sweep import Sweep
@@ -176,10 +192,6 @@ def run(
     from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
 
-    warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
-    if warning:
-        print(f"error: model.speculative_algorithm: {warning}", file=sys.stderr)
-        return 2
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
     shortfall = cluster.gpu_shortfall(spec)
     if shortfall:
@@ -194,6 +206,7 @@ def run(
             file=sys.stderr,
         )
         return 2
+    study_dir.mkdir(parents=True, exist_ok=True)  # only once the nodes can run it: a refusal leaves nothing
     study = open_study(spec, study_name, storage, args.resume)
     lease = DriverLease(study)
     try:
@@ -204,6 +217,7 @@ def run(
             file=sys.stderr,
         )
         return 2
+    study.set_user_attr(StudyAttr.BUDGET_TRIALS, n_trials)  # what a plain --resume keeps
     local_store = tracking_uri.startswith(("sqlite:", "file:")) or "://" not in tracking_uri
     artifacts_dir = study_dir.parent / "mlartifacts" / study_name if local_store else None
     tracker = Tracker(
@@ -323,10 +337,8 @@ def run(
     except Exception as err:  # a plot must never cost the sweep its results
         log.exception("report failed: %s", err)
     if tracker.experiment_id:
-        print(
-            "trials in MLflow (after `make mlflow-ui`): "
-            + runs_url("http://127.0.0.1:5000", tracker.experiment_id)
-        )
+        make_store = tracking_uri == f"sqlite:///{Path('runs').resolve() / 'mlflow.db'}"
+        print(ui_hint(tracking_uri, tracker.experiment_id, make_store))
     summary: dict[str, float | int] = dict(concluded.parent_metrics())
     # Counts are ints: MLflow stores every metric as a float, summary.json need not.
     counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from orchestrator.driver.outcome import Progress
 from orchestrator.mlflow_schema import Lossless, Tag, TrialRecord
 from orchestrator.records import TrialStatus
+from orchestrator.summary import cut_at_word
 from orchestrator.trial_events import PhaseEvent
 
 Write = Callable[[str], None]
+REASON_WIDTH = 80  # characters of a failure's reason on its progress line
 
 
 class ProgressPrinter:
@@ -58,7 +60,9 @@ class ProgressPrinter:
         tok = f"{res.output_tok_per_s:8.1f} tok/s" if res.output_tok_per_s else " " * 14
         msg = f"  trial {r.number:3d} {res.status.value:<14} {tok}  {res.config.label()}"
         if res.failure is not None and res.status is not TrialStatus.OK:
-            msg += f"  [{res.failure.stage.value}: {res.failure.message[:80]}]"
+            # Cut at a word, marked as cut: a reason cut mid-word reads as a different word.
+            reason = cut_at_word(res.failure.message, REASON_WIDTH)
+            msg += f"  [{res.failure.stage.value}: {reason}]"
         if r.diagnosis.startswith("broken_speculation"):
             msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis
         if r.tag(Tag.LOSSLESS) == Lossless.MISMATCH:

@@ -11,8 +11,10 @@ import logging
 import re
 from pathlib import Path
 
+from orchestrator import grid
 from orchestrator.memory_model import GRAPH_SAFETY_GB, MemoryModel, graph_width
 from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus
+from orchestrator.spec_search import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +27,17 @@ def _gb(value: float | None) -> str:
     return f"{value:.2f} GB" if value is not None else "? GB"
 
 
-def diagnose(result: TrialResult, model: MemoryModel, best_accept_elsewhere: float | None = None) -> str:
+def diagnose(
+    result: TrialResult,
+    model: MemoryModel,
+    best_accept_elsewhere: float | None = None,
+    search: SearchSpace | None = None,
+) -> str:
     """One paragraph for the MLflow tag, the report and the table.
 
     `best_accept_elsewhere`: the best acceptance length other trials of the same draft reached; it tells
-    a draft that is broken from a tree shape that suits it badly.
+    a draft that is broken from a tree shape that suits it badly. `search`: the study's space; a value
+    the advice names is one of its values (toward safety), never one no trial can launch with.
     """
     status, failure, m, c = result.status, result.failure, result.memory, result.config
     if status is TrialStatus.PREDICTED_OOM:
@@ -66,6 +74,13 @@ def diagnose(result: TrialResult, model: MemoryModel, best_accept_elsewhere: flo
         if minimum is not None:
             minimum = max(minimum, f)  # it failed at f, whatever the fit says
         lever = f"Raise mem_fraction_static above {minimum:.3f}." if minimum else "Raise mem_fraction_static."
+        if minimum and search is not None:
+            on_grid = grid.above(search.mem_fraction_static, minimum)
+            lever = (
+                f"Raise mem_fraction_static to {on_grid:g} or more."
+                if on_grid is not None
+                else f"Raise mem_fraction_static above {minimum:.3f} (beyond the searched range)."
+            )
         return (
             f"OOM while allocating the KV cache: {head or 'the weights leave no room'}; at "
             f"mem_fraction_static {f:.3f} nothing is left for the KV pool. {lever}"
@@ -84,13 +99,22 @@ def diagnose(result: TrialResult, model: MemoryModel, best_accept_elsewhere: flo
         if need is not None:
             better_f = model.fraction_for_room(need)
             if better_f is not None and 0 < better_f < 1:
-                direction = "Lower" if better_f < f else "Raise"
-                levers.append(f"{direction} mem_fraction_static to {better_f:.3f}")
+                lower = better_f < f
+                if search is not None:  # the grid value on the safe side of the estimate
+                    dim = search.mem_fraction_static
+                    better_f = grid.at_most(dim, better_f) if lower else grid.at_least(dim, better_f)
+                if better_f is not None:
+                    shown = f"{better_f:g}" if search is not None else f"{better_f:.3f}"
+                    levers.append(f"{'Lower' if lower else 'Raise'} mem_fraction_static to {shown}")
         if room is not None:
             width = model.width_for_room(room)
             per_req = c.speculative_num_draft_tokens or 1
             if width is not None and width > 0:
-                levers.append(f"lower cuda_graph_max_bs to {max(1, int(width // per_req))}")
+                bs: float | None = max(1, int(width // per_req))
+                if search is not None and bs is not None:
+                    bs = grid.at_most(search.cuda_graph_max_bs, bs)
+                if bs is not None and bs < c.cuda_graph_max_bs:
+                    levers.append(f"lower cuda_graph_max_bs to {bs:g}")
         if not levers:
             levers.append("lower cuda_graph_max_bs, or leave more memory outside the static pool")
         return text + " " + " or ".join(levers).capitalize() + "."

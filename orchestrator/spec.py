@@ -6,6 +6,7 @@ all of it happens on the driver before any GPU is claimed.
 
 from __future__ import annotations
 
+import json
 import shlex
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +19,7 @@ from orchestrator.bench.textdata import DatasetRef, parse_ref, resolve_source
 from orchestrator.config_fields import SEARCHED_FLAGS
 from orchestrator.node.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.node.secrets import flag_value, secret_values
+from orchestrator.spec_errors import describe
 from orchestrator.spec_search import (
     KnownGood,
     SearchSpace,
@@ -25,6 +27,7 @@ from orchestrator.spec_search import (
     SpecModel,
     known_good_problems,
 )
+from orchestrator.spec_yaml import DuplicateKeyError, load_yaml
 
 # Flags the orchestrator owns: a fixed flag may not set them, or the trial would not be what the study
 # thinks it measured.
@@ -74,9 +77,16 @@ class ServerSpec(SpecModel):
 
     @field_validator("flags", mode="before")
     @classmethod
-    def _split_string(cls, value: Any) -> Any:
-        # A single string is split like a shell would, but it is never run through one.
-        return shlex.split(value) if isinstance(value, str) else value
+    def _not_a_string(cls, value: Any) -> Any:
+        # A shell string is ambiguous (quotes, spaces in values): the README asks for a list, and shows
+        # the list this string would have been, so the fix is a copy.
+        if isinstance(value, str):
+            try:
+                words = json.dumps(shlex.split(value))
+            except ValueError:
+                words = '["--flag", "value", ...]'
+            raise ValueError(f"a list of arguments, not a shell string; write flags: {words}")
+        return value
 
     @field_validator("secret_flags")
     @classmethod
@@ -247,7 +257,10 @@ class SweepSpec(SpecModel):
 
 
 def short_stage_warning(spec: SweepSpec) -> str:
-    """One warning naming the workload keys when stages may be too short for real hardware ('' if not)."""
+    """One warning naming the workload keys when stages may be too short for real hardware ('' if not,
+    and '' on the simulated node, which has no ramp-up to outlast)."""
+    if spec.backend is Backend.SIMULATED:
+        return ""
     wl = spec.workload
     short = []
     if wl.min_stage_s < MIN_STAGE_S:
@@ -265,26 +278,13 @@ def short_stage_warning(spec: SweepSpec) -> str:
     )
 
 
-def _describe(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: the spec is not valid:"]
-    for item in err.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-        msg = item["msg"]
-        if item["type"] == "extra_forbidden":
-            msg = "unknown key; check its spelling against trials/demo.yaml"
-        elif item["type"] == "missing":
-            msg = "required; add it"
-        lines.append(f"  - {where}: {msg}")
-    return "\n".join(lines)
-
-
 def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source}: the spec must be a YAML mapping at the top level")
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(_describe(err, source)) from None
+        raise SpecError(describe(err, source, data)) from None
     problems = [
         p for i, known in enumerate(spec.known_good) for p in known_good_problems(known, spec.search, i)
     ]
@@ -296,10 +296,14 @@ def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
 
 def load_spec(path: Path | str) -> SweepSpec:
     path = Path(path)
+    if path.is_dir():
+        raise SpecError(f"{path}: a folder, not a spec file; give a YAML file such as {path / 'demo.yaml'}")
     if not path.is_file():
         raise SpecError(f"{path}: no such spec file; see trials/ for examples")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
+    except DuplicateKeyError as err:
+        raise SpecError(f"{path}: {err.problem}") from None
     except yaml.YAMLError as err:
         raise SpecError(f"{path}: malformed YAML: {err}") from None
     spec = parse_spec(data, str(path))
@@ -315,6 +319,12 @@ def _resolve_relative_paths(spec: SweepSpec, base: Path) -> SweepSpec:
             updates[field_name] = str((base / value).resolve())
     if updates:
         spec = spec.model_copy(update={"model": spec.model.model_copy(update=updates)})
+    sim = spec.simulated
+    if sim is not None and isinstance(sim.profile, str) and sim.profile.endswith((".yaml", ".yml", ".json")):
+        # A profile file is read from beside the spec, whatever folder the sweep is started in.
+        beside = (base / sim.profile).resolve()
+        if beside.is_file():
+            spec = spec.model_copy(update={"simulated": sim.model_copy(update={"profile": str(beside)})})
     return _resolve_dataset_paths(spec, base)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
+from orchestrator.driver.attrs import StudyAttr
 from orchestrator.study_lock import (
     StudyInUse,
     close_dead_drivers_trials,
@@ -29,6 +30,16 @@ def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_
     """Raise StudyRefused if the run must not start; return a report if the study is already finished
     (there is nothing to run); None when the sweep may go ahead."""
     study = find_study(make_storage(storage_url), name) if storage_exists(storage_url) else None
+    if study is not None and not study.trials and not resume:
+        # A start that failed before its first trial left the study empty: it holds nothing to keep,
+        # so it does not take the name (the new run carries on in it), unless its driver still lives.
+        owner = current_driver(study)
+        if owner is not None and owner.live():
+            raise StudyRefused(
+                f"--study: study '{name}' is being started by another driver ({owner.describe()}); "
+                "wait for it, or choose another --study name"
+            )
+        return None
     if study is None:
         if resume:
             raise StudyRefused(
@@ -60,6 +71,21 @@ def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_
     if done < n_trials or running:
         return None
     return finished_report(name, done, n_trials, study_dir)
+
+
+def study_budget(
+    storage_url: str, name: str, resume: bool, flag: int | None, spec_trials: int
+) -> tuple[int, str]:
+    """The trial budget of this run and where it comes from: --trials, else (on --resume) the budget
+    the study was last run with, else the spec's."""
+    if flag is not None:
+        return flag, "--trials"
+    if resume and storage_exists(storage_url):
+        study = find_study(make_storage(storage_url), name)
+        stored = study.user_attrs.get(StudyAttr.BUDGET_TRIALS) if study is not None else None
+        if isinstance(stored, int) and stored >= 1:
+            return stored, "the study's own budget, from its earlier run; --trials N changes it"
+    return spec_trials, "the spec's budget.trials"
 
 
 def finished_report(name: str, done: int, n_trials: int, study_dir: Path) -> str:

@@ -219,9 +219,24 @@ def render_table(rows: Sequence[TableRow], budget: int | None = None) -> str:
     for cells, note in body:
         out.append(line(cells))
         if note:
-            out.append(indent + textwrap.shorten(note, WIDTH - len(indent), placeholder=" ..."))
+            out.append(indent + cut_at_word(note, WIDTH - len(indent)))
     out.append(count_line(rows, budget))
     return "\n".join(out)
+
+
+def cut_at_word(text: str, width: int) -> str:
+    """`text` in at most `width` characters, cut between words and marked " ..." where cut. Unlike
+    textwrap.shorten it never breaks a flag at a hyphen (`--mem-fraction-` read as a flag of its own)."""
+    words = text.split()
+    if len(" ".join(words)) <= width:
+        return " ".join(words)
+    kept = ""
+    for word in words:
+        longer = f"{kept} {word}" if kept else word
+        if len(longer) + len(" ...") > width:
+            break
+        kept = longer
+    return f"{kept} ..."
 
 
 def count_line(rows: Sequence[TableRow], budget: int | None = None) -> str:
@@ -241,7 +256,8 @@ def count_line(rows: Sequence[TableRow], budget: int | None = None) -> str:
         f"{repeats} repeated a measured configuration (answered from the record)",
         f"{lost} lost with their node (re-queued)",
     ]
-    return textwrap.fill(f"{len(rows)} trials: " + ", ".join(parts), WIDTH, subsequent_indent="  ")
+    # Not a number first: under the table a line starting "16 trials" read like the row of trial 16.
+    return textwrap.fill(f"in all, {len(rows)} trials: " + ", ".join(parts), WIDTH, subsequent_indent="  ")
 
 
 def render_levels(best: BestFile) -> str:

@@ -27,6 +27,19 @@ def runs_url(ui_base: str, experiment_id: str) -> str:
     return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
 
 
+def ui_hint(tracking_uri: str, experiment_id: str, make_store: bool) -> str:
+    """Where to see the study's trials: `make mlflow-ui`'s link only for the store that target opens
+    (runs/mlflow.db of this folder); for any other store the command that opens this one."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return "trials in MLflow: " + runs_url(tracking_uri, experiment_id)
+    if make_store:
+        return "trials in MLflow (after `make mlflow-ui`): " + runs_url(
+            "http://127.0.0.1:5000", experiment_id
+        )
+    command = f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"
+    return f"trials in MLflow (after `{command}`): " + runs_url("http://127.0.0.1:5000", experiment_id)
+
+
 class Tracker:
     def __init__(
         self,

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+
+import pytest
+
+NO_CHROMIUM = "no Chromium: install it (Debian: apt-get install chromium) to run the browser tests"
 
 
 def chromium() -> str | None:
@@ -15,6 +20,22 @@ def chromium() -> str | None:
         if found:
             return found
     return None
+
+
+def under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def require_chromium() -> str:
+    """Chromium for a browser test. Without it the test skips, except under CI (CI=true, which .ci/run
+    sets): there it fails, or a CI run with every browser test skipped would be green having looked at
+    no page."""
+    binary = chromium()
+    if binary is not None:
+        return binary
+    if under_ci():
+        pytest.fail(f"CI=true and {NO_CHROMIUM}; the browser tests must run in CI", pytrace=False)
+    pytest.skip(NO_CHROMIUM)
 
 
 # What every headless run needs: no sandbox as root, no GPU, nothing fetched from outside.

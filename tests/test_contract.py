@@ -128,6 +128,23 @@ def parser_lines(text: str) -> set[str]:
     return out
 
 
+# The memory figures each real log holds, by where its server got to: the weights (and what was left at
+# the end) always; the KV pool once it was allocated; the CUDA graphs once they were captured.
+WEIGHTS = ("avail_at_start_gb", "weights_gb", "draft_weights_gb", "avail_end_gb")
+KV = ("kv_cache_tokens", "kv_cache_gb", "draft_kv_cache_gb")
+GRAPHS = ("graph_gb", "draft_graph_gb")
+ALL_FIGURES = (*WEIGHTS, *KV, *GRAPHS)
+FIGURES = {
+    "ok-accept.log": ALL_FIGURES,
+    "kv-oom.log": WEIGHTS,
+    "graph-oom.log": (*WEIGHTS, *KV),
+}
+
+
+def test_every_case_says_which_figures_its_log_holds() -> None:
+    assert set(FIGURES) == set(CASES)
+
+
 def close(a: float | None, b: float | None, rel: float = 0.05, abs_: float = 0.02) -> bool:
     assert a is not None and b is not None
     return abs(a - b) <= max(rel * abs(a), abs_)
@@ -147,23 +164,18 @@ def test_simulator_matches_real_sglang(case: str, tmp_path: Path) -> None:
         assert sim.failure is not None
         assert (sim.failure.stage, sim.failure.kind) == (real.failure.stage, real.failure.kind)
     rm, sm = real.memory, sim.memory
-    for field in (
-        "avail_at_start_gb",
-        "weights_gb",
-        "draft_weights_gb",
-        "kv_cache_tokens",
-        "kv_cache_gb",
-        "draft_kv_cache_gb",
-        "graph_gb",
-        "draft_graph_gb",
-        "avail_end_gb",
-    ):
-        if getattr(rm, field) is not None:
+    expected = FIGURES[case]
+    for field in ALL_FIGURES:
+        if field in expected:
+            # The log has this figure: a None is the parser losing it, never a reason to skip.
+            assert getattr(rm, field) is not None, f"the parser found no {field} in the real {case}"
             assert close(getattr(rm, field), getattr(sm, field)), (
                 field,
                 getattr(rm, field),
                 getattr(sm, field),
             )
+        else:  # the server failed before this figure: neither log may have it
+            assert getattr(rm, field) is None and getattr(sm, field) is None, field
     if real.args is not None:
         assert sim.args is not None
         for field in (

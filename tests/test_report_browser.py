@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.report import write_report
-from tests.browser import HEADLESS, chromium
+from tests.browser import HEADLESS, require_chromium
 from tests.report_fixture import STUDY, build_store
 
 pytestmark = pytest.mark.browser
@@ -40,9 +40,7 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_plot_is_drawn_offline(report_html: Path, tmp_path: Path) -> None:
-    binary = chromium()
-    if binary is None:
-        pytest.skip("no Chromium: install it (Debian: apt-get install chromium) to run the browser tests")
+    binary = require_chromium()
     done = run_chromium(binary, tmp_path / "profile", "--dump-dom", report_html.as_uri())
     assert done.returncode == 0, done.stderr[-2000:]
     dom = done.stdout

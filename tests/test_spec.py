@@ -11,7 +11,7 @@ import optuna
 import pytest
 import yaml
 
-from orchestrator.spec import load_spec, parse_spec
+from orchestrator.spec import Backend, load_spec, parse_spec
 from orchestrator.spec_search import SpecError, make_config
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
@@ -86,11 +86,14 @@ def test_missing_file() -> None:
         load_spec("trials/does-not-exist.yaml")
 
 
-def test_flags_string_is_split_not_shelled() -> None:
+def test_flags_string_is_refused_with_the_list_to_write() -> None:
+    # The README says never a shell string: it was split silently instead.
     data = demo_data()
     data["server"]["flags"] = "--attention-backend triton --log-level 'warning'"
-    spec = parse_spec(data)
-    assert spec.server.flags == ["--attention-backend", "triton", "--log-level", "warning"]
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    assert "server.flags: a list of arguments, not a shell string" in str(err.value)
+    assert '["--attention-backend", "triton", "--log-level", "warning"]' in str(err.value)
 
 
 def test_topk1_forces_draft_tokens() -> None:
@@ -200,11 +203,16 @@ def test_stages_default_to_what_real_hardware_needs_and_short_ones_are_named_in_
     assert (spec.budget.confirm_top, spec.budget.confirm_repeats) == (3, 3)
     assert short_stage_warning(spec) == ""
     demo = load_spec(DEMO)  # sets both below the defaults, on purpose
-    warning = short_stage_warning(demo)
+    # The simulated node has no ramp-up to outlast: the demo says nothing on every run.
+    assert short_stage_warning(demo) == ""
+    on_gpus = demo.model_copy(update={"backend": Backend.SGLANG, "simulated": None})
+    warning = short_stage_warning(on_gpus)
     assert warning.startswith("warning:") and warning.count("\n") == 0
     assert "workload.min_stage_s" in warning and "workload.min_stage_tokens" in warning
     # Enough tokens from the prompts themselves: only the duration is named.
     data["workload"].update(min_stage_s=1, min_stage_tokens=0, num_prompts=100, output_len=64)
+    data["backend"] = "sglang"
+    data.pop("simulated")
     only_time = short_stage_warning(parse_spec(data))
     assert "workload.min_stage_s" in only_time and "min_stage_tokens" not in only_time
 

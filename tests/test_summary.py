@@ -87,7 +87,7 @@ def test_table_columns_line_up_fit_100_columns_and_say_their_units() -> None:
     assert "tok/s" in names and "speedup" in names and "p99 ms" in units and "tokens" in units
     # Every numeric column ends at the same place on every trial line, a `-` placeholder included.
     edges = right_edges(names)[2:-1]  # past `#` and `status`, before `configuration`
-    trial_lines = [line for line in lines[3:] if re.match(r"\s*\d+ ", line) and " trials: " not in line]
+    trial_lines = [line for line in lines[3:] if re.match(r"\s*\d+ ", line)]
     assert len(trial_lines) == 5
     for line in trial_lines:
         for edge in edges:
@@ -114,10 +114,13 @@ def test_count_line_says_what_the_rows_are() -> None:
         TableRow(5, "lost", "e"),
     ]
     line = " ".join(count_line(rows, budget=2).split())
-    assert line == (
-        "6 trials: 3 launched (the baseline + 2 of the 2-trial budget), 1 predicted OOM (not launched), "
-        "1 repeated a measured configuration (answered from the record), 1 lost with their node (re-queued)"
-    )
+    expected = [
+        "in all, 6 trials: 3 launched (the baseline + 2 of the 2-trial budget),",
+        "1 predicted OOM (not launched),",
+        "1 repeated a measured configuration (answered from the record),",
+        "1 lost with their node (re-queued)",
+    ]
+    assert line == " ".join(expected)
     # A repeat shows the configuration and figures of the trial it repeats, and says so.
     text = render_table(rows)
     assert "same configuration as trial 1" in text
@@ -189,3 +192,15 @@ def test_best_json_reads_back_through_its_model_and_the_command_is_one_flag_per_
     assert "  --tp-size 8 \\" in lines and "  --cuda-graph-max-bs-decode 64 \\" in lines
     assert parse_script(script)[0] == NODE_PYTHON
     assert script == shell_script(parse_script(script))
+
+
+def test_the_progress_line_cuts_a_reason_at_a_word() -> None:
+    # Seen: `[kv_allocation: RuntimeError: Not enough memory. Please try to increase --mem-fraction-st]`.
+    from orchestrator.console import ProgressPrinter
+
+    out: list[str] = []
+    ProgressPrinter(4, tty=False, write=out.append).record(records()[2])
+    reason = out[0].split("[", 1)[1].rstrip().removesuffix("]")
+    assert reason.startswith("kv_allocation: ") and reason.endswith(" ...")
+    words = reason.removeprefix("kv_allocation: ").removesuffix(" ...").split()
+    assert words == LONG_OOM.split()[: len(words)]  # whole words only

@@ -1,15 +1,24 @@
 """The records of a real two-node sweep: two Ray nodes on one host with two H200s, one GPU each
 (`ray.cluster_utils.Cluster`, CUDA_VISIBLE_DEVICES per raylet), SGLang 0.5.17, made by
-`tools/gpu-check.sh`. One trial's GPU process was SIGKILLed during its start-up."""
+`tools/gpu-check.sh`. One trial's GPU process was SIGKILLed during its start-up.
+
+The records are read back with the product's own reader (the journal's pydantic adapter, as a resumed
+driver reads them) and the figures the driver printed are computed again by the product's code from
+them; the killed trial's server log goes through the product's parser. A bug in any of these fails here.
+"""
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from orchestrator.records import TrialStatus
+import pydantic
+import pytest
+
+from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus
 from orchestrator.server.logparse import parse_log
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "sglang" / "0.5.17"
@@ -64,3 +73,58 @@ def test_the_records_agree_with_the_logs() -> None:
     # The killed trial's own server log is kept beside the other real logs.
     killed_log = parse_log((FIX / "scheduler-killed.log").read_text())
     assert killed_log.failure is not None and killed_log.failure.message == records()[0]["failure"]["message"]
+
+
+def results() -> list[TrialResult]:
+    adapter = pydantic.TypeAdapter(TrialResult)
+    return [adapter.validate_python(r) for r in records()]
+
+
+def _printed(driver: str, number: int) -> tuple[str, float | None, float | None, float | None]:
+    """(status, tok/s, accept length, KV tokens) as the driver printed them for a trial: its progress
+    line and its row of the end-of-run table."""
+    progress = re.search(rf"^  trial +{number} (\S+) +(?:([\d.]+) tok/s)?", driver, re.M)
+    row = re.search(rf"^ +{number} (\S+) +(\S+) +(\S+) .* (\d+|-)  mf", driver, re.M)
+    assert progress and row, f"trial {number} is not in driver.log"
+    tok = progress.group(2)
+    accept = row.group(3)
+    kv = row.group(4)
+    return (
+        progress.group(1),
+        float(tok) if tok else None,
+        float(accept) if accept != "-" else None,
+        float(kv) if kv != "-" else None,
+    )
+
+
+@pytest.mark.parametrize("number", range(4))
+def test_the_products_figures_from_each_record_are_what_the_driver_printed(number: int) -> None:
+    result = results()[number]
+    status, tok, accept, kv = _printed((RECORDS / "driver.log").read_text(), number)
+    assert result.status.value == status
+    figures = result.table_figures()  # the best stage, the one accept-length rule, the KV pool
+    if tok is None:
+        assert result.output_tok_per_s is None
+    else:
+        assert result.output_tok_per_s == pytest.approx(tok, abs=0.05)
+        assert figures["accept_length"] == pytest.approx(accept, abs=0.005)
+        assert figures["kv_cache_tokens"] == kv
+    assert result.config.label() in (RECORDS / "driver.log").read_text()
+
+
+def test_the_killed_trials_log_parses_to_its_record() -> None:
+    killed = results()[0]
+    report = parse_log((FIX / "scheduler-killed.log").read_text())
+    assert not report.ready and report.failure is not None and killed.failure is not None
+    assert (report.failure.stage, report.failure.kind) == (FailureStage.KV_ALLOCATION, FailureKind.CRASH)
+    assert (report.failure.stage, report.failure.kind, report.failure.message) == (
+        killed.failure.stage,
+        killed.failure.kind,
+        killed.failure.message,
+    )
+    # Weights loaded, then the scheduler died allocating the KV pool: the figures up to there, none after.
+    assert report.memory.as_metrics() == killed.memory.as_metrics()
+    assert report.memory.weights_gb and report.memory.kv_cache_tokens is None
+    assert report.args is not None
+    assert report.args.mem_fraction_static == killed.config.mem_fraction_static
+    assert report.args.max_running_requests == killed.config.max_running_requests

@@ -35,10 +35,29 @@ if [ -f "$bundle/ssweep-unpack.sh" ]; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
-if ! versions=$(python3 -c 'import importlib.metadata as m; print(" ".join(f"{p} {m.version(p)}" for p in ("sglang", "torch", "ray", "optuna")))' 2>&1); then
-  echo "FAIL setup: $versions"
+command -v python3 >/dev/null 2>&1 || { echo "FAIL setup: no python3 on PATH"; exit 1; }
+# One line naming what is missing (not a traceback), and how to get it.
+if ! versions=$(python3 - <<'PY' 2>&1
+import importlib.metadata as m
+import sys
+
+found, missing = [], []
+for name in ("sglang", "torch", "ray", "optuna"):
+    try:
+        found.append(f"{name} {m.version(name)}")
+    except m.PackageNotFoundError:
+        missing.append(name)
+if missing:
+    print(f"{', '.join(missing)} not installed for {sys.executable}: install them, or put the offline "
+          "bundle of tools/offline-bundle.sh in .gpu/ (or $BUNDLE_DIR)")
+    sys.exit(1)
+print(" ".join(found))
+PY
+); then
+  echo "FAIL setup: $(printf '%s' "$versions" | tail -n 1)"
   exit 1
 fi
+command -v nvidia-smi >/dev/null 2>&1 || { echo "FAIL setup: no nvidia-smi: this check needs NVIDIA GPUs and their driver"; exit 1; }
 echo "setup: $versions; $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c | xargs)"
 python3 trials/models/make_weights.py trials/models >/dev/null || { echo "FAIL setup: make_weights.py"; exit 1; }
 exec python3 tools/gpu_check.py "$@"

@@ -37,3 +37,4 @@ class StudyAttr(StrEnum):
     SPEC_NAME = "spec_name"
     DRIVER = "driver"  # the lease: a DriverStamp as a dict, or None once released
     CLOSED_TRIALS = "closed_trials"  # {trial number: why} for trials closed on a dead driver's behalf
+    BUDGET_TRIALS = "budget_trials"  # the trial budget it was last run with: --resume keeps it

@@ -23,6 +23,7 @@ from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import Tag, TrialRecord
 from orchestrator.quarantine import NodeHealth
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
+from orchestrator.spec_search import SearchSpace
 from orchestrator.tracking import Tracker
 
 log = logging.getLogger(__name__)
@@ -63,13 +64,15 @@ class ProgressCounts:
         elif status is TrialStatus.OK:
             if (
                 objective is not None
+                and not done.baseline  # the reference without speculation is never the answer
                 and not done.settled.pruned
                 and (p.best_tok_s is None or objective > p.best_tok_s)
             ):
                 p.best_tok_s, p.best_number = objective, done.number
         else:
             p.failed += 1
-        if status is not TrialStatus.PREDICTED_OOM:
+        # `done` counts what the budget counts (launched_count), so it never runs past its total.
+        if status not in (TrialStatus.PREDICTED_OOM, TrialStatus.LOST) and not done.baseline:
             p.done += 1
 
 
@@ -122,13 +125,14 @@ class Diagnosis:
     tree can simply not suit it)."""
 
     model: MemoryModel
+    search: SearchSpace | None = None  # the study's space: advice names values of it
     best_accept: float | None = None  # the draft's best acceptance length so far
     broken_trials: int = 0  # speculative trials that accepted almost nothing
     broken_warned: bool = False
 
     def __call__(self, done: Finished) -> None:
         result = done.result
-        done.diagnosis = diagnose(result, self.model, self.best_accept)
+        done.diagnosis = diagnose(result, self.model, self.best_accept, self.search)
         accept = accept_length(result) if result.config.speculative else None
         if accept is not None:
             self.best_accept = max(accept, self.best_accept or accept)

@@ -55,7 +55,12 @@ def restore(study: optuna.Study) -> Restored:
             continue
         if TrialAttr.REPEAT_OF not in t.user_attrs:
             out.numbers.append(t.number)
-        if TrialAttr.REPEAT_OF not in t.user_attrs and status is not TrialStatus.PREDICTED_OOM:
+        baseline = bool(t.user_attrs.get(TrialAttr.BASELINE))
+        if (
+            TrialAttr.REPEAT_OF not in t.user_attrs
+            and status not in (TrialStatus.PREDICTED_OOM, TrialStatus.LOST)
+            and not baseline
+        ):
             p.done += 1
         if status.infeasible:
             p.pruned_oom += 1
@@ -66,6 +71,7 @@ def restore(study: optuna.Study) -> Restored:
             out.baseline_tok_s = float(tok)
         if (
             t.state == TrialState.COMPLETE
+            and not baseline
             and t.value is not None
             and (p.best_tok_s is None or t.value > p.best_tok_s)
         ):

@@ -113,7 +113,7 @@ class Sweep:
         # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
         model = BoundedMemoryModel(tp=spec.node.gpus, kv_heads=kv_heads_of(spec.model.path))
         self._learning = obs.MemoryLearning(model)
-        self.diagnosis = obs.Diagnosis(model)
+        self.diagnosis = obs.Diagnosis(model, spec.search)
         self.speedup = obs.Speedup()
         progress = self.outcome.progress
         self.observers: list[obs.Observer] = [

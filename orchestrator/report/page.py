@@ -319,11 +319,32 @@ def write_report(study_name: str, tracking_uri: str, storage: str, out_path: Pat
     return out_path
 
 
+def last_study(storage: str) -> str:
+    """The study started last (`make report` with no STUDY=): its first trial is the latest."""
+    if storage.startswith("sqlite:///") and not Path(storage.removeprefix("sqlite:///")).is_file():
+        raise ReportError(f"no study in {storage}: run a sweep first, or give --out / --storage")
+    import optuna
+
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    if not summaries:
+        raise ReportError(f"no study in {storage}: run a sweep first")
+
+    def started(s: optuna.study.StudySummary) -> float:
+        return s.datetime_start.timestamp() if s.datetime_start else 0.0
+
+    return max(summaries, key=started).study_name
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m orchestrator.report", description="Write a study's HTML report (opens offline)."
     )
-    p.add_argument("study", help="study name (the Optuna study and the MLflow experiment)")
+    p.add_argument(
+        "study",
+        nargs="?",
+        default=None,
+        help="study name (the Optuna study and the MLflow experiment); default: the last study run",
+    )
     p.add_argument("--out", default="runs", help="runs folder; writes OUT/STUDY/report.html (default: runs)")
     p.add_argument(
         "--tracking-uri", default=None, help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db)"
@@ -338,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     tracking_uri = args.tracking_uri or f"sqlite:///{out / 'mlflow.db'}"
     storage = args.storage or f"sqlite:///{out / 'optuna.db'}"
     try:
-        path = write_report(args.study, tracking_uri, storage, out / args.study / "report.html")
+        study = args.study or last_study(storage)
+        if args.study is None:
+            print(f"report of the last study run, '{study}' (name another: STUDY=NAME)", file=sys.stderr)
+        path = write_report(study, tracking_uri, storage, out / study / "report.html")
     except ReportError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

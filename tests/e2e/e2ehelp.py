@@ -17,9 +17,9 @@ from ray.cluster_utils import Cluster
 from orchestrator.driver.stale_servers import LaunchedServers
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.trial_events import ServerId
-from tests.browser import HEADLESS, chromium
+from tests.browser import HEADLESS, chromium, require_chromium
 
-__all__ = ["HEADLESS", "chromium"]  # the browser tests of this folder take them from here
+__all__ = ["HEADLESS", "chromium", "require_chromium"]  # the browser tests of this folder take them from here
 ROOT = Path(__file__).resolve().parents[2]
 
 # The users' known-good configuration, with graph bs 128, and one that cannot hold Kimi's weights.

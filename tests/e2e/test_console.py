@@ -50,3 +50,11 @@ def test_one_trial_sweep_recommends_speculation_quietly(tmp_path: Path, demo_spe
 
     summary = json.loads((out / "demo" / "summary.json").read_text())
     assert summary["trials_recorded"] == 2 and isinstance(summary["trials_recorded"], int)
+
+    # The last line opens this sweep's store, not `make mlflow-ui`'s runs/mlflow.db of the checkout.
+    last = proc.stdout.strip().splitlines()[-1]
+    assert f"mlflow ui --backend-store-uri sqlite:///{out / 'mlflow.db'}" in last, last
+    # A plain --resume keeps the study's own budget of 1 (it went back to the spec's 12): nothing to run.
+    again = sweep(spec, out, "--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already run 1 trials (budget 1): nothing to do" in again.stdout, again.stdout

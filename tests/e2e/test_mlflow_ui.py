@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 import yaml
-from e2ehelp import GOOD, HEADLESS, KV_OOM, chromium
+from e2ehelp import GOOD, HEADLESS, KV_OOM, require_chromium
 
 from orchestrator.tracking import runs_url
 
@@ -264,11 +264,7 @@ def run_chromium(binary: str, profile: Path, *args: str) -> subprocess.Completed
 
 @pytest.mark.browser
 def test_mlflow_compare_view_draws_the_trials(mlflow_ui: str, tmp_path: Path) -> None:
-    binary = chromium()
-    if binary is None:
-        pytest.skip(
-            "no Chromium: install it (Debian: apt-get install chromium) to see the MLflow compare view"
-        )
+    binary = require_chromium()
     exp_id, runs = trial_runs(mlflow_ui)
     ids = [r["info"]["run_id"] for r in runs]
     # The route MLflow's own "Compare" button opens (Routes.getCompareRunPageRoute in its JS bundle).
@@ -296,9 +292,7 @@ def test_mlflow_compare_view_draws_the_trials(mlflow_ui: str, tmp_path: Path) ->
 def test_the_printed_link_opens_the_training_runs(mlflow_ui: str, demo_runs: Path, tmp_path: Path) -> None:
     """MLflow 3 opens an experiment on its GenAI overview ("Traces 0"); the link the sweep prints and
     the README gives opens the runs, where the sweep and its trials are."""
-    binary = chromium()
-    if binary is None:
-        pytest.skip("no Chromium: install it (Debian: apt-get install chromium) to see the MLflow UI")
+    binary = require_chromium()
     exp_id, _ = trial_runs(mlflow_ui)
     exp = get_json(f"{mlflow_ui}/api/2.0/mlflow/experiments/get?experiment_id={exp_id}")["experiment"]
     tags = kv(exp.get("tags", []))

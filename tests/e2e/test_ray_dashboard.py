@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 import ray
-from e2ehelp import HEADLESS, chromium
+from e2ehelp import HEADLESS, chromium, require_chromium
 from ray._raylet import Config
 from ray.cluster_utils import Cluster
 
@@ -50,8 +50,7 @@ class Sweep:
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sweep]:
     """A 3-trial demo sweep on a one-node cluster with its dashboard; Ray stays up for the browser."""
-    if chromium() is None:
-        pytest.skip("no Chromium: install it (Debian: apt-get install chromium) to run the browser tests")
+    require_chromium()
     if ray.is_initialized():
         ray.shutdown()
     spec = load_spec(ROOT / "trials" / "demo.yaml")

@@ -1,0 +1,42 @@
+"""YAML for specs: PyYAML's safe loader, except that a key given twice in one mapping is an error.
+
+PyYAML keeps the last of two equal keys without a word, so a second `node:` silently replaced the first
+and the sweep ran another tensor-parallel size than the one the user read at the top of the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping names the same key twice."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not None:
+                raise DuplicateKeyError(
+                    None,
+                    None,
+                    f"key {key!r} appears twice (lines {first} and {line}): the second would silently "
+                    "replace the first; keep one",
+                    key_node.start_mark,
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass: nothing is executed
