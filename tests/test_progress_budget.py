@@ -10,11 +10,11 @@ import pytest
 
 from benchmarks.oracle import Oracle
 from orchestrator import cli
+from orchestrator.config_codec import optuna_params
 from orchestrator.console import ProgressPrinter
 from orchestrator.driver.attrs import StudyAttr
 from orchestrator.driver.study import launched_count, open_study
 from orchestrator.records import ServerConfig
-from orchestrator.space import config_params
 from orchestrator.study_guard import study_budget
 from tests.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
 from tests.test_study_guard import DEMO, make_study, storage_url
@@ -32,7 +32,7 @@ def test_the_baseline_is_neither_counted_nor_best(
     study = open_study(spec, "progress", InMemoryStorage(), resume=False)
     sweep = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
     sweep.prepare(resume=False)  # queues the baseline (and the spec's known-good configurations)
-    study.enqueue_trial(config_params(configs["no_kv"]))  # the only speculative launch fails
+    study.enqueue_trial(optuna_params(configs["no_kv"]))  # the only speculative launch fails
     records = sweep.run().records
     baseline = next(r for r in records if r.baseline)
     assert baseline.result.output_tok_per_s  # it ran, and was the fastest trial

@@ -17,11 +17,11 @@ import pytest
 from optuna.storages import InMemoryStorage
 
 from benchmarks.oracle import Oracle
+from orchestrator.config_codec import optuna_params
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.stale_servers import LaunchedServers, StaleVerdict, stop_server
 from orchestrator.driver.study import open_study
 from orchestrator.records import ServerConfig, TrialResult
-from orchestrator.space import config_params
 from orchestrator.trial_events import Phase, PhaseEvent, ServerId, TrialEvent
 from tests.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
 
@@ -115,7 +115,7 @@ def test_the_sweep_records_each_server_while_its_trial_runs_and_forgets_it_after
     tmp_path: Path,
 ) -> None:
     study = open_study(oracle.spec, "record", InMemoryStorage(), resume=False)
-    study.enqueue_trial(config_params(configs["good"]))
+    study.enqueue_trial(optuna_params(configs["good"]))
     executor = _ReportsItsServer(oracle, ServerId(4321, 1.5, HOST), tmp_path / "records" / "servers")
     sweep = _sweep(oracle.spec, study, executor, n_trials=1, workdir=tmp_path)
     sweep.prepare(resume=False)

@@ -73,6 +73,15 @@ OUTCOMES = [
     ("0.5.17/chat-h200", "ok-adaptive-default.log", True, None, None),
     ("0.5.17/chat-h200", "ok-adaptive-tiers.log", True, None, None),
     ("0.5.17/chat-h200", "kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
+    # The Llama-3-8B shape with dummy weights on one H200 (test_logparse_8b.py reads their figures).
+    ("0.5.17/llama8b-h200", "f50b16.log", True, None, None),
+    ("0.5.17/llama8b-h200", "f50b256.log", True, None, None),
+    ("0.5.17/llama8b-h200", "f85b16.log", True, None, None),
+    ("0.5.17/llama8b-h200", "f85b256.log", True, None, None),
+    ("0.5.17/llama8b-h200", "f95b16.log", True, None, None),
+    ("0.5.17/llama8b-h200", "f95b256.log", True, None, None),
+    ("0.5.17/llama8b-h200", "kvfloor010.log", False, S.KV_ALLOCATION, K.OOM),
+    ("0.5.17/llama8b-h200", "f98b256s4k2d8.log", False, S.DRAFT_GRAPH_CAPTURE, K.OOM),
 ]
 
 
