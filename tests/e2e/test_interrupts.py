@@ -121,7 +121,11 @@ def test_time_budget_says_why_the_sweep_stopped(tmp_path: Path, demo_spec: Any) 
 def test_sglang_backend_on_a_machine_without_gpus_fails_before_any_trial(
     tmp_path: Path, demo_spec: Any
 ) -> None:
-    spec = demo_spec(backend="sglang")
+    # The model folders exist here, so what stops it is the GPUs Ray sees (the paths are checked first).
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    target.mkdir()
+    draft.mkdir()
+    spec = demo_spec(backend="sglang", model__path=str(target), model__draft_path=str(draft))
     out = tmp_path / "runs"
     proc = subprocess.run(cli(spec, out), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stdout[-2000:]
