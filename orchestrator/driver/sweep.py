@@ -35,10 +35,10 @@ from orchestrator.driver.study import (
     tell_repeat,
 )
 from orchestrator.lossless import LosslessCheck
-from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.trial import TrialRequest
+from orchestrator.prior_model import PriorMemoryModel, build_memory_model
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
@@ -59,6 +59,22 @@ class _InFlight:
     baseline: bool
     requeued: bool
     pruned_at: int | None = None
+
+
+def _memory_model(spec: SweepSpec, sim_profile: dict[str, Any] | None) -> tuple[PriorMemoryModel, list[str]]:
+    from orchestrator.sim.profile import load_profile
+
+    profile = load_profile(sim_profile) if sim_profile is not None else None
+    return build_memory_model(
+        spec.node.gpus,
+        kv_heads_of(spec.model.path),
+        use_prior=spec.memory.prior,
+        profile=profile,
+        target_dir=spec.model.path,
+        draft_dir=spec.model.draft_path,
+        gpu_memory_mib=spec.memory.gpu_memory_mib,
+        sglang_version=profile.sglang_version if profile else "0.5.17",
+    )
 
 
 def _ray_executor() -> Executor:
@@ -111,7 +127,11 @@ class Sweep:
         self.journal_complete = True  # every earlier launch's record was found on --resume
         # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
         # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
-        model = BoundedMemoryModel(tp=spec.node.gpus, kv_heads=kv_heads_of(spec.model.path))
+        # Under both, the analytic prior from the models' config.json (orchestrator.prior_model): what
+        # cannot fit is known before the first launch.
+        model, warnings = _memory_model(spec, sim_profile)
+        for warning in warnings:
+            log.warning("%s", warning)
         self._learning = obs.MemoryLearning(model)
         self.diagnosis = obs.Diagnosis(model)
         self.speedup = obs.Speedup()
