@@ -236,11 +236,13 @@ def _kv(facts: MemoryFacts, config: ServerConfig, f: float) -> tuple[float, floa
     draft_w = facts.draft_weights_gib if config.speculative else 0.0
     loaded = facts.weights_gib + (0.0 if old else draft_w)
     pre = facts.pre_gib
-    rest = pre - loaded - facts.before_kv - pre * (1 - f)
+    rest = pre - loaded - pre * (1 - f)
     cell_d = facts.draft_kv_cell_bytes if config.speculative else 0.0
     cells = facts.kv_cell_bytes + (0.0 if old else cell_d)
-    tokens = max(0, int(rest * GIB // cells)) if rest > 0 else 0
-    return loaded, rest, tokens, tokens * (facts.kv_cell_bytes + cell_d) / GIB
+    # The pool is sized from what the weights leave (the real tokens match to 0.01 %), but the start
+    # fails already when that is below what is allocated before the profile (the printed minimum viable).
+    tokens = max(0, int(rest * GIB // cells)) if rest > facts.before_kv else 0
+    return loaded, rest - facts.before_kv, tokens, tokens * (facts.kv_cell_bytes + cell_d) / GIB
 
 
 def room_after_pools(facts: MemoryFacts, config: ServerConfig, f: float) -> float:
@@ -276,6 +278,26 @@ def floor_fraction(facts: MemoryFacts, config: ServerConfig) -> float:
     return 1 - (facts.pre_gib - loaded - facts.before_kv) / facts.pre_gib
 
 
+def _failing_step(
+    facts: MemoryFacts, config: ServerConfig, room: float, need: float, prefill: bool, tokens: int
+) -> FailureStage:
+    """Where the walk after the pools first runs out: the target's set-up and graphs, then (up to
+    0.5.9) the draft's weights and pool, then the draft's graphs."""
+    _, draft = decode_graphs_gib(facts, config)
+    draft_graphs = draft + (facts.graphs.draft_prefill_gib if prefill and config.speculative else 0.0)
+    steps = [(need - draft_graphs, FailureStage.TARGET_GRAPH_CAPTURE)]
+    if facts.rule is VersionRule.DRAFT_AFTER and config.speculative:
+        steps.append((facts.draft_weights_gib, FailureStage.WEIGHT_LOADING))
+        steps.append((tokens * facts.draft_kv_cell_bytes / GIB, FailureStage.KV_ALLOCATION))
+    steps.append((draft_graphs, FailureStage.DRAFT_GRAPH_CAPTURE))
+    used = 0.0
+    for size, stage in steps:
+        used += size
+        if used > room:
+            return stage
+    return FailureStage.DRAFT_GRAPH_CAPTURE
+
+
 def estimate(facts: MemoryFacts, config: ServerConfig) -> Estimate:
     """The start-up of ``config`` on one GPU, as predicted before any launch."""
     f = config.mem_fraction_static
@@ -292,12 +314,7 @@ def estimate(facts: MemoryFacts, config: ServerConfig) -> Estimate:
         stage = FailureStage.KV_ALLOCATION
         reason = f"the weights leave no KV pool at fraction {f:.3f} (minimum viable {floor:.4f})"
     elif need > room:
-        _, draft = decode_graphs_gib(facts, config)
-        draft_prefill = facts.graphs.draft_prefill_gib if prefill and config.speculative else 0.0
-        early = not config.speculative or need - draft - draft_prefill > room + late
-        stage = FailureStage.TARGET_GRAPH_CAPTURE if early else FailureStage.DRAFT_GRAPH_CAPTURE
-        if room < 0:  # up to 0.5.9: the draft's own weights or pool did not fit in the slack
-            stage = FailureStage.KV_ALLOCATION
+        stage = _failing_step(facts, config, room + late, need, prefill, tokens)
         reason = f"CUDA graphs need about {need:.2f} GB, {room:.2f} GB left at fraction {f:.3f}"
     else:
         reason = f"fits: {tokens} KV tokens, {room - need:.2f} GB left after the graphs"

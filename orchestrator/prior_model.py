@@ -31,6 +31,7 @@ from orchestrator.memory_prior import (
     estimate,
     facts_from_shapes,
     with_graph_scale,
+    without_prefill_graphs,
 )
 from orchestrator.model_shape import ModelShape, ShapeError, load_shape
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
@@ -38,6 +39,7 @@ from orchestrator.sim.profile import SimProfile
 
 log = logging.getLogger(__name__)
 
+PRIOR = "prior: "  # how a prediction of the prior's own starts its reason
 FLOOR_MARGIN = 0.005  # of the fraction: launch no closer than this to the predicted minimum viable
 GRAPH_MARGIN = 0.05  # of the predicted graph memory, on top of GRAPH_SAFETY_GB
 
@@ -103,7 +105,7 @@ def driver_gpu_memory_mib() -> float | None:
 
 
 class PriorMemoryModel(BoundedMemoryModel):
-    """`BoundedMemoryModel` with the analytic prior under it (None: learning only, as before)."""
+    """`BoundedMemoryModel` with the analytic prior under it (no facts: learning only, as before)."""
 
     def __init__(
         self,
@@ -112,11 +114,13 @@ class PriorMemoryModel(BoundedMemoryModel):
         facts: MemoryFacts | None = None,
         shapes: tuple[ModelShape, ModelShape | None] | None = None,
         sglang_version: str = "0.5.17",
+        prefill_graphs: bool = True,
     ) -> None:
         super().__init__(tp=tp, kv_heads=kv_heads)
         self.facts = facts
         self._shapes = shapes  # kept to build the facts once a launch tells the GPU's memory
         self._version = sglang_version
+        self._prefill_graphs = prefill_graphs
         self.graph_scale: float | None = None  # measured / predicted graph memory; None: none seen
 
     @property
@@ -138,11 +142,27 @@ class PriorMemoryModel(BoundedMemoryModel):
         if self.facts is None and self._shapes is not None and result.gpu_before:
             total = min(g.total_mib for g in result.gpu_before)
             target, draft = self._shapes
-            self.facts = facts_from_shapes(target, draft, total, self.tp, self._version)
+            self.facts = _shaped_facts(target, draft, total, self.tp, self._version, self._prefill_graphs)
             log.info("memory prior: %.0f MiB per GPU, from trial %d's GPU check", total, number)
         if self.facts is not None:
+            self._measured_weights(result)
             self._rescale(result)
         return corrections
+
+    def _measured_weights(self, result: TrialResult) -> None:
+        """A log's own figures replace the predicted ones: what is free before loading, and the weights
+        (so the floor, and the KV pool at any fraction, follow the node from then on)."""
+        assert self.facts is not None
+        m = result.memory
+        facts = self.facts
+        if m.avail_at_start_gb:
+            dist = (facts.gpu_total_mib - facts.driver_reserve_mib) / 1024.0 - facts.cuda_context_gib
+            facts = replace(facts, dist_init_gib=dist - m.avail_at_start_gb)
+        if m.weights_gb is not None:
+            facts = replace(facts, weights_gib=m.weights_gb)
+        if m.draft_weights_gb is not None and result.config.speculative:
+            facts = replace(facts, draft_weights_gib=m.draft_weights_gb)
+        self.facts = facts
 
     def _rescale(self, result: TrialResult) -> None:
         assert self.facts is not None
@@ -156,18 +176,14 @@ class PriorMemoryModel(BoundedMemoryModel):
         late = 0.0
         if self.facts.rule is VersionRule.DRAFT_AFTER:
             late = (m.draft_weights_gb or 0.0) + (m.draft_kv_cache_gb or 0.0)
+        graph_oom = result.failure is not None and result.failure.stage in (
+            FailureStage.TARGET_GRAPH_CAPTURE,
+            FailureStage.DRAFT_GRAPH_CAPTURE,
+        )
         if result.status is TrialStatus.OK and m.avail_end_gb is not None:
             ratio = (m.avail_after_kv_gb - m.avail_end_gb - late) / raw.graph_gb
             self.graph_scale = ratio if self.graph_scale is None else max(self.graph_scale, ratio)
-        elif (
-            result.status is TrialStatus.OOM
-            and result.failure is not None
-            and result.failure.stage
-            in (
-                FailureStage.TARGET_GRAPH_CAPTURE,
-                FailureStage.DRAFT_GRAPH_CAPTURE,
-            )
-        ):
+        elif result.status is TrialStatus.OOM and graph_oom:
             # What was free was not enough: the graphs need more than that.
             at_least = (m.avail_after_kv_gb - late + 0.01) / raw.graph_gb
             self.graph_scale = max(self.graph_scale or 1.0, at_least)
@@ -180,29 +196,37 @@ class PriorMemoryModel(BoundedMemoryModel):
         if base.skip or est is None:
             return base
         f = config.mem_fraction_static
-        if not self.kv_tokens.known and f < est.floor_fraction + FLOOR_MARGIN:
-            # Until a launch has printed its KV pool, the prior's floor decides; then the learned line.
+        if f < est.floor_fraction + FLOOR_MARGIN:
             reason = (
-                f"prior: the weights ({est.weights_gb:.2f} + {est.draft_weights_gb:.2f} GB) leave no KV pool "
+                f"{PRIOR}the weights ({est.weights_gb:.2f} + {est.draft_weights_gb:.2f} GB) leave no KV pool "
                 f"at fraction {f:.3f} (minimum viable {est.floor_fraction:.4f})"
             )
             return Prediction(False, True, FailureStage.KV_ALLOCATION, 0.0, est.room_gb, est.graph_gb, reason)
-        room = est.room_gb
         margin = GRAPH_SAFETY_GB + GRAPH_MARGIN * est.graph_gb
-        if est.graph_gb + margin > room:
-            stage = est.stage if est.stage is not FailureStage.KV_ALLOCATION else None
+        if est.graph_gb + margin > est.room_gb:
+            stage = est.stage  # None: it fits, but not by the margin
             if stage is None:
-                stage = (
-                    FailureStage.DRAFT_GRAPH_CAPTURE
-                    if config.speculative
-                    else FailureStage.TARGET_GRAPH_CAPTURE
-                )
+                spec = config.speculative
+                stage = FailureStage.DRAFT_GRAPH_CAPTURE if spec else FailureStage.TARGET_GRAPH_CAPTURE
             reason = (
-                f"prior: CUDA graphs need about {est.graph_gb:.2f} GB (+{margin:.2f} margin), "
-                f"{room:.2f} GB left at fraction {f:.3f} (ceiling {est.ceiling_fraction:.3f})"
+                f"{PRIOR}CUDA graphs need about {est.graph_gb:.2f} GB (+{margin:.2f} margin), "
+                f"{est.room_gb:.2f} GB left at fraction {f:.3f} (ceiling {est.ceiling_fraction:.3f})"
             )
-            return Prediction(False, True, stage, float(est.kv_tokens), room, est.graph_gb, reason)
+            return Prediction(False, True, stage, float(est.kv_tokens), est.room_gb, est.graph_gb, reason)
         return base
+
+
+def from_prior(prediction: Prediction) -> bool:
+    """Whether the prior (not a learned bound) refused the configuration: a known-good configuration
+    is launched against the learned bounds (they may come from another node), not against the prior."""
+    return prediction.reason.startswith(PRIOR)
+
+
+def _shaped_facts(
+    target: ModelShape, draft: ModelShape | None, total_mib: float, tp: int, version: str, prefill: bool
+) -> MemoryFacts:
+    facts = facts_from_shapes(target, draft, total_mib, tp, version)
+    return facts if prefill else without_prefill_graphs(facts)
 
 
 def build_memory_model(
@@ -215,12 +239,14 @@ def build_memory_model(
     draft_dir: str | None,
     gpu_memory_mib: float | None,
     sglang_version: str = "0.5.17",
+    prefill_graphs: bool = True,
 ) -> tuple[PriorMemoryModel, list[str]]:
     """The sweep's memory model and the warnings to show (a config.json the prior cannot use)."""
     if not use_prior:
         return PriorMemoryModel(tp, kv_heads), []
     if profile is not None:
-        return PriorMemoryModel(tp, kv_heads, facts_from_profile(profile, tp)), []
+        facts = facts_from_profile(profile, tp)
+        return PriorMemoryModel(tp, kv_heads, facts if prefill_graphs else without_prefill_graphs(facts)), []
     try:
         shapes = load_shapes(target_dir, draft_dir)
     except ShapeError as err:
@@ -229,6 +255,6 @@ def build_memory_model(
         ]
     total = gpu_memory_mib or driver_gpu_memory_mib()
     if total is None:
-        return PriorMemoryModel(tp, kv_heads, shapes=shapes, sglang_version=sglang_version), []
-    facts = facts_from_shapes(shapes[0], shapes[1], total, tp, sglang_version)
-    return PriorMemoryModel(tp, kv_heads, facts, shapes, sglang_version), []
+        return PriorMemoryModel(tp, kv_heads, None, shapes, sglang_version, prefill_graphs), []
+    facts = _shaped_facts(shapes[0], shapes[1], total, tp, sglang_version, prefill_graphs)
+    return PriorMemoryModel(tp, kv_heads, facts, shapes, sglang_version, prefill_graphs), []

@@ -36,12 +36,13 @@ from orchestrator.driver.study import (
 )
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
+from orchestrator.memory_prior import prefill_disabled
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.trial import TrialRequest
-from orchestrator.prior_model import PriorMemoryModel, build_memory_model
+from orchestrator.prior_model import PriorMemoryModel, build_memory_model, from_prior
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import suggest_config
-from orchestrator.spec import SweepSpec
+from orchestrator.spec import Backend, SweepSpec
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
 from orchestrator.tracking import Tracker
 from orchestrator.trial_events import PhaseEvent, TrialEvent
@@ -64,7 +65,11 @@ class _InFlight:
 def _memory_model(spec: SweepSpec, sim_profile: dict[str, Any] | None) -> tuple[PriorMemoryModel, list[str]]:
     from orchestrator.sim.profile import load_profile
 
-    profile = load_profile(sim_profile) if sim_profile is not None else None
+    # The simulated node's profile stands for its models' config.json and its GPUs (an in-process
+    # sweep, as the benchmarks run, passes none: the spec names it).
+    source = sim_profile if sim_profile is not None else spec.simulated.profile if spec.simulated else None
+    simulated = spec.backend is Backend.SIMULATED and source is not None
+    profile = load_profile(source) if simulated and source is not None else None
     return build_memory_model(
         spec.node.gpus,
         kv_heads_of(spec.model.path),
@@ -74,6 +79,7 @@ def _memory_model(spec: SweepSpec, sim_profile: dict[str, Any] | None) -> tuple[
         draft_dir=spec.model.draft_path,
         gpu_memory_mib=spec.memory.gpu_memory_mib,
         sglang_version=profile.sglang_version if profile else "0.5.17",
+        prefill_graphs=not prefill_disabled(spec.server.flags),
     )
 
 
@@ -273,7 +279,8 @@ class Sweep:
                 self._repeat(trial, seen)
                 continue
             prediction = self.memory_model.predict(config)
-            if prediction.skip and not requeued and not trial.user_attrs.get(TrialAttr.KNOWN_GOOD):
+            known_good = bool(trial.user_attrs.get(TrialAttr.KNOWN_GOOD))
+            if prediction.skip and not requeued and (not known_good or from_prior(prediction)):
                 self._skip(trial, config, prediction, baseline)
                 continue
             request = TrialRequest(
