@@ -140,6 +140,7 @@ class Estimate:
     kv_gb: float  # target + draft pools
     graph_gb: float  # set-up, prefill and decode graphs of both models
     room_gb: float  # free after the pools, for the set-up and the graphs
+    late_draft_gb: float  # up to 0.5.9: the draft's weights and pool, taken from that room first
     left_gb: float  # free at the end (negative: short by that much)
     floor_fraction: float  # SGLang's "minimum viable": below it the weights leave no KV pool
     ceiling_fraction: float  # above it the graphs no longer fit
@@ -156,6 +157,7 @@ class Estimate:
             "kv_gb": round(self.kv_gb, 3),
             "graph_gb": round(self.graph_gb, 3),
             "room_gb": round(self.room_gb, 3),
+            "late_draft_gb": round(self.late_draft_gb, 3),
             "left_gb": round(self.left_gb, 3),
             "floor_fraction": round(self.floor_fraction, 4),
             "ceiling_fraction": round(self.ceiling_fraction, 4),
@@ -325,6 +327,7 @@ def estimate(facts: MemoryFacts, config: ServerConfig) -> Estimate:
         kv_gb=kv_gb,
         graph_gb=need,
         room_gb=room,
+        late_draft_gb=late,
         left_gb=room - need,
         floor_fraction=floor,
         ceiling_fraction=ceiling,
