@@ -115,9 +115,14 @@ class PriorMemoryModel(BoundedMemoryModel):
         shapes: tuple[ModelShape, ModelShape | None] | None = None,
         sglang_version: str = "0.5.17",
         prefill_graphs: bool = True,
+        tokens_per_request: int | None = None,
     ) -> None:
         super().__init__(tp=tp, kv_heads=kv_heads)
         self.facts = facts
+        # The workload's input + output tokens: a pool that cannot hold max_running_requests of them is
+        # what the trial's KV probe fails (retractions under load); None: no such rule.
+        self.tokens_per_request = tokens_per_request
+        self.pressure_rule = tokens_per_request is not None  # off once a launch contradicts it
         self._shapes = shapes  # kept to build the facts once a launch tells the GPU's memory
         self._version = sglang_version
         self._prefill_graphs = prefill_graphs
@@ -147,6 +152,12 @@ class PriorMemoryModel(BoundedMemoryModel):
         if self.facts is not None:
             self._measured_weights(result)
             self._rescale(result)
+        pool = result.memory.max_total_num_tokens or result.memory.kv_cache_tokens
+        asked = result.config.max_running_requests * (self.tokens_per_request or 0)
+        if self.pressure_rule and result.status is TrialStatus.OK and pool and pool < asked:
+            # Served without retractions on a pool the rule calls short: it is too strict here.
+            self.pressure_rule = False
+            log.info("memory prior: trial %d served on a short KV pool; the pressure rule is off", number)
         return corrections
 
     def _measured_weights(self, result: TrialResult) -> None:
@@ -202,6 +213,14 @@ class PriorMemoryModel(BoundedMemoryModel):
                 f"at fraction {f:.3f} (minimum viable {est.floor_fraction:.4f})"
             )
             return Prediction(False, True, FailureStage.KV_ALLOCATION, 0.0, est.room_gb, est.graph_gb, reason)
+        demand = config.max_running_requests * (self.tokens_per_request or 0)
+        if self.pressure_rule and est.kv_tokens < demand:
+            reason = (
+                f"prior, under load: a KV pool of about {est.kv_tokens} tokens cannot hold "
+                f"{config.max_running_requests} running requests of {self.tokens_per_request} tokens "
+                f"({demand}): SGLang would retract them under load"
+            )
+            return Prediction(False, True, FailureStage.UNDER_LOAD, float(est.kv_tokens), None, None, reason)
         margin = GRAPH_SAFETY_GB + GRAPH_MARGIN * est.graph_gb
         if est.graph_gb + margin > est.room_gb:
             stage = est.stage  # None: it fits, but not by the margin
@@ -246,13 +265,16 @@ def build_memory_model(
     gpu_memory_mib: float | None,
     sglang_version: str = "0.5.17",
     prefill_graphs: bool = True,
+    tokens_per_request: int | None = None,
 ) -> tuple[PriorMemoryModel, list[str]]:
     """The sweep's memory model and the warnings to show (a config.json the prior cannot use)."""
     if not use_prior:
         return PriorMemoryModel(tp, kv_heads), []
+    per_request = tokens_per_request
     if profile is not None:
         facts = facts_from_profile(profile, tp)
-        return PriorMemoryModel(tp, kv_heads, facts if prefill_graphs else without_prefill_graphs(facts)), []
+        facts = facts if prefill_graphs else without_prefill_graphs(facts)
+        return PriorMemoryModel(tp, kv_heads, facts, tokens_per_request=per_request), []
     try:
         shapes = load_shapes(target_dir, draft_dir)
     except ShapeError as err:
@@ -261,6 +283,6 @@ def build_memory_model(
         ]
     total = gpu_memory_mib or driver_gpu_memory_mib()
     if total is None:
-        return PriorMemoryModel(tp, kv_heads, None, shapes, sglang_version, prefill_graphs), []
+        return PriorMemoryModel(tp, kv_heads, None, shapes, sglang_version, prefill_graphs, per_request), []
     facts = _shaped_facts(shapes[0], shapes[1], total, tp, sglang_version, prefill_graphs)
-    return PriorMemoryModel(tp, kv_heads, facts, shapes, sglang_version, prefill_graphs), []
+    return PriorMemoryModel(tp, kv_heads, facts, shapes, sglang_version, prefill_graphs, per_request), []

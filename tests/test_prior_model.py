@@ -173,3 +173,18 @@ def test_memory_prior_false_learns_only() -> None:
     )
     assert model.facts is None and not warnings
     assert not model.predict(ServerConfig(0.10, 64, 64, 3, 1, 4)).skip
+
+
+def test_a_pool_too_small_for_its_running_requests_is_not_launched_until_a_launch_disproves_it() -> None:
+    facts = facts_from_shapes(load_shape(TARGET), load_shape(DRAFT), H200_MIB, 1)
+    model = PriorMemoryModel(1, 8, facts, tokens_per_request=4096)
+    short = ServerConfig(0.20, 64, 256, 3, 1, 4)  # about 0.5 M tokens at most, 256 x 4096 = 1 M asked
+    verdict = model.predict(short)
+    assert verdict.skip and verdict.stage is FailureStage.UNDER_LOAD and not from_prior(verdict)
+    assert not model.predict(replace(short, max_running_requests=16)).skip
+    # A launch that served on a pool the rule calls short turns the rule off (learning decides).
+    served = MemoryAccount(kv_cache_tokens=100_000)
+    model.observe(
+        1, TrialResult(replace(short, max_running_requests=64), TrialStatus.OK, "node", (), memory=served)
+    )
+    assert not model.predict(short).skip
