@@ -366,6 +366,15 @@ def prefill_disabled(flags: tuple[str, ...] | list[str]) -> bool:
     return "--cuda-graph-backend-prefill disabled" in joined or "--disable-cuda-graph" in joined.split()
 
 
+def kv_dtype_bytes_from_flags(flags: tuple[str, ...] | list[str]) -> float | None:
+    """``--kv-cache-dtype fp8_*`` halves the KV bytes of a 16-bit model; None: the model's dtype."""
+    args = " ".join(flags).replace("=", " ").split()
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--kv-cache-dtype" and args[i + 1].startswith("fp8"):
+            return 1.0
+    return None
+
+
 def without_prefill_graphs(facts: MemoryFacts) -> MemoryFacts:
     return replace(facts, graphs=replace(facts.graphs, prefill_graphs=False))
 

@@ -116,8 +116,10 @@ class PriorMemoryModel(BoundedMemoryModel):
         sglang_version: str = "0.5.17",
         prefill_graphs: bool = True,
         tokens_per_request: int | None = None,
+        kv_dtype_bytes: float | None = None,
     ) -> None:
         super().__init__(tp=tp, kv_heads=kv_heads)
+        self._kv_dtype_bytes = kv_dtype_bytes
         self.facts = facts
         # The workload's input + output tokens: a pool that cannot hold max_running_requests of them is
         # what the trial's KV probe fails (retractions under load); None: no such rule.
@@ -147,7 +149,9 @@ class PriorMemoryModel(BoundedMemoryModel):
         if self.facts is None and self._shapes is not None and result.gpu_before:
             total = min(g.total_mib for g in result.gpu_before)
             target, draft = self._shapes
-            self.facts = _shaped_facts(target, draft, total, self.tp, self._version, self._prefill_graphs)
+            self.facts = _shaped_facts(
+                target, draft, total, self.tp, self._version, self._prefill_graphs, self._kv_dtype_bytes
+            )
             log.info("memory prior: %.0f MiB per GPU, from trial %d's GPU check", total, number)
         if self.facts is not None:
             self._measured_weights(result)
@@ -248,9 +252,15 @@ def from_prior(prediction: Prediction) -> bool:
 
 
 def _shaped_facts(
-    target: ModelShape, draft: ModelShape | None, total_mib: float, tp: int, version: str, prefill: bool
+    target: ModelShape,
+    draft: ModelShape | None,
+    total_mib: float,
+    tp: int,
+    version: str,
+    prefill: bool,
+    kv_dtype_bytes: float | None = None,
 ) -> MemoryFacts:
-    facts = facts_from_shapes(target, draft, total_mib, tp, version)
+    facts = facts_from_shapes(target, draft, total_mib, tp, version, kv_dtype_bytes)
     return facts if prefill else without_prefill_graphs(facts)
 
 
@@ -266,15 +276,16 @@ def build_memory_model(
     sglang_version: str = "0.5.17",
     prefill_graphs: bool = True,
     tokens_per_request: int | None = None,
+    kv_dtype_bytes: float | None = None,
 ) -> tuple[PriorMemoryModel, list[str]]:
     """The sweep's memory model and the warnings to show (a config.json the prior cannot use)."""
     if not use_prior:
         return PriorMemoryModel(tp, kv_heads), []
     per_request = tokens_per_request
     if profile is not None:
-        facts = facts_from_profile(profile, tp)
-        facts = facts if prefill_graphs else without_prefill_graphs(facts)
-        return PriorMemoryModel(tp, kv_heads, facts, tokens_per_request=per_request), []
+        node = facts_from_profile(profile, tp)
+        node = node if prefill_graphs else without_prefill_graphs(node)
+        return PriorMemoryModel(tp, kv_heads, node, tokens_per_request=per_request), []
     try:
         shapes = load_shapes(target_dir, draft_dir)
     except ShapeError as err:
@@ -282,7 +293,12 @@ def build_memory_model(
             f"warning: memory prior off, learning from launches only: {err}",
         ]
     total = gpu_memory_mib or driver_gpu_memory_mib()
-    if total is None:
-        return PriorMemoryModel(tp, kv_heads, None, shapes, sglang_version, prefill_graphs, per_request), []
-    facts = _shaped_facts(shapes[0], shapes[1], total, tp, sglang_version, prefill_graphs)
-    return PriorMemoryModel(tp, kv_heads, facts, shapes, sglang_version, prefill_graphs, per_request), []
+    shaped: MemoryFacts | None = None  # None: the first launch's GPU check tells the GPU's memory
+    if total is not None:
+        shaped = _shaped_facts(
+            shapes[0], shapes[1], total, tp, sglang_version, prefill_graphs, kv_dtype_bytes
+        )
+    model = PriorMemoryModel(
+        tp, kv_heads, shaped, shapes, sglang_version, prefill_graphs, per_request, kv_dtype_bytes
+    )
+    return model, []

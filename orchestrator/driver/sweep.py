@@ -36,7 +36,7 @@ from orchestrator.driver.study import (
 )
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
-from orchestrator.memory_prior import prefill_disabled
+from orchestrator.memory_prior import kv_dtype_bytes_from_flags, prefill_disabled
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.trial import TrialRequest
 from orchestrator.prior_model import PriorMemoryModel, build_memory_model, from_prior
@@ -81,6 +81,7 @@ def _memory_model(spec: SweepSpec, sim_profile: dict[str, Any] | None) -> tuple[
         sglang_version=profile.sglang_version if profile else "0.5.17",
         prefill_graphs=not prefill_disabled(spec.server.flags),
         tokens_per_request=spec.workload.input_len + spec.workload.output_len,
+        kv_dtype_bytes=kv_dtype_bytes_from_flags(spec.server.flags),
     )
 
 
