@@ -271,6 +271,7 @@ def load_shape(model_dir: str | Path) -> ModelShape:
         raise ShapeError(path, "torch_dtype", ShapeErrorKind.MISSING_FIELD, f"{dtype} is not a known dtype")
     experts = _int(cfg, path, "n_routed_experts", "num_experts", "num_local_experts", default=0)
     layers = _int(cfg, path, "num_hidden_layers")
+    intermediate = _int(cfg, path, "intermediate_size")
     return ModelShape(
         path=path,
         architecture=arch,
@@ -280,14 +281,15 @@ def load_shape(model_dir: str | Path) -> ModelShape:
         heads=heads,
         kv_heads=_int(cfg, path, "num_key_value_heads", default=heads),
         head_dim=_int(cfg, path, "head_dim", default=hidden // max(heads, 1)),
-        intermediate=_int(cfg, path, "intermediate_size"),
+        intermediate=intermediate,
         vocab=_int(cfg, path, "vocab_size"),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         dtype_bytes=DTYPE_BYTES[dtype],
         quant=quant,
         quant_group=group,
         experts=experts,
-        moe_intermediate=_int(cfg, path, "moe_intermediate_size", default=0) if experts else 0,
+        # Mixtral names its experts' size intermediate_size; DeepSeek and Qwen MoE have their own.
+        moe_intermediate=_int(cfg, path, "moe_intermediate_size", default=intermediate) if experts else 0,
         shared_experts=_int(cfg, path, "n_shared_experts", default=0) if experts else 0,
         dense_layers=_int(cfg, path, "first_k_dense_replace", default=0) if experts else 0,
         kv_lora_rank=_int(cfg, path, "kv_lora_rank", default=0),

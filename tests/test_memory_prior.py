@@ -7,14 +7,22 @@ GPU's total memory (NVML, MiB) and whether prefill CUDA graphs were on.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-from orchestrator.memory_prior import MemoryFacts, estimate, facts_from_shapes, without_prefill_graphs
-from orchestrator.model_shape import load_shape
+from orchestrator.memory_prior import (
+    MemoryFacts,
+    estimate,
+    facts_from_shapes,
+    kv_dtype_bytes_from_flags,
+    prefill_disabled,
+    without_prefill_graphs,
+)
+from orchestrator.model_shape import ModelShape, ShapeError, load_shape, read_config
 from orchestrator.records import FailureStage, ServerConfig
 from orchestrator.server.logparse import parse_log
 from orchestrator.server.logrecords import LogReport
@@ -143,3 +151,54 @@ def test_floor_and_ceiling_bound_the_fitting_fractions() -> None:
         assert not estimate(facts, replace(config, mem_fraction_static=f)).fits
     middle = (est.floor_fraction + est.ceiling_fraction) / 2
     assert estimate(facts, replace(config, mem_fraction_static=middle)).fits
+
+
+def _shape_of(tmp_path: Path, **config: object) -> ModelShape:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return load_shape(tmp_path)
+
+
+DEEPSEEK_V3 = {
+    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
+    "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536,
+    "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+    "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+    "n_shared_experts": 1, "first_k_dense_replace": 3, "vocab_size": 129280, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
+}  # fmt: skip
+
+
+def test_mla_moe_fp8_shape(tmp_path: Path) -> None:
+    """DeepSeek-V3's shape: 671 B parameters in fp8 (about 79 GiB per GPU at tp 8), and its latent KV
+    cache (61 x (512 + 64) x 2 bytes, whole on every GPU, as the Kimi profile states)."""
+    shape = _shape_of(tmp_path, **DEEPSEEK_V3)
+    assert 640e9 < shape.weight_bytes(1) < 700e9
+    assert shape.kv_bytes_per_token(8) == shape.kv_bytes_per_token(1) == 61 * 576 * 2
+    bf16 = _shape_of(tmp_path, **{**DEEPSEEK_V3, "quantization_config": None})
+    assert bf16.weight_bytes(1) == pytest.approx(2 * shape.weight_bytes(1), rel=0.02)
+
+
+def test_quantized_and_mixture_of_experts_llamas(tmp_path: Path) -> None:
+    base = read_config(ROOT / LLAMA8B[0])
+    base.pop("__path__")
+    bf16 = _shape_of(tmp_path, **base).weight_bytes(1)
+    fp8 = _shape_of(tmp_path, **base, quantization_config={"quant_method": "fp8"}).weight_bytes(1)
+    awq = _shape_of(
+        tmp_path, **base, quantization_config={"quant_method": "awq", "bits": 4, "group_size": 128}
+    )
+    embeddings = 2 * 128256 * 4096 * 2  # embeddings and LM head stay 16-bit
+    assert fp8 - embeddings == pytest.approx((bf16 - embeddings) / 2, rel=0.01)
+    assert awq.weight_bytes(1) - embeddings == pytest.approx((bf16 - embeddings) / 4, rel=0.05)
+    mixtral = {**base, "model_type": "mixtral", "vocab_size": 32000, "num_local_experts": 8}
+    assert 46e9 < _shape_of(tmp_path, **mixtral).weight_bytes(1) / 2 < 47.5e9  # Mixtral-8x7B: 46.7 B
+    with pytest.raises(ShapeError, match=r"quantization_config\.quant_method"):
+        _shape_of(tmp_path, **base, quantization_config={"quant_method": "bitnet"})
+    with pytest.raises(ShapeError, match="model_type"):
+        _shape_of(tmp_path, **{**base, "model_type": "mamba"})
+
+
+def test_server_flags_the_prior_reads() -> None:
+    assert prefill_disabled(["--cuda-graph-backend-prefill", "disabled"])
+    assert prefill_disabled(["--cuda-graph-backend-prefill=disabled"]) and not prefill_disabled(["--x"])
+    assert kv_dtype_bytes_from_flags(["--kv-cache-dtype", "fp8_e4m3"]) == 1.0
+    assert kv_dtype_bytes_from_flags(["--kv-cache-dtype", "auto"]) is None
