@@ -5,11 +5,16 @@ bytes per token (from their config.json through `model_shape`, or from a simulat
 the same figures), and the CUDA-graph cost constants. `estimate` walks SGLang's start-up in order and
 returns the figures a log would print, the floor and ceiling fractions, and where it would fail.
 
-SGLang's KV sizing (0.5.17 as 0.5.14-0.5.23; ``python/sglang/srt/model_executor/model_runner.py``,
-``ModelRunner.profile_max_num_token``, the ``rest_memory = available_gpu_memory - pre_model_load_memory *
-(1 - mem_fraction_static)`` line, and the ``rest_memory <= 0`` ValueError right below it that prints
-``minimum viable = 1 - available/pre``; later releases moved it to ``model_runner_components/
-kv_cache_configurator.py``, ``KVCacheConfigurator._profile_available_bytes``):
+SGLang's KV sizing: ``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``,
+``ModelRunnerKVCacheMixin.profile_max_num_token`` (the 0.5.x series; the statement
+``rest_memory = available_gpu_memory - total_gpu_memory * (1 - self.mem_fraction_static)`` and
+``int(rest_memory * (1 << 30)) // cell_size`` with ``get_cell_size_per_token``: ``get_num_kv_heads(tp) x
+(head_dim + v_head_dim) x layers x kv bytes``, MLA ``(kv_lora_rank + qk_rope_head_dim) x layers x kv
+bytes``). 0.5.14+ raises right after it, when ``rest_memory <= 0``, the ValueError that prints
+``minimum viable = 1 - available/pre`` (seen verbatim in the 0.5.17 fixture logs; later releases moved
+it to ``model_runner_components/kv_cache_configurator.py``, ``_profile_available_bytes``). The line
+numbers of the 0.5.17 wheel could not be checked offline; the figures below are checked against its
+real logs instead (tests/test_memory_prior.py):
 
     rest   = available_after_both_models - pre_model_load * (1 - f)
     tokens = rest / (target cell + draft cell)          # both pools hold the same number of tokens
