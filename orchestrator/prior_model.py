@@ -146,8 +146,15 @@ class PriorMemoryModel(BoundedMemoryModel):
         corrections = super().observe(number, result, tp)
         if tp is not None and tp != self.tp:
             return corrections
-        if self.facts is None and self._shapes is not None and result.gpu_before:
-            total = min(g.total_mib for g in result.gpu_before)
+        node_total = min(g.total_mib for g in result.gpu_before) if result.gpu_before else None
+        known = self.facts.gpu_total_mib if self.facts is not None else None
+        if (
+            self._shapes is not None
+            and node_total
+            and (known is None or abs(node_total - known) > 0.01 * known)
+        ):
+            # No GPU memory known yet, or the driver's own GPUs are not the nodes': the node's NVML wins.
+            total = node_total
             target, draft = self._shapes
             self.facts = _shaped_facts(
                 target, draft, total, self.tp, self._version, self._prefill_graphs, self._kv_dtype_bytes

@@ -188,3 +188,20 @@ def test_a_pool_too_small_for_its_running_requests_is_not_launched_until_a_launc
         1, TrialResult(replace(short, max_running_requests=64), TrialStatus.OK, "node", (), memory=served)
     )
     assert not model.predict(short).skip
+
+
+def test_the_nodes_gpu_memory_replaces_a_drivers_other_gpu() -> None:
+    model, _ = build_memory_model(
+        1,
+        8,
+        use_prior=True,
+        profile=None,
+        target_dir=str(TARGET),
+        draft_dir=str(DRAFT),
+        gpu_memory_mib=24576.0,
+    )
+    assert model.predict(ServerConfig(0.70, 64, 64, 3, 1, 4)).skip  # 17 GB of weights on a 24 GB card
+    gpu = (GpuSample(0, H200_MIB, 615.0),)
+    model.observe(0, TrialResult(ServerConfig(0.85, 64, 64), TrialStatus.OK, "node", (), gpu_before=gpu))
+    assert model.facts is not None and model.facts.gpu_total_mib == H200_MIB
+    assert not model.predict(ServerConfig(0.70, 64, 64, 3, 1, 4)).skip
