@@ -46,10 +46,10 @@ from orchestrator.records import FailureStage, ServerConfig
 
 MIB_PER_GIB = 1024.0
 H200_DRIVER_RESERVE_MIB = 615.0  # NVML `used` with no process on the H200 (what torch cannot have)
-PREFILL_GATE_GIB = 4.0
+PREFILL_GATE_GIB = 4.0  # SGLang skips prefill graphs with less than this free after the set-up
 # Each other tier of an adaptive launch: "Built adaptive runtime state steps=0/1/3: mem=0.09/0.11/0.17GB"
 # on the tiny model (chat-h200 logs), about 0.05 GiB more than the graphs it captures.
-ADAPTIVE_TIER_STATE_GIB = 0.05  # SGLang skips prefill graphs with less than this free after the set-up
+ADAPTIVE_TIER_STATE_GIB = 0.05
 
 
 class VersionRule(StrEnum):
@@ -114,7 +114,7 @@ class MemoryFacts:
     dist_init_gib: float | None = None  # None: 0.09 at tp 1, 1.00 above
     before_kv_gib: float | None = None  # allocated between the weights and the KV profile; None: 0.10/tp
     pool_extra_gib: float | None = None  # allocated with the pools; None: 0.08 at tp 1, 0.19 above
-    graphs: GraphCosts = GraphCosts()
+    graphs: GraphCosts = GraphCosts()  # the tiny model's (tests/fixtures/sglang/0.5.17)
     source: str = ""  # where the figures came from, for messages
 
     @property
