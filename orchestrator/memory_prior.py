@@ -115,6 +115,10 @@ class MemoryFacts:
     before_kv_gib: float | None = None  # allocated between the weights and the KV profile; None: 0.10/tp
     pool_extra_gib: float | None = None  # allocated with the pools; None: 0.08 at tp 1, 0.19 above
     graphs: GraphCosts = GraphCosts()  # the tiny model's (tests/fixtures/sglang/0.5.17)
+    # How far inside the graph ceiling a launch must stay: the graph costs are the least certain figures
+    # (fitted on a tiny model), so 0.25 GiB and 5 % of the need unless the figures are the node's own.
+    graph_margin_gib: float = 0.25
+    graph_margin_rel: float = 0.05
     source: str = ""  # where the figures came from, for messages
 
     @property

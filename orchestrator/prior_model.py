@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from orchestrator.kv_admission import retracts
 from orchestrator.memory_bounds import BoundedMemoryModel
-from orchestrator.memory_model import GRAPH_SAFETY_GB, Correction, Prediction, kv_shards
+from orchestrator.memory_model import Correction, Prediction, kv_shards
 from orchestrator.memory_prior import (
     Estimate,
     GraphCosts,
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 PRIOR = "prior: "  # how a prediction of the prior's own starts its reason
 FLOOR_MARGIN = 0.005  # of the fraction: launch no closer than this to the predicted minimum viable
-GRAPH_MARGIN = 0.05  # of the predicted graph memory, on top of GRAPH_SAFETY_GB
 
 
 def facts_from_profile(profile: SimProfile, tp: int) -> MemoryFacts:
@@ -76,6 +76,10 @@ def facts_from_profile(profile: SimProfile, tp: int) -> MemoryFacts:
             draft_prefill_gib=profile.draft_prefill_graph_gib,
             prefill_min_free_gib=profile.prefill_graph_min_free_gib,
         ),
+        # The simulated node's own figures (the simulator walks the same account: a test checks they
+        # agree), so only rounding is left to the margin.
+        graph_margin_gib=0.02,
+        graph_margin_rel=0.01,
         source=f"simulated profile {profile.name}",
     )
 
@@ -115,16 +119,16 @@ class PriorMemoryModel(BoundedMemoryModel):
         shapes: tuple[ModelShape, ModelShape | None] | None = None,
         sglang_version: str = "0.5.17",
         prefill_graphs: bool = True,
-        tokens_per_request: int | None = None,
+        workload: tuple[int, int] | None = None,
         kv_dtype_bytes: float | None = None,
     ) -> None:
         super().__init__(tp=tp, kv_heads=kv_heads)
         self._kv_dtype_bytes = kv_dtype_bytes
         self.facts = facts
-        # The workload's input + output tokens: a pool that cannot hold max_running_requests of them is
-        # what the trial's KV probe fails (retractions under load); None: no such rule.
-        self.tokens_per_request = tokens_per_request
-        self.pressure_rule = tokens_per_request is not None  # off once a launch contradicts it
+        # The workload's (input, output) tokens: the trial's KV probe sends max_running_requests such
+        # requests at once and fails a pool on which SGLang retracts; None: no such rule.
+        self.workload = workload
+        self.pressure_rule = workload is not None  # off once a launch contradicts it
         self._shapes = shapes  # kept to build the facts once a launch tells the GPU's memory
         self._version = sglang_version
         self._prefill_graphs = prefill_graphs
@@ -164,9 +168,13 @@ class PriorMemoryModel(BoundedMemoryModel):
             self._measured_weights(result)
             self._rescale(result)
         pool = result.memory.max_total_num_tokens or result.memory.kv_cache_tokens
-        asked = result.config.max_running_requests * (self.tokens_per_request or 0)
-        if self.pressure_rule and result.status is TrialStatus.OK and pool and pool < asked:
-            # Served without retractions on a pool the rule calls short: it is too strict here.
+        if (
+            self.pressure_rule
+            and result.status is TrialStatus.OK
+            and pool
+            and self._retracts(result.config, pool)
+        ):
+            # Served without retractions where the replay said it would retract: too strict here.
             self.pressure_rule = False
             log.info("memory prior: trial %d served on a short KV pool; the pressure rule is off", number)
         return corrections
@@ -212,6 +220,19 @@ class PriorMemoryModel(BoundedMemoryModel):
 
     # -- predicting ----------------------------------------------------------------------------------
 
+    def _retracts(self, config: ServerConfig, pool: int) -> bool:
+        """Whether the KV probe (max_running_requests of the workload's requests at once) would see
+        SGLang retract on this pool: the scheduler's own rules replayed (`kv_admission`), growing one
+        token a step (the acceptance is the draft's and differs per tree: one is the case that retracts
+        the most; on the search benchmark's cases a larger guess missed some retractions)."""
+        if self.workload is None:
+            return False
+        input_len, output_len = self.workload
+        if pool >= config.max_running_requests * (input_len + output_len):
+            return False  # the probe does not even run
+        per_step = config.speculative_num_draft_tokens or 1
+        return retracts(pool, config.max_running_requests, input_len, output_len, per_step)
+
     def predict(self, config: ServerConfig) -> Prediction:
         base = super().predict(config)
         est = self.prior_estimate(config)
@@ -224,15 +245,18 @@ class PriorMemoryModel(BoundedMemoryModel):
                 f"at fraction {f:.3f} (minimum viable {est.floor_fraction:.4f})"
             )
             return Prediction(False, True, FailureStage.KV_ALLOCATION, 0.0, est.room_gb, est.graph_gb, reason)
-        demand = config.max_running_requests * (self.tokens_per_request or 0)
-        if self.pressure_rule and est.kv_tokens < demand:
+        if self.pressure_rule and self.workload and self._retracts(config, est.kv_tokens):
+            per_request = sum(self.workload)
+            demand = config.max_running_requests * per_request
             reason = (
                 f"prior, under load: a KV pool of about {est.kv_tokens} tokens cannot hold "
-                f"{config.max_running_requests} running requests of {self.tokens_per_request} tokens "
+                f"{config.max_running_requests} running requests of {per_request} tokens "
                 f"({demand}): SGLang would retract them under load"
             )
             return Prediction(False, True, FailureStage.UNDER_LOAD, float(est.kv_tokens), None, None, reason)
-        margin = GRAPH_SAFETY_GB + GRAPH_MARGIN * est.graph_gb
+        facts = self.facts
+        assert facts is not None
+        margin = facts.graph_margin_gib + facts.graph_margin_rel * est.graph_gb
         if est.graph_gb + margin > est.room_gb:
             stage = est.stage  # None: it fits, but not by the margin
             if stage is None:
@@ -282,17 +306,16 @@ def build_memory_model(
     gpu_memory_mib: float | None,
     sglang_version: str = "0.5.17",
     prefill_graphs: bool = True,
-    tokens_per_request: int | None = None,
+    workload: tuple[int, int] | None = None,
     kv_dtype_bytes: float | None = None,
 ) -> tuple[PriorMemoryModel, list[str]]:
     """The sweep's memory model and the warnings to show (a config.json the prior cannot use)."""
     if not use_prior:
         return PriorMemoryModel(tp, kv_heads), []
-    per_request = tokens_per_request
     if profile is not None:
         node = facts_from_profile(profile, tp)
         node = node if prefill_graphs else without_prefill_graphs(node)
-        return PriorMemoryModel(tp, kv_heads, node, tokens_per_request=per_request), []
+        return PriorMemoryModel(tp, kv_heads, node, workload=workload), []
     try:
         shapes = load_shapes(target_dir, draft_dir)
     except ShapeError as err:
@@ -306,6 +329,6 @@ def build_memory_model(
             shapes[0], shapes[1], total, tp, sglang_version, prefill_graphs, kv_dtype_bytes
         )
     model = PriorMemoryModel(
-        tp, kv_heads, shaped, shapes, sglang_version, prefill_graphs, per_request, kv_dtype_bytes
+        tp, kv_heads, shaped, shapes, sglang_version, prefill_graphs, workload, kv_dtype_bytes
     )
     return model, []

@@ -177,7 +177,7 @@ def test_memory_prior_false_learns_only() -> None:
 
 def test_a_pool_too_small_for_its_running_requests_is_not_launched_until_a_launch_disproves_it() -> None:
     facts = facts_from_shapes(load_shape(TARGET), load_shape(DRAFT), H200_MIB, 1)
-    model = PriorMemoryModel(1, 8, facts, tokens_per_request=4096)
+    model = PriorMemoryModel(1, 8, facts, workload=(3072, 1024))
     short = ServerConfig(0.20, 64, 256, 3, 1, 4)  # about 0.5 M tokens at most, 256 x 4096 = 1 M asked
     verdict = model.predict(short)
     assert verdict.skip and verdict.stage is FailureStage.UNDER_LOAD and not from_prior(verdict)

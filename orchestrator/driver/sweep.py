@@ -80,7 +80,7 @@ def _memory_model(spec: SweepSpec, sim_profile: dict[str, Any] | None) -> tuple[
         gpu_memory_mib=spec.memory.gpu_memory_mib,
         sglang_version=profile.sglang_version if profile else "0.5.17",
         prefill_graphs=not prefill_disabled(spec.server.flags),
-        tokens_per_request=spec.workload.input_len + spec.workload.output_len,
+        workload=(spec.workload.input_len, spec.workload.output_len),
         kv_dtype_bytes=kv_dtype_bytes_from_flags(spec.server.flags),
     )
 
