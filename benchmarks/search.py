@@ -103,12 +103,12 @@ draw, which is why it is not always right either. Why:
   about 30 %: the search finds it and the single draws cannot tell it from its neighbours. Racing the
   top trees on pooled launches is the lever that helped most; the informed ceiling shows what a perfect
   choice of which trees to race would reach.
-- *OOM launches.* The learned memory model knows nothing before the first launch, does not model KV
-  pressure under load, and under SGLang <= 0.5.9 rules a draft that no longer fits at high fractions.
-  `orchestrator/memory_bounds.py` learns the last two from the failures (about a third fewer OOM
-  launches); the rest are the first launches, before anything is learned. An analytic prior from the
-  models' `config.json` (weights and KV bytes per token, hence the KV pool at any fraction) would address
-  those; it is not built yet.
+- *OOM launches.* The memory prior (`orchestrator/memory_prior.py`, `prior_model.py`) knows each
+  configuration's start-up memory before the first launch (weights and KV bytes per token from the
+  models' `config.json`, here the node's profile), including a draft that no longer fits at high
+  fractions under SGLang <= 0.5.9 rules, and refuses a KV pool that cannot hold `max_running_requests`
+  of the workload's requests (the KV probe's own test) until a launch serves on one. The learned model
+  and `orchestrator/memory_bounds.py` stay on top as its correction.
 """
 
 

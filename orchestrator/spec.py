@@ -136,6 +136,20 @@ class NodeSpec(SpecModel):
     clean_threshold_mib: float = Field(default=1024.0, ge=0)
 
 
+class MemorySpec(SpecModel):
+    prior: bool = Field(
+        default=True,
+        description="predict each configuration's memory from the models' config.json before launching "
+        "(orchestrator.memory_prior); false: learn from launches only (an exotic model)",
+    )
+    gpu_memory_mib: float | None = Field(
+        default=None,
+        gt=0,
+        description="one GPU's total memory for the prior on real nodes; unset: the driver's NVML, "
+        "else the first launch's GPU check",
+    )
+
+
 class WeightedDataset(SpecModel):
     """One dataset of a mix: its share of the requests is its weight over the sum of the weights."""
 
@@ -239,6 +253,7 @@ class SweepSpec(SpecModel):
     model: ModelSpec
     server: ServerSpec = Field(default_factory=ServerSpec)
     simulated: SimulatedSpec | None = None
+    memory: MemorySpec = Field(default_factory=MemorySpec)
     search: SearchSpace
     known_good: list[KnownGood] = Field(default_factory=list)
     workload: WorkloadSpec

@@ -36,7 +36,7 @@ from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import SweepSpec
+from orchestrator.spec import MemorySpec, SweepSpec
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
 from orchestrator.trial_events import TrialEvent
@@ -112,7 +112,10 @@ class _NoTracking:
 @pytest.fixture(scope="module")
 def oracle() -> Oracle:
     case = CASES["tight"]
-    return Oracle(case_spec(case, gpus=1), load_profile(case.name))
+    # These tests are about what the driver learns from launches: the prior (tests/test_prior_model.py)
+    # would rule the failing configurations out before they launch.
+    spec = case_spec(case, gpus=1).model_copy(update={"memory": MemorySpec(prior=False)})
+    return Oracle(spec, load_profile(case.name))
 
 
 def _status(oracle: Oracle, config: ServerConfig) -> tuple[TrialStatus, FailureStage | None]:

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.sim.shape_memory import derive_memory
+
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
 VersionBehaviour = Literal["<=0.5.9", ">=0.5.14"]
@@ -54,6 +56,10 @@ class SimProfile(BaseModel):
     """What ``Init torch distributed`` adds (NCCL buffers)."""
 
     # --- model --------------------------------------------------------------------------------
+    model_shape: dict[str, str] | None = None
+    """``{target: DIR, draft: DIR}``: the models' config.json folders. When set, the weights, KV bytes per
+    token, KV heads, vocabulary and architectures below are derived from them (``sim.shape_memory``, the
+    memory prior's own arithmetic), unless the profile states them itself."""
     target_arch: str = "LlamaForCausalLM"
     """``type=`` of the target's ``Load weight end`` line."""
     draft_arch: str = "LlamaForCausalLMEagle3"
@@ -232,5 +238,5 @@ def _load_raw(name_or_path: str) -> dict[str, Any]:
 def load_profile(name_or_path: str | Path | Mapping[str, Any]) -> SimProfile:
     """A built-in name (``h200-tiny``), a YAML/JSON file, or a mapping (optionally with ``base``)."""
     if isinstance(name_or_path, Mapping):
-        return SimProfile.model_validate(_resolve_mapping(name_or_path))
-    return SimProfile.model_validate(_resolve_mapping(_load_raw(str(name_or_path))))
+        return SimProfile.model_validate(derive_memory(_resolve_mapping(name_or_path)))
+    return SimProfile.model_validate(derive_memory(_resolve_mapping(_load_raw(str(name_or_path)))))

@@ -25,6 +25,7 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
     # API key, which must reach it and nothing we keep.
     spec = demo_spec(
         known_good=[GOOD, KV_OOM],
+        memory={"prior": False},  # the KV OOM must launch: the memory prior would refuse it
         budget__trials=4,
         server__flags=["--trust-remote-code", "--skip-tokenizer-init", f"--api-key={SECRET}"],
     )

@@ -53,6 +53,7 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("ui")
     spec = yaml.safe_load((ROOT / "trials" / "demo.yaml").read_text())
     spec["known_good"] = [GOOD, KV_OOM]
+    spec["memory"] = {"prior": False}  # the KV OOM must launch (the memory prior would refuse it)
     spec["budget"]["trials"] = 2  # the baseline runs on top of the budget
     spec["workload"].update(num_prompts=8, concurrency=[8])  # the UI needs the records, not long runs
     (work / "spec.yaml").write_text(yaml.safe_dump(spec))

@@ -1,0 +1,410 @@
+"""The memory prior: what a configuration needs per GPU, predicted before any launch.
+
+Inputs are `MemoryFacts` (per GPU, at the sweep's tp): the GPU's memory, both models' weights and KV
+bytes per token (from their config.json through `model_shape`, or from a simulated profile, which names
+the same figures), and the CUDA-graph cost constants. `estimate` walks SGLang's start-up in order and
+returns the figures a log would print, the floor and ceiling fractions, and where it would fail.
+
+SGLang's KV sizing: ``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``,
+``ModelRunnerKVCacheMixin.profile_max_num_token`` (the 0.5.x series; the statement
+``rest_memory = available_gpu_memory - total_gpu_memory * (1 - self.mem_fraction_static)`` and
+``int(rest_memory * (1 << 30)) // cell_size`` with ``get_cell_size_per_token``: ``get_num_kv_heads(tp) x
+(head_dim + v_head_dim) x layers x kv bytes``, MLA ``(kv_lora_rank + qk_rope_head_dim) x layers x kv
+bytes``). 0.5.14+ raises right after it, when ``rest_memory <= 0``, the ValueError that prints
+``minimum viable = 1 - available/pre`` (seen verbatim in the 0.5.17 fixture logs; later releases moved
+it to ``model_runner_components/kv_cache_configurator.py``, ``_profile_available_bytes``). The line
+numbers of the 0.5.17 wheel could not be checked offline; the figures below are checked against its
+real logs instead (tests/test_memory_prior.py):
+
+    rest   = available_after_both_models - pre_model_load * (1 - f)
+    tokens = rest / (target cell + draft cell)          # both pools hold the same number of tokens
+
+Up to 0.5.9 the target sizes its pool before the draft loads (target cell only), so the draft's weights,
+its KV and every graph come out of the ``(1 - f)`` slack.
+
+Constants fitted on the real logs under tests/fixtures/sglang (SGLang 0.5.17, H200; tiny Llama at tp 1
+and 2, and the 8B shape's start-up figures): the CUDA context (0.62 GiB), what distributed init takes
+(0.09 GiB at tp 1, 1.00 at tp > 1: NCCL and custom all-reduce buffers), what is allocated between the
+weights and the KV profile (0.10 GiB / tp: it makes the printed minimum viable 0.0018 and 0.1237) and
+with the pools (0.08 GiB, 0.19 at tp > 1), the attention/cuBLAS set-up (0.62 GiB, 1.18 at tp > 1), and
+the graph costs (`GraphCosts`): per decode-graph runner ``state x max_bs + per_token x max_bs x tokens
+per request + per_graph x captured sizes``, with a token's cost the logits (bf16 and their fp32 copy: 6
+bytes per vocabulary entry, the 126 MiB allocation of the tiny model's bs 512 OOM; the 8B draft's 250
+MiB at bs 256 x 8 tokens x 32000) plus the activations. Prefill graphs are captured only when 4 GiB are
+free after the set-up; their size was measured on the tiny model only (0.31 and 0.26 GiB) and is scaled
+by the hidden size, the least certain constant here: launches correct it (`prior_model`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from orchestrator.adaptive import candidate_steps, trial_config
+from orchestrator.model_shape import GIB, ModelShape
+from orchestrator.records import FailureStage, ServerConfig
+
+MIB_PER_GIB = 1024.0
+H200_DRIVER_RESERVE_MIB = 615.0  # NVML `used` with no process on the H200 (what torch cannot have)
+PREFILL_GATE_GIB = 4.0  # SGLang skips prefill graphs with less than this free after the set-up
+# Each other tier of an adaptive launch: "Built adaptive runtime state steps=0/1/3: mem=0.09/0.11/0.17GB"
+# on the tiny model (chat-h200 logs), about 0.05 GiB more than the graphs it captures.
+ADAPTIVE_TIER_STATE_GIB = 0.05
+
+
+class VersionRule(StrEnum):
+    """Which accounting the SGLang version follows (see the module docstring)."""
+
+    DRAFT_AFTER = "<=0.5.9"
+    BOTH_FIRST = ">=0.5.14"
+
+
+def rule_for_version(version: str) -> VersionRule:
+    parts = [int(p) for p in version.split(".")[:3] if p.isdigit()]
+    return VersionRule.DRAFT_AFTER if tuple(parts) < (0, 5, 14) else VersionRule.BOTH_FIRST
+
+
+@dataclass(frozen=True)
+class GraphCosts:
+    """CUDA-graph and set-up memory per GPU (GiB)."""
+
+    eager_setup_gib: float = 0.617
+    eager_setup_gib_per_bs: float = 0.0002
+    state_gib_per_bs: float = 0.0000625
+    target_gib_per_token: float = 0.0003
+    draft_gib_per_token: float = 0.0003
+    gib_per_graph: float = 0.0035
+    target_prefill_gib: float = 0.31
+    draft_prefill_gib: float = 0.26
+    prefill_min_free_gib: float = PREFILL_GATE_GIB
+    prefill_graphs: bool = True  # False: launched with --cuda-graph-backend-prefill disabled
+
+
+def graph_costs_for(target: ModelShape, draft: ModelShape | None, tp: int) -> GraphCosts:
+    """Graph costs from the shapes: a token of a captured shape holds its logits (6 bytes per entry of
+    the vocabulary it scores) and its activations (hidden and the tp share of the MLP)."""
+
+    def per_token(vocab: int, shape: ModelShape) -> float:
+        return (6 * vocab + 16 * shape.hidden + 4 * shape.intermediate / tp) / GIB
+
+    width = target.hidden / 512  # prefill graphs measured at hidden 512 (the only real figure)
+    d = draft or target
+    return GraphCosts(
+        eager_setup_gib=0.617 if tp == 1 else 1.18,
+        target_gib_per_token=per_token(target.vocab, target),
+        draft_gib_per_token=per_token(d.draft_vocab or d.vocab, d),
+        target_prefill_gib=0.31 * width,
+        draft_prefill_gib=0.26 * width,
+    )
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """Everything the prior knows of one GPU of the node and of the models on it."""
+
+    tp: int
+    gpu_total_mib: float
+    weights_gib: float
+    draft_weights_gib: float
+    kv_cell_bytes: float  # target KV bytes per token on one GPU
+    draft_kv_cell_bytes: float
+    rule: VersionRule = VersionRule.BOTH_FIRST
+    driver_reserve_mib: float = H200_DRIVER_RESERVE_MIB
+    cuda_context_gib: float = 0.62
+    dist_init_gib: float | None = None  # None: 0.09 at tp 1, 1.00 above
+    before_kv_gib: float | None = None  # allocated between the weights and the KV profile; None: 0.10/tp
+    pool_extra_gib: float | None = None  # allocated with the pools; None: 0.08 at tp 1, 0.19 above
+    graphs: GraphCosts = GraphCosts()  # the tiny model's (tests/fixtures/sglang/0.5.17)
+    # How far inside the graph ceiling a launch must stay: the graph costs are the least certain figures
+    # (fitted on a tiny model), so 0.25 GiB and 5 % of the need unless the figures are the node's own.
+    graph_margin_gib: float = 0.25
+    graph_margin_rel: float = 0.05
+    source: str = ""  # where the figures came from, for messages
+
+    @property
+    def pre_gib(self) -> float:
+        """SGLang's ``pre_model_load_memory``: free once CUDA and the process group are up."""
+        dist = self.dist_init_gib if self.dist_init_gib is not None else (0.09 if self.tp == 1 else 1.00)
+        total = (self.gpu_total_mib - self.driver_reserve_mib) / MIB_PER_GIB
+        return total - self.cuda_context_gib - dist
+
+    @property
+    def before_kv(self) -> float:
+        return self.before_kv_gib if self.before_kv_gib is not None else 0.10 / self.tp
+
+    @property
+    def pool_extra(self) -> float:
+        if self.pool_extra_gib is not None:
+            return self.pool_extra_gib
+        return 0.08 if self.tp == 1 else 0.19
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The predicted start-up of one configuration on one GPU (GiB, SGLang's "GB")."""
+
+    weights_gb: float
+    draft_weights_gb: float
+    kv_tokens: int
+    kv_gb: float  # target + draft pools
+    graph_gb: float  # set-up, prefill and decode graphs of both models
+    room_gb: float  # free after the pools, for the set-up and the graphs
+    late_draft_gb: float  # up to 0.5.9: the draft's weights and pool, taken from that room first
+    left_gb: float  # free at the end (negative: short by that much)
+    floor_fraction: float  # SGLang's "minimum viable": below it the weights leave no KV pool
+    ceiling_fraction: float  # above it the graphs no longer fit
+    prefill_graphs: bool
+    fits: bool
+    stage: FailureStage | None
+    reason: str
+
+    def as_dict(self) -> dict[str, float | int | bool | str | None]:
+        return {
+            "weights_gb": round(self.weights_gb, 3),
+            "draft_weights_gb": round(self.draft_weights_gb, 3),
+            "kv_tokens": self.kv_tokens,
+            "kv_gb": round(self.kv_gb, 3),
+            "graph_gb": round(self.graph_gb, 3),
+            "room_gb": round(self.room_gb, 3),
+            "late_draft_gb": round(self.late_draft_gb, 3),
+            "left_gb": round(self.left_gb, 3),
+            "floor_fraction": round(self.floor_fraction, 4),
+            "ceiling_fraction": round(self.ceiling_fraction, 4),
+            "prefill_graphs": self.prefill_graphs,
+            "fits": self.fits,
+            "stage": self.stage.value if self.stage else None,
+            "reason": self.reason,
+        }
+
+
+def capture_sizes(max_bs: int, speculative: bool, max_running: int) -> list[int]:
+    """SGLang's captured decode batch sizes up to ``max_bs``, capped at the request pool."""
+    if speculative:
+        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8)]
+        sizes += list(range(272, max(max_bs, 272) + 1, 16))
+    else:
+        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16)]
+        sizes += list(range(512, max(max_bs, 512) + 1, 32))
+    sizes = [bs for bs in sizes if bs <= max_bs]
+    if sizes and max(sizes) > max_running:
+        sizes = [bs for bs in sizes if bs <= max_running]
+        if max_running not in sizes:
+            sizes.append(max_running)
+    return sizes
+
+
+def _runner(g: GraphCosts, sizes: list[int], tokens_per_req: int, per_token: float) -> float:
+    max_bs = max(sizes)
+    return g.state_gib_per_bs * max_bs + per_token * max_bs * tokens_per_req + g.gib_per_graph * len(sizes)
+
+
+def decode_graphs_gib(facts: MemoryFacts, config: ServerConfig) -> tuple[float, float]:
+    """(target, draft) decode-graph memory of a configuration (GiB), without set-up or prefill graphs."""
+    g = facts.graphs
+    sizes = capture_sizes(config.cuda_graph_max_bs, config.speculative, config.max_running_requests)
+    if not sizes:
+        return 0.0, 0.0
+    target = _runner(g, sizes, config.speculative_num_draft_tokens or 1, g.target_gib_per_token)
+    if not config.speculative:
+        return target, 0.0
+    steps, topk = config.speculative_num_steps or 1, config.speculative_eagle_topk or 1
+    draft = _runner(g, sizes, config.speculative_num_draft_tokens or 1, g.draft_gib_per_token)
+    if steps > 1:
+        draft += _runner(g, sizes, topk, g.draft_gib_per_token * steps)
+    tiers = trial_config(config)
+    for s in candidate_steps(tiers) if tiers else ():
+        if s != steps:  # each other adaptive tier builds its own draft graphs and state
+            draft += ADAPTIVE_TIER_STATE_GIB + _runner(g, sizes, s + 1, g.draft_gib_per_token)
+            if s > 1:
+                draft += _runner(g, sizes, topk, g.draft_gib_per_token * s)
+    return target, draft
+
+
+def _late_draft_gib(facts: MemoryFacts, config: ServerConfig, tokens: int) -> float:
+    """Up to 0.5.9 the draft's weights and pool come after the target's graphs, out of the slack."""
+    if facts.rule is not VersionRule.DRAFT_AFTER or not config.speculative:
+        return 0.0
+    return facts.draft_weights_gib + tokens * facts.draft_kv_cell_bytes / GIB
+
+
+def _graph_need(facts: MemoryFacts, config: ServerConfig, room: float) -> tuple[float, bool]:
+    """The set-up plus every graph, given the room after the target's pool; and whether prefill
+    graphs are captured (SGLang checks what is free once the set-up is allocated)."""
+    g = facts.graphs
+    sizes = capture_sizes(config.cuda_graph_max_bs, config.speculative, config.max_running_requests)
+    setup = g.eager_setup_gib + g.eager_setup_gib_per_bs * (max(sizes) if sizes else 0)
+    prefill = g.prefill_graphs and room - setup >= g.prefill_min_free_gib
+    target, draft = decode_graphs_gib(facts, config)
+    need = setup + target + draft
+    if prefill:
+        need += g.target_prefill_gib + (g.draft_prefill_gib if config.speculative else 0.0)
+    return need, prefill
+
+
+def _kv(facts: MemoryFacts, config: ServerConfig, f: float) -> tuple[float, float, int, float]:
+    """(weights loaded before the KV profile, rest for the pools, tokens, pools' GiB) at fraction f."""
+    old = facts.rule is VersionRule.DRAFT_AFTER
+    draft_w = facts.draft_weights_gib if config.speculative else 0.0
+    loaded = facts.weights_gib + (0.0 if old else draft_w)
+    pre = facts.pre_gib
+    rest = pre - loaded - pre * (1 - f)
+    cell_d = facts.draft_kv_cell_bytes if config.speculative else 0.0
+    cells = facts.kv_cell_bytes + (0.0 if old else cell_d)
+    # The pool is sized from what the weights leave (the real tokens match to 0.01 %), but the start
+    # fails already when that is below what is allocated before the profile (the printed minimum viable).
+    tokens = max(0, int(rest * GIB // cells)) if rest > facts.before_kv else 0
+    return loaded, rest - facts.before_kv, tokens, tokens * (facts.kv_cell_bytes + cell_d) / GIB
+
+
+def room_after_pools(facts: MemoryFacts, config: ServerConfig, f: float) -> float:
+    """Free once the pools are allocated (up to 0.5.9: the target's pool only)."""
+    _, rest, _, _ = _kv(facts, config, f)
+    return facts.pre_gib * (1 - f) - facts.pool_extra + min(rest, 0.0)
+
+
+def graphs_fit(facts: MemoryFacts, config: ServerConfig, f: float, margin_gib: float = 0.0) -> bool:
+    room = room_after_pools(facts, config, f)
+    need, _ = _graph_need(facts, config, room)
+    late = _late_draft_gib(facts, config, _kv(facts, config, f)[2])
+    return need + late + margin_gib <= room
+
+
+def ceiling_fraction(facts: MemoryFacts, config: ServerConfig, margin_gib: float = 0.0) -> float:
+    """The highest fraction at which the graphs still fit (0 when none does): bisection, since the room
+    shrinks as the fraction grows (the prefill gate makes the need a step, not a line)."""
+    lo, hi = 0.0, 0.9999
+    if graphs_fit(facts, config, hi, margin_gib):
+        return hi
+    if not graphs_fit(facts, config, lo, margin_gib):
+        return 0.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if graphs_fit(facts, config, mid, margin_gib) else (lo, mid)
+    return lo
+
+
+def floor_fraction(facts: MemoryFacts, config: ServerConfig) -> float:
+    """SGLang's printed ``minimum viable = 1 - available/pre``."""
+    loaded, _, _, _ = _kv(facts, config, 0.0)
+    return 1 - (facts.pre_gib - loaded - facts.before_kv) / facts.pre_gib
+
+
+def _failing_step(
+    facts: MemoryFacts, config: ServerConfig, room: float, need: float, prefill: bool, tokens: int
+) -> FailureStage:
+    """Where the walk after the pools first runs out: the target's set-up and graphs, then (up to
+    0.5.9) the draft's weights and pool, then the draft's graphs."""
+    _, draft = decode_graphs_gib(facts, config)
+    draft_graphs = draft + (facts.graphs.draft_prefill_gib if prefill and config.speculative else 0.0)
+    steps = [(need - draft_graphs, FailureStage.TARGET_GRAPH_CAPTURE)]
+    if facts.rule is VersionRule.DRAFT_AFTER and config.speculative:
+        steps.append((facts.draft_weights_gib, FailureStage.WEIGHT_LOADING))
+        steps.append((tokens * facts.draft_kv_cell_bytes / GIB, FailureStage.KV_ALLOCATION))
+    steps.append((draft_graphs, FailureStage.DRAFT_GRAPH_CAPTURE))
+    used = 0.0
+    for size, stage in steps:
+        used += size
+        if used > room:
+            return stage
+    return FailureStage.DRAFT_GRAPH_CAPTURE
+
+
+def estimate(facts: MemoryFacts, config: ServerConfig) -> Estimate:
+    """The start-up of ``config`` on one GPU, as predicted before any launch."""
+    f = config.mem_fraction_static
+    _, rest, tokens, kv_gb = _kv(facts, config, f)
+    room = room_after_pools(facts, config, f)
+    need, prefill = _graph_need(facts, config, room)
+    late = _late_draft_gib(facts, config, tokens)
+    room -= late  # what the graphs themselves have
+    floor = floor_fraction(facts, config)
+    ceiling = ceiling_fraction(facts, config)
+    draft_w = facts.draft_weights_gib if config.speculative else 0.0
+    stage: FailureStage | None = None
+    if rest <= 0 or tokens < 1:
+        stage = FailureStage.KV_ALLOCATION
+        reason = f"the weights leave no KV pool at fraction {f:.3f} (minimum viable {floor:.4f})"
+    elif need > room:
+        stage = _failing_step(facts, config, room + late, need, prefill, tokens)
+        reason = f"CUDA graphs need about {need:.2f} GB, {room:.2f} GB left at fraction {f:.3f}"
+    else:
+        reason = f"fits: {tokens} KV tokens, {room - need:.2f} GB left after the graphs"
+    return Estimate(
+        weights_gb=facts.weights_gib,
+        draft_weights_gb=draft_w,
+        kv_tokens=tokens,
+        kv_gb=kv_gb,
+        graph_gb=need,
+        room_gb=room,
+        late_draft_gb=late,
+        left_gb=room - need,
+        floor_fraction=floor,
+        ceiling_fraction=ceiling,
+        prefill_graphs=prefill,
+        fits=stage is None,
+        stage=stage,
+        reason=reason,
+    )
+
+
+def facts_from_shapes(
+    target: ModelShape,
+    draft: ModelShape | None,
+    gpu_total_mib: float,
+    tp: int = 1,
+    sglang_version: str = "0.5.17",
+    kv_dtype_bytes: float | None = None,
+) -> MemoryFacts:
+    """The facts of a node from both models' config.json shapes and one GPU's total memory."""
+    return MemoryFacts(
+        tp=tp,
+        gpu_total_mib=gpu_total_mib,
+        weights_gib=target.weights_gib(tp, first_load=True),
+        draft_weights_gib=draft.weights_gib(tp, first_load=False) if draft else 0.0,
+        kv_cell_bytes=target.kv_bytes_per_token(tp, kv_dtype_bytes),
+        draft_kv_cell_bytes=draft.kv_bytes_per_token(tp, kv_dtype_bytes) if draft else 0.0,
+        rule=rule_for_version(sglang_version),
+        graphs=graph_costs_for(target, draft, tp),
+        source=f"{target.path}" + (f" + {draft.path}" if draft else ""),
+    )
+
+
+def prefill_disabled(flags: tuple[str, ...] | list[str]) -> bool:
+    """Whether fixed server flags turn the prefill CUDA graphs off."""
+    joined = " ".join(flags).replace("=", " ")
+    return "--cuda-graph-backend-prefill disabled" in joined or "--disable-cuda-graph" in joined.split()
+
+
+def kv_dtype_bytes_from_flags(flags: tuple[str, ...] | list[str]) -> float | None:
+    """``--kv-cache-dtype fp8_*`` halves the KV bytes of a 16-bit model; None: the model's dtype."""
+    args = " ".join(flags).replace("=", " ").split()
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--kv-cache-dtype" and args[i + 1].startswith("fp8"):
+            return 1.0
+    return None
+
+
+def without_prefill_graphs(facts: MemoryFacts) -> MemoryFacts:
+    return replace(facts, graphs=replace(facts.graphs, prefill_graphs=False))
+
+
+def with_graph_scale(facts: MemoryFacts, scale: float) -> MemoryFacts:
+    """The same facts with every graph cost multiplied by ``scale`` (a launch's correction)."""
+    g = facts.graphs
+    graphs = GraphCosts(
+        eager_setup_gib=g.eager_setup_gib * scale,
+        eager_setup_gib_per_bs=g.eager_setup_gib_per_bs * scale,
+        state_gib_per_bs=g.state_gib_per_bs * scale,
+        target_gib_per_token=g.target_gib_per_token * scale,
+        draft_gib_per_token=g.draft_gib_per_token * scale,
+        gib_per_graph=g.gib_per_graph * scale,
+        target_prefill_gib=g.target_prefill_gib * scale,
+        draft_prefill_gib=g.draft_prefill_gib * scale,
+        prefill_min_free_gib=g.prefill_min_free_gib,
+        prefill_graphs=g.prefill_graphs,
+    )
+    return replace(facts, graphs=graphs)
+
+
+def kv_tokens_at(facts: MemoryFacts, config: ServerConfig, f: float) -> int:
+    return _kv(facts, config, f)[2]
