@@ -59,6 +59,15 @@ REAL_LOGS = [
     RealLog("specsweep-h200/ok-accept.log", TINY),
     RealLog("specsweep-h200/kv-oom.log", TINY),
     RealLog("specsweep-h200/graph-oom.log", TINY),
+    # The Llama-3-8B shape (dummy weights), prefill graphs off, fractions 0.10-0.98, graph bs 16 and 256.
+    RealLog("llama8b-h200/f50b16.log", LLAMA8B),
+    RealLog("llama8b-h200/f50b256.log", LLAMA8B),
+    RealLog("llama8b-h200/f85b16.log", LLAMA8B),
+    RealLog("llama8b-h200/f85b256.log", LLAMA8B),
+    RealLog("llama8b-h200/f95b16.log", LLAMA8B),
+    RealLog("llama8b-h200/f95b256.log", LLAMA8B),
+    RealLog("llama8b-h200/kvfloor010.log", LLAMA8B),
+    RealLog("llama8b-h200/f98b256s4k2d8.log", LLAMA8B),
 ]
 
 
@@ -116,7 +125,15 @@ def test_prior_matches_real_log(case: RealLog) -> None:
         assert est.fits, est.reason
         assert m.avail_after_kv_gb is not None and m.avail_end_gb is not None
         measured = m.avail_after_kv_gb - m.avail_end_gb  # set-up, prefill and decode graphs together
-        assert abs(est.graph_gb - measured) <= 0.1 + 0.1 * measured, (est.graph_gb, measured)
+        captured = (m.graph_gb or 0.0) + (m.draft_graph_gb or 0.0)  # the capture lines' own figures
+        if measured >= captured:
+            assert abs(est.graph_gb - measured) <= 0.1 + 0.1 * measured, (est.graph_gb, measured)
+        else:
+            # The 8B shape: free memory rises between the pools and the first capture (SGLang empties
+            # the allocator's cache, 0.6-0.9 GB here), which the prior does not credit. It stays on the
+            # safe side: never less than the graphs took, at most the tiny model's set-up (0.62 GB) more.
+            assert captured <= est.graph_gb <= captured + 0.62 + 0.1 * captured, (est.graph_gb, captured)
+            assert est.left_gb <= m.avail_end_gb <= est.left_gb + 2.0, (est.left_gb, m.avail_end_gb)
     else:
         assert report.failure is not None and report.failure.stage in (
             FailureStage.TARGET_GRAPH_CAPTURE,
