@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: sweep test lint typecheck unit venv report mlflow-ui optuna-dashboard bench clean
+.PHONY: sweep test lint typecheck unit e2e venv report mlflow-ui optuna-dashboard bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +26,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The fast loop while changing code: everything but the end-to-end sweeps of tests/e2e (which start Ray
+# clusters and take most of the suite's time). `make test` runs both.
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs --ignore=tests/e2e $(PYTEST_ARGS)
 
-test: lint typecheck unit
+e2e: $(STAMP)
+	$(BIN)/python -m pytest -q -rs tests/e2e $(PYTEST_ARGS)
+
+test: lint typecheck unit e2e
 
 report: $(STAMP)
 	$(BIN)/python -m orchestrator.report $(STUDY)

@@ -36,3 +36,26 @@ def test_ui_targets_take_a_port_and_bind_to_localhost(target: str, default: str)
 
     assert command().endswith(f"--host 127.0.0.1 --port {default}")
     assert command("PORT=5123").endswith("--host 127.0.0.1 --port 5123")
+
+
+def test_make_test_runs_every_test_and_make_unit_leaves_out_only_the_end_to_end_sweeps() -> None:
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    venv = str(Path(sys.executable).parents[1])
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+
+    def recipe(target: str) -> list[str]:
+        done = subprocess.run(
+            ["make", "--no-print-directory", "-n", target, f"VENV={venv}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        return [line for line in done.stdout.splitlines() if "pytest" in line]
+
+    (unit,) = recipe("unit")
+    assert "--ignore=tests/e2e" in unit
+    runs = recipe("test")  # CI's command: the fast loop and then the end-to-end sweeps
+    assert len(runs) == 2 and "--ignore=tests/e2e" in runs[0] and runs[1].split()[-1] == "tests/e2e"
