@@ -327,6 +327,11 @@ def estimate(facts: MemoryFacts, config: ServerConfig) -> Estimate:
     elif need > room:
         stage = _failing_step(facts, config, room + late, need, prefill, tokens)
         reason = f"CUDA graphs need about {need:.2f} GB, {room:.2f} GB left at fraction {f:.3f}"
+        if late > 0:  # SGLang <= 0.5.9 loads the draft after the target's pools: name that share too
+            reason = (
+                f"{room + late:.2f} GB left after the target's pools at fraction {f:.3f}: the draft's "
+                f"weights and KV pool take {late:.2f} GB, its CUDA graphs and the target's need {need:.2f} GB"
+            )
     else:
         reason = f"fits: {tokens} KV tokens, {room - need:.2f} GB left after the graphs"
     return Estimate(

@@ -219,3 +219,17 @@ def test_server_flags_the_prior_reads() -> None:
     assert prefill_disabled(["--cuda-graph-backend-prefill=disabled"]) and not prefill_disabled(["--x"])
     assert kv_dtype_bytes_from_flags(["--kv-cache-dtype", "fp8_e4m3"]) == 1.0
     assert kv_dtype_bytes_from_flags(["--kv-cache-dtype", "auto"]) is None
+
+
+def test_a_draft_that_loads_after_the_pools_is_named_where_it_cannot_load() -> None:
+    # SGLang <= 0.5.9: the draft's weights come out of what the target's pools leave. A failure at
+    # that step must say so, not speak of graphs alone with the draft's share already taken away.
+    target, draft = (load_shape(ROOT / p) for p in LLAMA8B)
+    facts = replace(facts_from_shapes(target, draft, H200_MIB, 1, "0.5.9"))
+    late = [
+        est
+        for f in (0.95, 0.96, 0.97, 0.98, 0.99)
+        if (est := estimate(facts, ServerConfig(f, 64, 64, 3, 1, 4))).stage is FailureStage.WEIGHT_LOADING
+    ]
+    assert late, "no fraction where the draft's weights no longer load"
+    assert all("the draft's weights and KV pool take" in est.reason for est in late)
