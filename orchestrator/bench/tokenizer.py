@@ -57,6 +57,9 @@ def _transformers_into_log() -> Iterator[None]:
     targets: list[logging.Filterer] = [hf, *hf.handlers]
     for target in targets:
         target.addFilter(_INTO_LOG)
+    # Under CI=true transformers lets its records propagate to the root logger too (for pytest's
+    # capture), where no filter of ours stands: keep them on its own handlers while we listen.
+    propagate, hf.propagate = hf.propagate, False
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -64,6 +67,7 @@ def _transformers_into_log() -> Iterator[None]:
         for w in caught:
             log.info("transformers: %s", w.message)
     finally:
+        hf.propagate = propagate
         for target in [hf, *hf.handlers]:
             target.removeFilter(_INTO_LOG)
 
