@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from orchestrator.kv_admission import retracts
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -36,7 +37,7 @@ from orchestrator.server.logparse import MemoryAccount
 from orchestrator.sim.args import SimArgs, build_parser, explicit_dests, resolve
 from orchestrator.sim.memory import OomKind, StartupPlan, StepKind, plan_startup
 from orchestrator.sim.profile import SimProfile
-from orchestrator.sim.scheduler import INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
+from orchestrator.sim.scheduler import INIT_NEW_TOKEN_RATIO
 from orchestrator.sim.speed import (
     SpeedModel,
     broken_draft_reason,
@@ -141,45 +142,6 @@ def memory_account(plan: StartupPlan) -> MemoryAccount:
     )
 
 
-def probe_retracts(
-    pool: int, requests: int, input_len: int, output_len: int, per_step: int, gain: float
-) -> bool:
-    """Would the scheduler retract a request while serving `requests` identical ones at once?
-
-    The simulated scheduler's rules, replayed without sleeping: admit while the pool holds each prompt
-    plus `new_token_ratio` of what it will still generate; before each decode step, retract when the pool
-    cannot give every running request `per_step` more tokens; each step adds `gain` tokens (the expected
-    accept length) to every request.
-    """
-    ratio = INIT_NEW_TOKEN_RATIO
-    waiting = requests
-    running: list[list[float]] = []  # [kv tokens, generated]
-    while waiting or running:
-        used = sum(r[0] for r in running)
-        reserved = sum(math.ceil((output_len - r[1]) * ratio) for r in running)
-        budget = pool - used - reserved
-        while waiting and len(running) < requests:
-            need = input_len + math.ceil(output_len * ratio)
-            alone = not running and input_len + 1 <= pool - used
-            if need > budget and not alone:
-                break
-            running.append([float(input_len + 1), 1.0])
-            budget -= need
-            used += input_len + 1
-            waiting -= 1
-        if not running:
-            return True  # not even one prompt fits: the real probe would stall until its timeout
-        if sum(r[0] for r in running) + len(running) * per_step > pool and len(running) > 1:
-            return True
-        for r in running:
-            step = min(gain, output_len - r[1])
-            r[0] += step
-            r[1] += step
-        running = [r for r in running if r[1] < output_len]
-        ratio = max(MIN_NEW_TOKEN_RATIO, ratio - NEW_TOKEN_RATIO_DECAY)
-    return False
-
-
 class Oracle:
     """Evaluates configurations of one spec on one simulated profile; results are cached per config."""
 
@@ -256,7 +218,7 @@ class Oracle:
         if plan.kv_tokens < demand:
             per_step = speed.spec.draft_tokens if speed.spec is not None else 1
             pre += model.stage_s(mrr, mrr, wl.input_len, wl.output_len)
-            if probe_retracts(plan.kv_tokens, mrr, wl.input_len, wl.output_len, per_step, accept):
+            if retracts(plan.kv_tokens, mrr, wl.input_len, wl.output_len, per_step, accept):
                 failure = Failure(
                     FailureStage.UNDER_LOAD,
                     FailureKind.KV_PRESSURE,

@@ -45,9 +45,6 @@ class Destinations:
     tracking_uri: str
     storage: str
 
-    def default_tracking(self) -> bool:
-        return self.tracking_uri == f"sqlite:///{self.out / 'mlflow.db'}"
-
 
 def check_study_name(name: str) -> None:
     if len(name) > MAX_STUDY_NAME:

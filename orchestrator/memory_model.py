@@ -19,12 +19,11 @@ The coefficients are plain data so a later study can start from an earlier one's
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from orchestrator.adaptive import candidate_steps, trial_config
+from orchestrator.model_shape import ShapeError, read_config
 from orchestrator.records import FailureStage, MemoryAccount, ServerConfig, TrialResult, TrialStatus
 
 log = logging.getLogger(__name__)
@@ -47,8 +46,8 @@ def graph_width(config: ServerConfig) -> float:
 def kv_heads_of(model_path: str) -> int | None:
     """The target's KV heads from its config.json, where the driver can read it (else None)."""
     try:
-        config = json.loads((Path(model_path) / "config.json").read_text())
-    except (OSError, ValueError):
+        config = read_config(model_path)
+    except ShapeError:
         return None
     heads = config.get("num_key_value_heads") or config.get("num_attention_heads")
     return int(heads) if isinstance(heads, int) and heads > 0 else None

@@ -374,21 +374,6 @@ def facts_from_shapes(
     )
 
 
-def prefill_disabled(flags: tuple[str, ...] | list[str]) -> bool:
-    """Whether fixed server flags turn the prefill CUDA graphs off."""
-    joined = " ".join(flags).replace("=", " ")
-    return "--cuda-graph-backend-prefill disabled" in joined or "--disable-cuda-graph" in joined.split()
-
-
-def kv_dtype_bytes_from_flags(flags: tuple[str, ...] | list[str]) -> float | None:
-    """``--kv-cache-dtype fp8_*`` halves the KV bytes of a 16-bit model; None: the model's dtype."""
-    args = " ".join(flags).replace("=", " ").split()
-    for i, arg in enumerate(args[:-1]):
-        if arg == "--kv-cache-dtype" and args[i + 1].startswith("fp8"):
-            return 1.0
-    return None
-
-
 def without_prefill_graphs(facts: MemoryFacts) -> MemoryFacts:
     return replace(facts, graphs=replace(facts.graphs, prefill_graphs=False))
 
@@ -409,7 +394,3 @@ def with_graph_scale(facts: MemoryFacts, scale: float) -> MemoryFacts:
         prefill_graphs=g.prefill_graphs,
     )
     return replace(facts, graphs=graphs)
-
-
-def kv_tokens_at(facts: MemoryFacts, config: ServerConfig, f: float) -> int:
-    return _kv(facts, config, f)[2]

@@ -19,11 +19,13 @@ arithmetic does not know, is a warning naming the file and the field: the sweep 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from orchestrator.kv_admission import retracts
 from orchestrator.memory_bounds import BoundedMemoryModel
-from orchestrator.memory_model import Correction, Prediction, kv_shards
+from orchestrator.memory_model import Correction, Prediction, kv_heads_of, kv_shards
 from orchestrator.memory_prior import (
     Estimate,
     GraphCosts,
@@ -35,8 +37,10 @@ from orchestrator.memory_prior import (
     without_prefill_graphs,
 )
 from orchestrator.model_shape import ModelShape, ShapeError, load_shape
+from orchestrator.node.secrets import flag_value
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.sim.profile import SimProfile
+from orchestrator.sim.profile import SimProfile, load_profile
+from orchestrator.spec import Backend, SweepSpec
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +297,40 @@ def _shaped_facts(
 ) -> MemoryFacts:
     facts = facts_from_shapes(target, draft, total_mib, tp, version, kv_dtype_bytes)
     return facts if prefill else without_prefill_graphs(facts)
+
+
+def prefill_disabled(flags: Sequence[str]) -> bool:
+    """Whether fixed server flags turn the prefill CUDA graphs off."""
+    return flag_value(flags, "--cuda-graph-backend-prefill") == "disabled" or "--disable-cuda-graph" in flags
+
+
+def kv_dtype_bytes_from_flags(flags: Sequence[str]) -> float | None:
+    """``--kv-cache-dtype fp8_*`` halves the KV bytes of a 16-bit model; None: the model's dtype."""
+    return 1.0 if (flag_value(flags, "--kv-cache-dtype") or "").startswith("fp8") else None
+
+
+def memory_model_for(
+    spec: SweepSpec, sim_profile: dict[str, Any] | None
+) -> tuple[PriorMemoryModel, list[str]]:
+    """The memory model of a sweep of ``spec``: the prior's facts from the simulated node's profile
+    (which stands for its models' config.json and its GPUs; an in-process sweep, as the benchmarks run,
+    passes none: the spec names it), or from the models' config.json on a real node."""
+    source = sim_profile if sim_profile is not None else spec.simulated.profile if spec.simulated else None
+    simulated = spec.backend is Backend.SIMULATED and source is not None
+    profile = load_profile(source) if simulated and source is not None else None
+    return build_memory_model(
+        spec.node.gpus,
+        kv_heads_of(spec.model.path),
+        use_prior=spec.memory.prior,
+        profile=profile,
+        target_dir=spec.model.path,
+        draft_dir=spec.model.draft_path,
+        gpu_memory_mib=spec.memory.gpu_memory_mib,
+        sglang_version=profile.sglang_version if profile else "0.5.17",
+        prefill_graphs=not prefill_disabled(spec.server.flags),
+        workload=(spec.workload.input_len, spec.workload.output_len),
+        kv_dtype_bytes=kv_dtype_bytes_from_flags(spec.server.flags),
+    )
 
 
 def build_memory_model(

@@ -21,7 +21,7 @@ from benchmarks.giveup import GiveUpSettings
 from benchmarks.heldout import feasible_share, generate
 from benchmarks.live import live_spec, profile_dict
 from benchmarks.noise import Launch, Launcher, noisy, stage_sd
-from benchmarks.oracle import Oracle, probe_retracts
+from benchmarks.oracle import Oracle
 from benchmarks.overhead import OverheadSettings
 from benchmarks.scale import ScaleSettings
 from benchmarks.search import SearchSettings, score
@@ -29,6 +29,7 @@ from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_defaults
 from benchmarks.table import Row, Table, median, ratio
+from orchestrator.kv_admission import retracts
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRequest, TrialRun
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
@@ -118,10 +119,10 @@ def test_oracle_matches_the_simulated_server(
 
 def test_kv_probe_replay_follows_the_scheduler_rules() -> None:
     # 4 requests of 64 + 64 tokens: each is admitted with 64 + 0.7 x 64 = 109 tokens reserved.
-    assert not probe_retracts(10_000, 4, 64, 64, per_step=4, gain=1.0)
-    assert probe_retracts(450, 4, 64, 64, per_step=4, gain=1.0)  # all 4 admitted, 512 needed at the end
-    assert not probe_retracts(300, 4, 64, 64, per_step=4, gain=1.0)  # only 2 admitted at once: no retraction
-    assert probe_retracts(50, 4, 64, 64, per_step=1, gain=1.0)  # not even one prompt fits
+    assert not retracts(10_000, 4, 64, 64, per_step=4, gain=1.0)
+    assert retracts(450, 4, 64, 64, per_step=4, gain=1.0)  # all 4 admitted, 512 needed at the end
+    assert not retracts(300, 4, 64, 64, per_step=4, gain=1.0)  # only 2 admitted at once: no retraction
+    assert retracts(50, 4, 64, 64, per_step=1, gain=1.0)  # not even one prompt fits
 
 
 @pytest.mark.parametrize(("pool", "status"), [(450, TrialStatus.KV_PRESSURE), (300, TrialStatus.OK)])

@@ -1,10 +1,10 @@
 """A real sweep of the Llama-3-8B shape on one H200 (SGLang 0.5.17, dummy weights, `trials/h200-8b.yaml`,
 fixtures/sglang/0.5.17/"llama8b-sweep"): its driver was killed with SIGKILL while trial 1 benchmarked,
-and `--resume` finished the study. What it wrote is read back here with the product's own code."""
+and `--resume` finished the study. What it wrote is read back here with the product's own code (the
+consoles with their `ps` and `nvidia-smi` snapshots are kept beside the records as the run's evidence)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -59,15 +59,3 @@ def test_the_prior_predicted_every_launch_before_it_ran() -> None:
         assert real.kv_cache_tokens is not None and real.weights_gb is not None
         assert abs(est.kv_tokens / real.kv_cache_tokens - 1) < 0.03
         assert abs(est.weights_gb - real.weights_gb) <= 0.02 * real.weights_gb
-
-
-def test_no_server_outlived_the_killed_driver_and_resume_finished_the_budget() -> None:
-    killed = (FOLDER / "driver-killed.txt").read_text()
-    resumed = (FOLDER / "driver-resumed.txt").read_text()
-    assert "driver exit: rc=-9 killed=True" in killed
-    after = killed.split("--- 5 s after the driver ended")[1].split("---")[0]
-    assert "used 0 MiB" in after and "sglang" not in after  # GPU clean, no server 5 s after the kill
-    assert "closed stale trial 1 (its driver stopped) and re-queued its configuration" in resumed
-    assert "budget: 4 trials (the study's own budget" in resumed
-    assert re.search(r"in all, 4 trials: 4 launched .* 0 predicted OOM", resumed.replace("\n", " "))
-    assert resumed.rstrip().count("used 0 MiB") >= 3  # every snapshot after the resumed driver ended

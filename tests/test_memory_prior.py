@@ -18,11 +18,10 @@ from orchestrator.memory_prior import (
     MemoryFacts,
     estimate,
     facts_from_shapes,
-    kv_dtype_bytes_from_flags,
-    prefill_disabled,
     without_prefill_graphs,
 )
 from orchestrator.model_shape import ModelShape, ShapeError, load_shape, read_config
+from orchestrator.prior_model import kv_dtype_bytes_from_flags, prefill_disabled
 from orchestrator.records import FailureStage, ServerConfig
 from orchestrator.server.logparse import parse_log
 from orchestrator.server.logrecords import LogReport

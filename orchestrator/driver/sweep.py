@@ -35,14 +35,13 @@ from orchestrator.driver.study import (
     tell_repeat,
 )
 from orchestrator.lossless import LosslessCheck
-from orchestrator.memory_model import MemoryModel, Prediction, kv_heads_of
-from orchestrator.memory_prior import kv_dtype_bytes_from_flags, prefill_disabled
+from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.trial import TrialRequest
-from orchestrator.prior_model import PriorMemoryModel, build_memory_model, from_prior
+from orchestrator.prior_model import from_prior, memory_model_for
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import suggest_config
-from orchestrator.spec import Backend, SweepSpec
+from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
 from orchestrator.tracking import Tracker
 from orchestrator.trial_events import PhaseEvent, TrialEvent
@@ -60,29 +59,6 @@ class _InFlight:
     baseline: bool
     requeued: bool
     pruned_at: int | None = None
-
-
-def _memory_model(spec: SweepSpec, sim_profile: dict[str, Any] | None) -> tuple[PriorMemoryModel, list[str]]:
-    from orchestrator.sim.profile import load_profile
-
-    # The simulated node's profile stands for its models' config.json and its GPUs (an in-process
-    # sweep, as the benchmarks run, passes none: the spec names it).
-    source = sim_profile if sim_profile is not None else spec.simulated.profile if spec.simulated else None
-    simulated = spec.backend is Backend.SIMULATED and source is not None
-    profile = load_profile(source) if simulated and source is not None else None
-    return build_memory_model(
-        spec.node.gpus,
-        kv_heads_of(spec.model.path),
-        use_prior=spec.memory.prior,
-        profile=profile,
-        target_dir=spec.model.path,
-        draft_dir=spec.model.draft_path,
-        gpu_memory_mib=spec.memory.gpu_memory_mib,
-        sglang_version=profile.sglang_version if profile else "0.5.17",
-        prefill_graphs=not prefill_disabled(spec.server.flags),
-        workload=(spec.workload.input_len, spec.workload.output_len),
-        kv_dtype_bytes=kv_dtype_bytes_from_flags(spec.server.flags),
-    )
 
 
 def _ray_executor() -> Executor:
@@ -137,7 +113,7 @@ class Sweep:
         # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
         # Under both, the analytic prior from the models' config.json (orchestrator.prior_model): what
         # cannot fit is known before the first launch.
-        model, warnings = _memory_model(spec, sim_profile)
+        model, warnings = memory_model_for(spec, sim_profile)
         for warning in warnings:
             log.warning("%s", warning)
         self._learning = obs.MemoryLearning(model)
