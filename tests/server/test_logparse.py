@@ -82,6 +82,8 @@ OUTCOMES = [
     ("0.5.17/llama8b-h200", "f95b256.log", True, None, None),
     ("0.5.17/llama8b-h200", "kvfloor010.log", False, S.KV_ALLOCATION, K.OOM),
     ("0.5.17/llama8b-h200", "f98b256s4k2d8.log", False, S.DRAFT_GRAPH_CAPTURE, K.OOM),
+    ("0.5.17/llama8b-h200", "f96b256s4k2d8.log", True, None, None),
+    ("0.5.17/llama8b-h200", "f97b256s4k2d8.log", True, None, None),
 ]
 
 
