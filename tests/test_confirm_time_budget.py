@@ -23,6 +23,7 @@ from optuna.storages import InMemoryStorage
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from orchestrator.answer import answer_launches, choose_answer
+from orchestrator.confirm import time_to_confirm
 from orchestrator.driver import sweep as sweep_module
 from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Handle
@@ -32,12 +33,14 @@ from orchestrator.driver.sweep import Sweep
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
-from orchestrator.records import ServerConfig, TrialResult
+from orchestrator.records import ServerConfig, StageMetrics, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
+from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
 from orchestrator.trial_events import TrialEvent
 
 NODE = "node-a"
+A = make_config(0.85, 64, 16, 3, 1, 4)
 
 
 class ClockedExecutor:
@@ -158,3 +161,19 @@ def test_without_a_time_budget_the_search_is_not_cut_short(
     outcome = sweep.confirm_best()
     assert outcome.stop_reason is StopReason.BUDGET_DONE
     assert len(executor.started_at) == 14
+
+
+def test_the_confirmation_time_is_its_launches_at_a_full_launchs_median_wall_time() -> None:
+    def rec(number: int, wall_s: float, tok_s: float | None) -> TrialRecord:
+        stages = (
+            (StageMetrics(8, 16, 16, 0, 2.0, tok_s, 8.0, 30.0, 60.0, 5.0, 9.0, 6.0, 2.5),) if tok_s else ()
+        )
+        status = TrialStatus.OK if tok_s else TrialStatus.OOM
+        result = TrialResult(config=A, status=status, node_id="n", command=(), stages=stages, wall_s=wall_s)
+        return TrialRecord(number=number, result=result, objective=tok_s)
+
+    records = [rec(0, 100.0, 10.0), rec(1, 300.0, 11.0), rec(2, 200.0, 12.0), rec(3, 5.0, None)]
+    assert time_to_confirm(records, 4, 1) == 4 * 200.0  # the OOM's short launch is no confirmation's
+    assert time_to_confirm(records, 4, 3) == 2 * 200.0  # three nodes: two rounds
+    assert time_to_confirm(records, 0, 1) is None
+    assert time_to_confirm([rec(3, 5.0, None)], 4, 1) is None  # nothing measured: nothing to confirm
