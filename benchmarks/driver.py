@@ -1,19 +1,23 @@
-"""The real sweep driver (`Sweep.run`) on noisy, paid oracle launches instead of a Ray cluster.
+"""The product's sweep, end to end (`Sweep.prepare`, `run`, `confirm_best`), on noisy, paid oracle launches
+instead of a Ray cluster, answering as the CLI answers.
 
 `Sweep.run` asks, predicts, skips, submits, reads stage reports, prunes, tells and records; it reaches the
 trials only through its `Executor` (`orchestrator.driver.executor`). `OracleExecutor` below answers at
 once: a "submitted" trial is a launch drawn from the benchmark's `Launcher` (the oracle's stages with a
 real node's noise), its stages are reported one at a time, and it runs the next stage only if the driver
-says so, as a trial on a node does. Everything the driver decides is its own code, unchanged.
+says so, as a trial on a node does. Everything the driver decides is its own code, unchanged: the
+confirmation launches it reserves and queues, and the answer (`orchestrator.conclusion.sweep_answer`, what
+the CLI prints as `best:` and writes to best.json).
 
-The GPU-hour budget is the product's own time budget: once the launches have spent it, the driver's
-deadline is set to the past, so `Sweep.run` starts nothing new and returns, as on a real cluster.
+The GPU-hour budget is the product's own time budget: the sweep's clock is the node time the launches
+have spent, so `Sweep` ends its search when its reserved confirmation launches would no longer fit, and
+starts nothing once the budget is spent, as on a real node with `--time-budget`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,14 +25,15 @@ from optuna.storages import InMemoryStorage
 
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Evaluation
+from orchestrator.conclusion import sweep_answer
+from orchestrator.confirm import measured
 from orchestrator.driver.executor import Handle
-from orchestrator.driver.settle import objective_value
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
-from orchestrator.records import TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, TrialResult
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import Tracker
 from orchestrator.trial_events import StageReport, TrialEvent
@@ -39,37 +44,34 @@ NODE_ID = "oracle-node"
 class TrialRef:
     """One submitted trial: its drawn launch and how far through its stages the driver has let it go."""
 
-    def __init__(self, number: int, evaluation: Evaluation, on_done: Callable[[TrialRef], None]) -> None:
+    def __init__(self, number: int, evaluation: Evaluation) -> None:
         self.number = number
         self.evaluation = evaluation
         self.step = 0  # the next stage to report
         self.reported = False
         self.stages_run = 0
         self.done = not evaluation.stages  # a failed start-up has nothing to report
-        self._on_done = on_done
-        self._paid = False
+        self.paid = False
 
     def result(self) -> TrialResult:
-        result = self.evaluation.result(self.stages_run, node_id=NODE_ID)
-        if not self._paid:
-            self._paid = True
-            self._on_done(self)
-        return result
+        return self.evaluation.result(self.stages_run, node_id=NODE_ID)
 
 
 class OracleExecutor:
     """The driver's `Executor`, answered in the driver's own thread: a submitted trial is a launch drawn
     from the launcher, its stages are reported one at a time, and it runs the next stage only if the
-    driver says so, as a trial on a node does. Once the launches have spent `stop_at_gpu_s`, the sweep's
-    deadline is set to the past (the product's own time budget)."""
+    driver says so, as a trial on a node does. A launch is paid once the sweep has recorded it
+    (`recorded`), so the recommendation the launcher notes after it is the sweep's answer with it."""
 
-    def __init__(self, sweep: Sweep, launcher: Launcher, stop_at_gpu_s: float) -> None:
-        self.sweep = sweep
+    def __init__(self, launcher: Launcher) -> None:
         self.launcher = launcher
-        self.stop_at_gpu_s = stop_at_gpu_s
         self.refs: dict[int, TrialRef] = {}
         gpus = float(launcher.oracle.gpus)
         self._node = {"NodeID": NODE_ID, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": gpus}}
+
+    def clock(self) -> float:
+        """The sweep's clock: node seconds the launches have spent (one node: GPU seconds / GPUs)."""
+        return self.launcher.spent_s / self.launcher.oracle.gpus
 
     def open(self) -> None:
         pass
@@ -81,7 +83,7 @@ class OracleExecutor:
         return [self._node]
 
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
-        ref = TrialRef(request.number, self.launcher.measure(request.config), self._paid)
+        ref = TrialRef(request.number, self.launcher.measure(request.config))
         self.refs[request.number] = ref
         return ref
 
@@ -117,23 +119,15 @@ class OracleExecutor:
     def close(self) -> None:
         pass
 
-    def _paid(self, ref: TrialRef) -> None:
-        ev = ref.evaluation
-        pruned = ev.status is TrialStatus.OK and ref.stages_run < len(ev.stages)
-        result = ev.result(ref.stages_run, node_id=NODE_ID)
-        measured = (
-            None if pruned or ev.status is not TrialStatus.OK else objective_value(result, self.sweep.spec)
-        )
-        self.launcher.pay(ev, stages_run=ref.stages_run, objective=measured)
-        if self.launcher.spent_s >= self.stop_at_gpu_s:
-            self.sweep.deadline = -math.inf  # the product's time budget, spent: no new launch
-
-
-class _Unset:
-    """The executor of a sweep not yet given its launcher: any use is a mistake."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError("run the oracle sweep with run_on_oracle(sweep, launcher)")
+    def recorded(self, record: TrialRecord) -> None:
+        """The sweep recorded a trial: pay for its launch (skips and answered repeats launched nothing)
+        with the value the product measured (None when it failed, was pruned or missed a limit)."""
+        ref = self.refs.get(record.number)
+        if ref is None or ref.paid:
+            return
+        ref.paid = True
+        value = record.objective if measured([record]) else None
+        self.launcher.pay(ref.evaluation, stages_run=ref.stages_run, objective=value)
 
 
 class _NoTracking:
@@ -143,25 +137,46 @@ class _NoTracking:
         return None
 
 
-def oracle_sweep(spec: SweepSpec, n_trials: int) -> Sweep:
-    """A `Sweep` on an in-memory study (the same `open_study`), ready for `run_on_oracle`."""
+def oracle_sweep(spec: SweepSpec, launcher: Launcher, n_trials: int | None = None) -> Sweep:
+    """A `Sweep` built as the CLI builds it, on an in-memory study (the same `open_study`), its trials
+    launched through `launcher` and the launcher's GPU-hour budget as its time budget (`--time-budget`);
+    `n_trials` (the trial budget) defaults to the launcher's launch cap. The launcher notes the sweep's
+    answer after each launch."""
     # `open_study` takes a storage URL; an in-memory storage object serves as well and is much faster.
     study = open_study(spec, spec.name, InMemoryStorage(), resume=False)
+    executor = OracleExecutor(launcher)
+    budget_s = launcher.budget_gpu_s / launcher.oracle.gpus
     sweep = Sweep(
         spec,
         study,
         cast(Tracker, _NoTracking()),
-        n_trials=n_trials,
+        n_trials=n_trials or launcher.max_launches,
         workdir=Path("unused"),  # no trial runs in a folder: the oracle answers in process
         sim_profile=None,
-        executor=_Unset(),
+        on_record=executor.recorded,
+        time_budget_s=budget_s if math.isfinite(budget_s) else None,
+        executor=executor,
+        clock=executor.clock,
     )
     sweep.journal.folder = None  # never resumed: nothing is written
+    launcher.rule = lambda launches: answer_config(sweep)
     return sweep
 
 
-def run_on_oracle(sweep: Sweep, launcher: Launcher, stop_at_gpu_s: float = math.inf) -> list[TrialRecord]:
-    """`prepare` then `run`, exactly as the CLI does, with the trials launched through `launcher`."""
-    sweep.executor = OracleExecutor(sweep, launcher, stop_at_gpu_s)
+def answer_config(sweep: Sweep) -> ServerConfig | None:
+    """The configuration the CLI would print as `best:` for the sweep's records so far: the launch its
+    answer names as representative (the median one) ran it."""
+    records = sweep.outcome.records
+    answer = sweep_answer(records, sweep.lossless.lossy)
+    if answer is None:
+        return None
+    return next(r.result.config for r in records if r.number == answer.representative)
+
+
+def run_on_oracle(sweep: Sweep) -> list[TrialRecord]:
+    """What the CLI runs: `prepare`, `reserve_for_confirmation`, `run`, `confirm_best`; returns the
+    sweep's records, confirmation launches included."""
     sweep.prepare(resume=False)
-    return sweep.run().records
+    sweep.reserve_for_confirmation()
+    sweep.run()
+    return sweep.confirm_best().records

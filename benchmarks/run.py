@@ -51,8 +51,7 @@ FULL = Settings(
         variants=(
             "specsweep",
             "specsweep_bounds",
-            "specsweep_race",
-            "specsweep_race_bounds",
+            "specsweep_top3",
             "specsweep_no_confirm",
         ),
     ),
@@ -70,7 +69,7 @@ QUICK = Settings(
         heldout_seeds=4,
         heldout_seed=12,
         heldout_seed_base=500_000,
-        variants=("specsweep", "specsweep_race_bounds"),
+        variants=("specsweep", "specsweep_no_confirm"),
     ),
     GiveUpSettings(repeats=3),
     CeilingSettings(shapes=((128, 32, 128), (1024, 32, 32))),

@@ -1,26 +1,28 @@
-"""specsweep in the search benchmark: the product's own driver, then the confirmation rule.
+"""specsweep in the search benchmark: the product's own sweep, end to end, answering as the CLI answers.
 
-`Sweep.prepare` and `Sweep.run` run unchanged (the study from `open_study`, the repeat check, the memory
-model's predicted-OOM skip, stage reports and pruning, `tell_outcome` and `MemoryModel.observe`), with
-its executor running noisy, paid launches (`benchmarks.driver`). The search phase stops when it has spent
-its share of the GPU-hour budget (the product's time budget); the rest is reserved for confirmation
-(`benchmarks.confirm`): the top candidates relaunched and ranked by their medians.
+`Sweep.prepare`, `reserve_for_confirmation`, `run` and `confirm_best` run unchanged (the study from
+`open_study`, the repeat check, the memory model's predicted-OOM skip, stage reports and pruning, the
+confirmation launches the spec's budget reserves), with its executor running noisy, paid launches
+(`benchmarks.driver`) and the GPU-hour budget as its time budget. The answer, after every launch and at
+the end, is the CLI's (`orchestrator.conclusion.sweep_answer`): nothing here ranks or confirms on its own.
 
-Variants measure the levers one at a time; the benchmark, not taste, picks what the product keeps.
+Variants change one lever each, through what a user can change (the spec's budget) or a component swapped
+in after the sweep is built; the benchmark, not taste, picks what the product keeps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import optuna
 
-from benchmarks.confirm import ConfirmRule, confirm
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.strategies import SearchRun, Strategy
 from orchestrator.driver.attrs import TrialAttr
+from orchestrator.driver.sweep import Sweep
 from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import ServerConfig
@@ -30,25 +32,35 @@ SamplerFactory = Callable[[int], optuna.samplers.BaseSampler]
 
 @dataclass(frozen=True)
 class Variant:
-    """One way of running the product's driver: how much of the budget confirmation keeps, the rule, and
-    (for an ablation) a sampler swapped in after `open_study`."""
+    """One way of running the product's sweep: spec budget fields changed (e.g. ``confirm_top``), and
+    (for an ablation) a sampler or memory model swapped in after the sweep is built."""
 
-    reserve: float = 0.15  # share of the GPU-hour budget kept for confirmation (0: no confirmation)
-    rule: ConfirmRule = field(default_factory=ConfirmRule)
+    budget: dict[str, Any] = field(default_factory=dict)
     sampler: SamplerFactory | None = None
     memory: Callable[[], MemoryModel] | None = None  # a memory model swapped in for the product's
 
 
-def drive(name: str, variant: Variant, launcher: Launcher) -> SearchRun:
+def run_sweep(variant: Variant, launcher: Launcher) -> Sweep:
+    """The product's sweep of this variant, run to its end on `launcher` (what `drive` scores)."""
     oracle = launcher.oracle
-    spec = oracle.spec.model_copy(update={"sampler_seed": launcher.seed})
-    sweep = oracle_sweep(spec, launcher.max_launches)
+    spec = oracle.spec.model_copy(
+        update={
+            "sampler_seed": launcher.seed,
+            "budget": oracle.spec.budget.model_copy(update=variant.budget),
+        }
+    )
+    sweep = oracle_sweep(spec, launcher)
     if variant.sampler is not None:
         sweep.study.sampler = variant.sampler(launcher.seed)
     if variant.memory is not None:
         sweep.memory_model = variant.memory()
-    stop_at = launcher.budget_gpu_s * (1.0 - variant.reserve)
-    records = run_on_oracle(sweep, launcher, stop_at)
+    run_on_oracle(sweep)
+    return sweep
+
+
+def drive(name: str, variant: Variant, launcher: Launcher) -> SearchRun:
+    sweep = run_sweep(variant, launcher)
+    records = sweep.outcome.records
     run = SearchRun(name, launcher.seed)
     run.skipped = sum(1 for r in records if not r.result.node_id)
     run.mispredicted = sum(
@@ -57,13 +69,10 @@ def drive(name: str, variant: Variant, launcher: Launcher) -> SearchRun:
         for key, value in r.extra_tags
         if key == "memory_model_correction" and value.startswith("predicted to fit")
     )
-    run.repeats_answered = sum(
-        1 for t in sweep.study.get_trials(deepcopy=False) if TrialAttr.REPEAT_OF in t.user_attrs
-    )
-    searched = len(launcher.launches)
-    if variant.reserve > 0:
-        confirm(launcher, variant.rule)
-    run.confirm_launches = len(launcher.launches) - searched
+    trials = sweep.study.get_trials(deepcopy=False)
+    run.repeats_answered = sum(1 for t in trials if TrialAttr.REPEAT_OF in t.user_attrs)
+    confirming = {t.number for t in trials if TrialAttr.CONFIRM_OF in t.user_attrs}
+    run.confirm_launches = sum(1 for r in records if r.number in confirming and r.result.node_id)
     run.launches = list(launcher.launches)
     return run
 
@@ -75,30 +84,19 @@ def _tpe(**kwargs: object) -> SamplerFactory:
     return make
 
 
-# The product as it is (its sampler, and the confirmation rule it is adopting: the top 3 relaunched until
-# each has 3 launches, ranked by median), and the levers measured against it. `SearchSettings.variants`
-# picks which run; RESULTS.md gives the development-set figures of each.
+# The product as it ships (the case's spec: the demo spec's budget, the best 2 configurations confirmed
+# to 3 launches each), and the levers measured against it. `SearchSettings.variants` picks which run.
 VARIANTS: dict[str, Variant] = {
     "specsweep": Variant(),
-    # the confirmation lever the benchmark picked: half the budget for a race among the top 6 trees
-    "specsweep_race": Variant(reserve=0.5, rule=ConfirmRule(pool="tree", top=6, race=True)),
-    "specsweep_no_confirm": Variant(reserve=0.0),
-    # the learned KV-pressure and draft-ceiling rules (orchestrator/memory_bounds.py)
+    "specsweep_no_confirm": Variant(budget={"confirm_top": 0}),
+    # the spec defaults a user gets without a `budget:` section: the best 3, 3 launches each
+    "specsweep_top3": Variant(budget={"confirm_top": 3, "confirm_repeats": 3}),
+    "specsweep_top3x5": Variant(budget={"confirm_top": 3, "confirm_repeats": 5}),
+    # the learned KV-pressure and draft-ceiling rules alone (orchestrator/memory_bounds.py), no prior
     "specsweep_bounds": Variant(memory=BoundedMemoryModel),
-    "specsweep_race_bounds": Variant(
-        reserve=0.5, rule=ConfirmRule(pool="tree", top=6, race=True), memory=BoundedMemoryModel
-    ),
     "specsweep_ungrouped": Variant(
         sampler=_tpe(multivariate=True, group=False, constant_liar=True, n_startup_trials=5)
     ),
-    # levers tried on the development set and not kept (figures in RESULTS.md)
-    "specsweep_spread": Variant(rule=ConfirmRule(spread=0.12)),
-    "specsweep_confirm5": Variant(reserve=0.3, rule=ConfirmRule(top=3, repeats=5)),
-    "specsweep_tree": Variant(rule=ConfirmRule(pool="tree")),
-    "specsweep_tree8": Variant(reserve=0.45, rule=ConfirmRule(pool="tree", repeats=8)),
-    "specsweep_race4": Variant(reserve=0.4, rule=ConfirmRule(pool="tree", top=4, race=True)),
-    "specsweep_race8_60": Variant(reserve=0.6, rule=ConfirmRule(pool="tree", top=8, race=True)),
-    "specsweep_race_config": Variant(reserve=0.5, rule=ConfirmRule(top=6, race=True)),
     "specsweep_startup10": Variant(
         sampler=_tpe(multivariate=True, group=True, constant_liar=True, n_startup_trials=10)
     ),

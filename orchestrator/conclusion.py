@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.answer import answer_launches, choose_answer
+from orchestrator.answer import Answer, answer_launches, choose_answer
 from orchestrator.best_file import BEST_COMMAND, BEST_JSON, BestFile
 from orchestrator.mlflow_schema import TEXT_LIMIT, Tag, TrialRecord
 from orchestrator.server.command import shell_command
@@ -45,6 +45,12 @@ class Conclusion:
         }
 
 
+def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> Answer | None:
+    """The answer a sweep's records give: what `conclude` prints and writes to best.json (the search
+    benchmark scores this same function)."""
+    return choose_answer(answer_launches(records, lossy))
+
+
 def conclude(
     records: Sequence[TrialRecord],
     spec: SweepSpec,
@@ -56,7 +62,7 @@ def conclude(
     """Choose the answer among ``records`` (this invocation's and, on --resume, the journal's) and write
     it. ``earlier`` is the best.json an earlier invocation left: with every earlier launch in the journal
     the new answer is the study's; without, the earlier one stands unless a launch now beat it."""
-    answer = choose_answer(answer_launches(records, lossy))
+    answer = sweep_answer(records, lossy)
     if (
         earlier is not None
         and not journal_complete

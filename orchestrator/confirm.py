@@ -9,6 +9,7 @@ the repeats also measure the node's own launch-to-launch spread (`orchestrator.n
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,16 @@ def confirmation_note(budget: BudgetSpec, n_trials: int) -> str:
         f"(budget.confirm_top {budget.confirm_top} x (budget.confirm_repeats {budget.confirm_repeats} - 1)) "
         f"and keep half for the search; raise budget.trials to {2 * want} or lower budget.confirm_top"
     )
+
+
+def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) -> float | None:
+    """Seconds the ``reserve`` confirmation launches take on ``slots`` nodes, from the launches so far:
+    a confirmation launch runs every stage, so it costs what a full measured launch cost (their median
+    wall time). None before any full launch: there is nothing to confirm yet, and nothing to estimate."""
+    walls = [r.result.wall_s for r in measured(records) if r.result.wall_s > 0]
+    if reserve <= 0 or not walls:
+        return None
+    return math.ceil(reserve / max(slots, 1)) * statistics.median(walls)
 
 
 def measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:

@@ -15,8 +15,6 @@ import pytest
 
 import benchmarks.run as bench_run
 from benchmarks.client_ceiling import CeilingSettings
-from benchmarks.confirm import ConfirmRule, confirm, measured, ranked
-from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.giveup import GiveUpSettings
 from benchmarks.heldout import feasible_share, generate
 from benchmarks.live import live_spec, profile_dict
@@ -226,60 +224,6 @@ def test_score_counts_gpu_hours_until_the_answer_is_right_and_stays_right() -> N
     assert not s.right and s.gpu_h == 10.0 and s.final_frac == pytest.approx(0.9)
 
 
-def test_confirmation_relaunches_the_top_three_and_ranks_by_median(
-    tight: tuple[Oracle, list[ServerConfig], float],
-) -> None:
-    oracle, grid, _ = tight
-    feasible = [c for c in grid if oracle.evaluate(c).objective is not None][:6]
-    launcher = _launcher(oracle, seed=5, budget_s=1e9)
-    for c in feasible:
-        launcher.launch(c)
-    top = [c for c, _ in ranked(launcher.launches)[:3]]
-    assert confirm(launcher, ConfirmRule()) == top
-    values = measured(launcher.launches)
-    assert all(len(values[(c,)]) == 3 for c in top) and len(launcher.launches) == 6 + 6
-    medians = {c: statistics.median(values[(c,)]) for c in top}
-    assert launcher.launches[-1].recommend == max(medians, key=lambda c: medians[c])
-    # a candidate far below the leader is not worth a relaunch
-    launcher = _launcher(oracle, seed=5, budget_s=1e9)
-    for c in feasible:
-        launcher.launch(c)
-    assert len(confirm(launcher, ConfirmRule(spread=0.0))) == 1
-
-
-def test_race_pools_launches_by_tree_and_drops_the_worst_each_round(
-    tight: tuple[Oracle, list[ServerConfig], float],
-) -> None:
-    oracle, grid, _ = tight
-    feasible = [c for c in grid if oracle.evaluate(c).objective is not None]
-    trees = {}
-    for c in feasible:
-        trees.setdefault(
-            (c.speculative_num_steps, c.speculative_eagle_topk, c.speculative_num_draft_tokens), c
-        )
-    picked = list(trees.values())[:5]
-    launcher = _launcher(oracle, seed=2, budget_s=1e9)
-    for c in picked:
-        launcher.launch(c)
-    twin = next(
-        c
-        for c in feasible
-        if c != picked[0] and ConfirmRule(pool="tree").key(c) == ConfirmRule(pool="tree").key(picked[0])
-    )
-    launcher.launch(twin)  # a second launch of the first tree, under other memory flags
-    rule = ConfirmRule(pool="tree", top=4, race=True)
-    assert len(measured(launcher.launches, rule)[rule.key(picked[0])]) == 2  # pooled
-    before = len(launcher.launches)
-    launcher.budget_gpu_s = launcher.spent_s + 8 * max(lc.gpu_s for lc in launcher.launches)
-    candidates = confirm(launcher, rule)
-    assert len(candidates) == 4
-    relaunched = [lc.config for lc in launcher.launches[before:]]
-    # round 1: all four, round 2: three, round 3: two (until the budget ran out)
-    assert relaunched[:4] == candidates and set(relaunched[4:7]) < set(candidates)
-    final = launcher.launches[-1].recommend
-    assert final in candidates
-
-
 @pytest.mark.parametrize("name", [*PEERS, "specsweep"])
 def test_strategies_spend_the_budget_on_the_space(
     name: str, tight: tuple[Oracle, list[ServerConfig], float]
@@ -303,40 +247,6 @@ def test_strategies_spend_the_budget_on_the_space(
             assert launch.status is TrialStatus.OK
         assert (launch.failed_at != "") == launch.status.infeasible
     assert run.launches[-1].recommend is not None
-
-
-def test_specsweep_runs_the_real_driver_on_the_oracle(
-    tight: tuple[Oracle, list[ServerConfig], float],
-) -> None:
-    """`Sweep.run` itself, on the oracle executor: skips and answered repeats cost no launch, every stage
-    goes through the event feed, every infeasible launch is told to Optuna as a violated constraint, and the
-    driver stops launching once the budget is spent."""
-    oracle, grid, _ = tight
-    sweep = oracle_sweep(oracle.spec, 15)
-    launcher = _launcher(oracle)
-    records = run_on_oracle(sweep, launcher)
-    launched = [r for r in records if r.result.node_id]
-    assert len(launched) == 15 == len(launcher.launches)
-    assert len({r.result.config for r in launched}) == 15  # the driver's repeat check holds
-    trials = sweep.study.get_trials()
-    repeats = [t for t in trials if "repeat_of" in t.user_attrs]
-    assert len(trials) == len(records) + len(repeats)
-    assert all(t.state.is_finished() for t in trials)
-    infeasible = [t for t in trials if t.user_attrs.get("status") in {"oom", "kv_pressure", "predicted_oom"}]
-    assert infeasible and all(
-        t.state is optuna.trial.TrialState.PRUNED and t.constraints == {"oom": 1.0} for t in infeasible
-    )
-    ok = [r for r in launched if r.result.status is TrialStatus.OK]
-    assert ok and all(r.result.config in set(grid) for r in launched)
-    assert sweep.memory_model.ready  # the memory model learned from the oracle's memory accounts
-    assert sweep.outcome.progress.best_tok_s == max(r.objective or 0.0 for r in ok)
-    # the launcher paid for exactly what the driver ran, and saw the same noisy figures
-    assert [lc.config for lc in launcher.launches] == [r.result.config for r in launched]
-    assert sum(lc.gpu_s for lc in launcher.launches) == pytest.approx(sum(r.result.wall_s for r in launched))
-    stopped = oracle_sweep(oracle.spec, 100)
-    small = _launcher(oracle)
-    run_on_oracle(stopped, small, stop_at_gpu_s=3 * 170.0)
-    assert small.spent_s >= 3 * 170.0 and small.spent_s - small.launches[-1].gpu_s < 3 * 170.0
 
 
 def test_generated_cases_are_reproducible_and_hit_their_feasible_share() -> None:

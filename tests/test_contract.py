@@ -204,10 +204,12 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-@pytest.mark.parametrize("profile", ["h200-tiny", "h200-llama8b", "kimi-k25-rtxpro6000", "tight"])
+@pytest.mark.parametrize("profile", ["h200-tiny"])
 def test_simulated_spread_matches_the_h200_measurements(profile: str) -> None:
-    """Over many launches the simulated noise spreads tok/s as the real server did: sub-second stages
-    by about 15 %, 12 s stages by 2-10 % within a server, and two starts by 6-9 %."""
+    """Over many launches the simulated noise of an overhead-bound profile (these measurements are the
+    tiny model's) spreads tok/s as the real server did: sub-second stages by about 15 %, 12 s stages by
+    2-10 % within a server, and two starts by 6-9 %. The GPU-bound profiles are held to their own regime
+    in tests/sim/test_sim_regime_noise.py."""
     from orchestrator.sim.profile import load_profile
     from orchestrator.sim.speed import SlowNoise
 

@@ -69,6 +69,9 @@ def _ray_executor() -> Executor:
 
 class Sweep:
     confirm_reserve = 0  # launches kept back for confirmation (reserve_for_confirmation)
+    # The search ended early so that the reserved confirmation launches fit in the time budget.
+    stopped_to_confirm = False
+    confirming = False
 
     def __init__(
         self,
@@ -84,6 +87,7 @@ class Sweep:
         time_budget_s: float | None = None,
         lease: DriverLease | None = None,
         executor: Executor | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.spec = spec
         self.lease = lease
@@ -95,8 +99,10 @@ class Sweep:
         self.on_progress = on_progress
         self.executor = executor if executor is not None else _ray_executor()
         self.outcome = SweepOutcome()
+        # The time budget's clock: the wall clock, or an executor's own (the search benchmark's node time).
+        self.clock = clock or time.monotonic
         # No new launch after this moment; running trials finish (a later --resume goes on).
-        self.deadline = time.monotonic() + time_budget_s if time_budget_s else None
+        self.deadline = self.clock() + time_budget_s if time_budget_s else None
         self._inflight: dict[Handle, _InFlight] = {}
         self._open: dict[int, optuna.Trial] = {}  # asked and not yet told, launched or not
         self._by_number: dict[int, Handle] = {}
@@ -222,8 +228,10 @@ class Sweep:
         while (
             len(self._inflight) < slots and launched_count(self.study) + len(self._inflight) < self.n_trials
         ):
-            if self.deadline is not None and time.monotonic() > self.deadline:
+            if self.deadline is not None and self.clock() >= self.deadline:
                 self._stop(StopReason.TIME_BUDGET)
+                return
+            if self._confirmation_due():
                 return
             if self.repeats >= 20 * self.n_trials:
                 self._stop(StopReason.ONLY_REPEATS)
@@ -284,6 +292,24 @@ class Sweep:
         """Launches left in the budget."""
         return max(self.n_trials - launched_count(self.study), 0)
 
+    def _confirmation_due(self) -> bool:
+        """Whether the search must end now so that the reserved confirmation launches still fit in the
+        time budget (estimated from the launches so far). Without it a sweep ended by its time budget
+        answered with an unconfirmed single launch."""
+        if self.deadline is None or self.confirming or self.confirm_reserve <= 0:
+            return False
+        slots = max(self.executor.trial_slots(), 1)
+        need = confirm.time_to_confirm(self.outcome.records, self.confirm_reserve, slots)
+        if need is None or self.clock() + need < self.deadline:
+            return False
+        self.stopped_to_confirm = True
+        self._stop(
+            StopReason.TIME_BUDGET,
+            f"time budget: the search ends here so that the {self.confirm_reserve} confirmation launches "
+            f"(about {need:.0f} s) still fit",
+        )
+        return True
+
     def reserve_for_confirmation(self) -> int:
         """Keep the budget's confirmation launches back from the search (call before ``run``); returns
         how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""
@@ -296,9 +322,14 @@ class Sweep:
     def confirm_best(self) -> SweepOutcome:
         """After the search: launch the top configurations again until each has ``confirm_repeats``
         launches, through the same loop (the confirmation bypasses the repeat-from-record rule). A sweep
-        that stopped early confirms nothing yet: its search is not over, and --resume confirms at its end."""
-        if self.outcome.stop_reason is not StopReason.BUDGET_DONE:
+        whose time budget ended its search left room for them (``_confirmation_due``); one that stopped
+        early otherwise confirms nothing yet: its search is not over, and --resume confirms at its end."""
+        reason = self.outcome.stop_reason
+        if reason is not StopReason.BUDGET_DONE and not (
+            reason is StopReason.TIME_BUDGET and self.stopped_to_confirm
+        ):
             return self.outcome
+        self.confirming = True
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
         enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, self.confirm_reserve)
         if not enqueued:

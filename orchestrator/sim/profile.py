@@ -21,6 +21,8 @@ PROFILE_DIR = Path(__file__).with_name("profiles")
 
 VersionBehaviour = Literal["<=0.5.9", ">=0.5.14"]
 KvLayout = Literal["mha", "mla"]
+# orchestrator.noise.Regime's values, spelled out: sim/ imports shared leaf modules only.
+NoiseRegime = Literal["gpu-bound", "overhead-bound"]
 
 
 class SimProfile(BaseModel):
@@ -167,14 +169,20 @@ class SimProfile(BaseModel):
     """Fixed time of a prefill batch."""
     prefill_per_token_s: float = Field(default=0.00002, ge=0)
     """Prefill time per prompt token."""
+    noise_regime: NoiseRegime | None = None
+    """Which measured regime the noise figures below stand for (``orchestrator.noise.Regime``'s values):
+    ``gpu-bound`` (a real model: launches within 0.3-0.7 %, stages within about 1 %) or ``overhead-bound``
+    (the tiny models: launches 6-9 % apart, stages several per cent). The tests hold each built-in
+    profile's simulated stages to its regime's spread."""
     step_noise: float = Field(default=0.0, ge=0, le=0.5)
     """Relative standard deviation of a step's duration (seeded; 0 = none)."""
     launch_noise: float = Field(default=0.0, ge=0, le=0.3)
-    """Relative standard deviation of a launch's throughput offset: two starts of one configuration
-    differ by several percent on real hardware (6-9 % on an H200), whatever the stage length."""
+    """Relative standard deviation of a launch's throughput offset, whatever the stage length: two starts
+    of one configuration differ by 6-9 % on an H200 with a tiny model, by under 1 % with a GPU-bound one."""
     drift_noise: float = Field(default=0.0, ge=0, le=0.3)
     """Relative standard deviation of the slow drift of throughput within one server; it averages out
-    over long stages (a 12 s stage moves 2-10 %) but not over sub-second ones (about 15 %)."""
+    over stages longer than ``drift_period_s`` (tiny models: a 12 s stage moves 2-10 %, a sub-second
+    one about 15 %; GPU-bound ones: a stage of a few seconds about 1 %)."""
     drift_period_s: float = Field(default=0.75, gt=0)
     """How long the drift holds one value (real seconds) before it draws the next."""
     launch_seed: int = 0
