@@ -17,9 +17,11 @@ flags and the benchmark's paid, noisy launches. Each answers by its own rule.
   the tool has no answer; middle first is the kinder reading, and the one used.)
 - the speculative stage (`speculative.enabled`): the best base record's flags plus the speculative
   algorithm and draft are the new base, and `build_candidates` runs again over `speculative.search_space`
-  (steps, top-k, draft tokens; three values each, the same way), again at most 8. A tree SGLang adjusts
-  (top-k 1 forces draft tokens = steps + 1, and draft tokens are clipped to top-k x steps + 1) is launched
-  as SGLang would run it; two candidates that end up the same server are two launches, as in the tool.
+  (steps, top-k, draft tokens; three values each, the same way), again at most 8. The speculative base
+  sets no tree: the usual chain (steps 3, top-k 1, draft tokens 4; the space's nearest) stands for it.
+  SGLang adjusts a top-k 1 tree to draft tokens = steps + 1 and runs every other tree as given, so a
+  product entry can fall outside the space the other strategies search (it is scored by its own true
+  value); two candidates that end up the same server are two launches, as in the tool.
 - the answer: `best_record` over every record of both stages (`result_sort_key`: the SLA passed, then the
   request rate, then output throughput): at a fixed rate, the single best throughput measured, so a base
   without speculation can be the answer. A failed candidate (OOM) is recorded and the stage goes on; no
@@ -119,11 +121,11 @@ def build_candidates(base: Flags, space: Sequence[tuple[str, list[float]]]) -> l
 
 
 def sglang_tree(steps: int, topk: int, draft: int) -> tuple[int, int, int]:
-    """The tree SGLang runs for these flags: top-k 1 means a chain (draft = steps + 1), and a tree holds at
-    most top-k x steps + 1 draft tokens."""
+    """The tree SGLang runs for these flags: with top-k 1 it sets draft tokens to steps + 1
+    (`sglang.srt.server_args`; `orchestrator.sim.args` follows it); any other tree runs as given."""
     if topk == 1:
         return steps, 1, steps + 1
-    return steps, topk, max(steps + 1, min(draft, topk * steps + 1))
+    return steps, topk, draft
 
 
 def _tree_space(oracle: Oracle) -> list[tuple[str, list[float]]]:

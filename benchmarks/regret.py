@@ -61,7 +61,9 @@ class RunScore:
 
 
 def regret_of(config: ServerConfig | None, truth: dict[ServerConfig, float], best: float) -> float:
-    return 1.0 if config is None else (best - truth.get(config, 0.0)) / best
+    """0 for the optimum (or an answer outside the space that beats it: auto_benchmark's product can
+    launch a tree the space leaves out), 1 for no answer."""
+    return 1.0 if config is None else max(0.0, (best - truth.get(config, 0.0)) / best)
 
 
 def score(

@@ -78,7 +78,7 @@ def test_build_candidates_is_sglang_tier_two() -> None:
     assert (
         sglang_tree(3, 1, 8) == (3, 1, 4)
         and sglang_tree(2, 4, 8) == (2, 4, 8)
-        and sglang_tree(1, 2, 8) == (1, 2, 3)
+        and sglang_tree(1, 2, 8) == (1, 2, 8)
     )
 
 
