@@ -48,71 +48,55 @@ METHOD = """\
 
 - **Same start for all.** No strategy gets a known-good configuration or a baseline launch; every one starts
   from nothing. A launch of a configuration already launched is a new launch, paid in full and measured
-  anew, for every strategy that makes it (plain TPE launches whatever it proposes, repeats included;
-  specsweep's confirmation relaunches are paid the same way). specsweep's driver answers a proposal it has
-  already measured from its record without a launch: that costs nothing because nothing runs.
-- **Noise where reality has it.** Every launch's stages are the simulated node's noise-free expectation
-  times a per-launch factor (log-normal, 7 %: two starts differ by 6-9 % on an H200) and a per-stage factor
-  whose spread falls with the stage's length (15 % at 0.3 s, about 3 % at these 20-90 s stages), seeded by
-  (seed, configuration, how many times the run launched it), so all strategies see the same draws.
-- **Score what the user gets.** Each strategy answers by its own rule on its own noisy measurements: the
-  best single draw (grid, auto_benchmark, vllm_auto_tune, random, plain TPE's `best_trial`), or for
-  specsweep the confirmation rule (the product has no confirmation phase yet, so the rule is written in
-  `benchmarks/confirm.py`: the top 3 relaunched until each has 3 launches, ranked by median). The answer's
-  *noise-free* tok/s is scored: right means within 2 % of the grid's true optimum.
-- **Pay for time.** A launch costs its start-up from the profile (imports, weights, KV, graph capture,
-  server start), an OOM up to its failure, the warm-up and KV probe, the stages that ran and the stop,
-  times the node's GPUs. The budget is GPU-hours: 40 times the median cost of one full launch of the grid,
-  and at most 120 launches (cheap OOM launches let a strategy make more than 40); a strategy stops once
-  it has spent it. specsweep's driver stops at the budget less its confirmation reserve, through the
-  product's own time budget. "GPU-h to a right answer" is the GPU time spent until the recommendation
-  became right and stayed right to the end; a run whose final answer is wrong counts as the whole
-  budget (censored), so a median equal to the budget means at least half of the runs ended wrong. The
-  grid has no budget.
-- **Held out.** Besides the development cases (the three built-in profiles, and four profiles generated
-  from seed 11), four profiles are generated from seed 20261130 (other model sizes and GPU memories, draft
-  costs, acceptance curves, both SGLang memory rules, feasible shares aimed at 25/45/65/85 %) and run with
-  seeds 900000 and up. Neither those profiles nor those seeds were used while developing: the sampler,
-  the confirmation rules and the memory rules were chosen on the development cases only. Held-out rows
-  are marked [held-out]; "held-out (all)" pools every held-out (case, seed) run, with GPU time as a share
-  of each case's budget.
-- `informed_bound` is not a contestant: it is told the three best speculative trees and spends the whole
-  budget telling them apart. Its hit rate is the ceiling that the noise puts on any strategy at this budget.
-- **specsweep's variants** are the product's driver with one lever changed each (`benchmarks/
-  specsweep_runs.py`): `specsweep_bounds` swaps in the learned KV-pressure and draft-ceiling rules
-  (`orchestrator/memory_bounds.py`); `specsweep_race` spends half the budget on a race among the top 6
-  speculative trees, pooling every launch of a tree whatever its memory flags and dropping the worst mean
-  each round; `specsweep_race_bounds` both; `specsweep_no_confirm` answers with the best single draw.
-- **Levers tried on the development cases and not kept** (7 cases x seeds 0-9, share of 70 runs right;
-  rerun any with `SearchSettings.variants`): the product as it is with the 3 x 3 confirmation 31 %; no
-  confirmation 30 %; confirmation only within 12 % of the leader 31 %; top 3 x 5 launches 30 %; top 3
-  trees pooled x 3 27 %, x 8 31 %; race among the top 4 trees 41 %, top 8 with 60 % reserve 31 %, top 6
-  configurations (not trees) 34 %; TPE with 10 random start-up trials 34 %, ungrouped TPE 24 %; the race
-  among the top 6 trees 41 % (and 46 % / 47 % on two further seed sets, against 43 % / 29 % for the
-  product as it is), so that one was kept.
-
-**Where specsweep stands, plainly.** It misses the issue's goal on the held-out set (the notes give the
-figures): pooled, it is right more often than every peer with the same budget there, but far from 90 %
-of seeds; on the development cases, pooled, random search and vLLM's auto_tune are right more often than
-the product as it is (the race variant about as often as random search). Its median GPU time
-to a right answer is close to the whole budget (at least half of every strategy's runs end wrong, so the
-censored medians sit near the budget and "half the best peer's" cannot be met), and most of its studies
-have more than one OOM launch. It does not lead on every case (the per-case notes list where a peer with
-the same budget is right more often). The exhaustive grid, at 20-50 times the budget, is right more often
-than any budgeted strategy: its best single draw among hundreds of feasible configurations is still a
-draw, which is why it is not always right either. Why:
-- *Telling the top trees apart.* The memory flags barely move the speed; the speculative tree decides,
-  and the best two or three trees are 1-3 % apart while one launch moves by about 7 %. On the
-  development cases a right configuration was launched in 80 % of the product's runs, but answered in
-  about 30 %: the search finds it and the single draws cannot tell it from its neighbours. Racing the
-  top trees on pooled launches is the lever that helped most; the informed ceiling shows what a perfect
-  choice of which trees to race would reach.
-- *OOM launches.* The memory prior (`orchestrator/memory_prior.py`, `prior_model.py`) knows each
-  configuration's start-up memory before the first launch (weights and KV bytes per token from the
-  models' `config.json`, here the node's profile), including a draft that no longer fits at high
-  fractions under SGLang <= 0.5.9 rules, and refuses a KV pool that cannot hold `max_running_requests`
-  of the workload's requests (the KV probe's own test) until a launch serves on one. The learned model
-  and `orchestrator/memory_bounds.py` stay on top as its correction.
+  anew, for every strategy that makes it.
+- **Two noise regimes, every case in both** (`benchmarks/noise.py`, figures from the H200 measurements of
+  SGLang 0.5.17). *GPU-bound* (`gpu_bound`, what users serve; measured on a Llama-3-8B-shaped model):
+  every launch multiplies its stages by one log-normal factor of 0.5 % (three launches differed by
+  0.3-0.7 %) and each stage by its own 1 %. *Overhead-bound* (`overhead_bound`, the tiny test models):
+  7 % per launch (two starts differ by 6-9 %) and a per-stage spread that falls with the stage's length
+  (15 % at 0.3 s, about 3 % at these 20-90 s stages). Draws are seeded by (seed, configuration, how many
+  times the run launched it), so all strategies see the same draws.
+- **Peers as their users run them** (`benchmarks/peers.py`, which cites the files it follows and gives the
+  flag mapping). SGLang's `auto_benchmark` (`python/sglang/auto_benchmark_lib.py`) at its default tier 2:
+  a base stage without speculation (SGLang's defaults, then the full product of the first three flags,
+  three values each, at most 8 candidates), then a speculative stage on the best base (at most 8 trees);
+  it answers with the best single record of both stages. vLLM's `auto_tune.sh` (`benchmarks/auto_tune/
+  auto_tune.sh`): the memory fraction stepped down from the highest at or under 0.98 until a server with
+  the largest batch flags starts, then every max running requests x graph batch size at that fraction,
+  one fixed tree (it tunes no speculation); it answers with the best throughput. Random search (no
+  configuration twice) and Optuna's plain TPE (`best_trial`) answer with their best single draw. specsweep
+  is the product's own driver (`benchmarks/specsweep_runs.py`) with its own answer. They stop when their
+  plan is done or the budget is spent, whichever comes first: auto_benchmark's plan is at most 16
+  launches and can end well inside the budget.
+- **Regret, not a cliff** (`benchmarks/regret.py`). A run's regret is (true optimum - true value of its
+  answer) / optimum, the optimum being the best noise-free configuration of the space (or of the same
+  memory points without speculation, which auto_benchmark may answer with); no answer is a regret of
+  100 %. Per case x regime x strategy: mean, median, p90 and max regret, the share within 2 % and 3 %,
+  launches and GPU-hours until the answer first reached regret <= 2 % and kept it to the end (medians;
+  a run that never got there counts as its whole budget, its launch cap and its GPU-hours, so a median at
+  the budget means at least half the runs ended outside 2 %), and OOM launches. Paired comparisons put
+  specsweep against each peer on the same (case, seed) runs: the difference in mean regret and in the
+  share within 2 %, with a 95 % bootstrap interval resampling the (case, seed) pairs (2000 draws).
+- **Pay for time.** A launch costs its start-up from the profile, an OOM up to its failure, the warm-up and
+  KV probe, the stages that ran and the stop, times the node's GPUs. The budget is GPU-hours: 40 times the
+  median cost of one full launch of the grid, and at most 120 launches. The grid has no budget.
+- **Three sets of cases.** Development: the three built-in profiles and four generated from seed 11.
+  Held-out 1 (seed 20261130, run seeds 900000 and up): its figures were read while the product changed,
+  so it is reported as seen (`heldout: false`, `set: "held-out 1 (seen)"`). Held-out 2: four profiles
+  generated from seed 58213977 and run with seeds 3100000 and up, picked once for the final table and
+  used for nothing else (`heldout: true`); a `--quick` run never touches it (its stand-in is seed 13).
+- `informed_bound` is not a contestant: it is told the three best speculative trees by true value (each
+  with its best memory flags, whatever their distance from the optimum) and spends the whole budget
+  telling them apart, answering with the best median: the ceiling that noise puts on a strategy that
+  still has to tell the top trees apart.
+- **Real-grid replay** (`benchmarks/replay.py`): a grid measured on one H200 (`trials/h200-8b-grid.yaml`,
+  the product's own records under `tests/fixtures/sglang/0.5.17/llama8b-grid/`) answers as the oracle:
+  the truth is the measured objective, the draws get the GPU-bound spread. Cells SGLang makes the same
+  server (graph bs 64 or 256 under max running 16 captures graphs up to 16 only) answer with the
+  measured graph-bs-16 cell; a strategy that launches a configuration not measured (auto_benchmark's
+  bases without speculation) is reported as not replayable. `python -m benchmarks.replay`.
+- Print the regret tables and the paired comparisons from `benchmarks/out/search.json` with
+  `python -m benchmarks.regret`.
 """
 
 
