@@ -143,7 +143,7 @@ class Paired:
 
     peer: str
     regime: str
-    heldout: bool
+    case_set: str
     pairs: int
     regret_diff: float  # percentage points of mean regret
     regret_ci: tuple[float, float]
@@ -151,14 +151,19 @@ class Paired:
     hit_ci: tuple[float, float]
 
 
+def set_of(row: dict[str, Any]) -> str:
+    """The row's set of cases: development, the seen held-out set, or the final held-out set."""
+    return str(row.get("set") or ("held-out" if row["heldout"] else "development"))
+
+
 def _pairs(
-    rows: Sequence[dict[str, Any]], peer: str, regime: str, heldout: bool
+    rows: Sequence[dict[str, Any]], peer: str, regime: str, case_set: str
 ) -> list[tuple[float, float]]:
     def runs(strategy: str) -> dict[tuple[str, int], float]:
         return {
             (r["case"], run["seed"]): float(run["regret"])
             for r in rows
-            if r["strategy"] == strategy and r["regime"] == regime and r["heldout"] is heldout
+            if r["strategy"] == strategy and r["regime"] == regime and set_of(r) == case_set
             for run in r.get("runs", [])
         }
 
@@ -171,9 +176,9 @@ def _interval(values: Sequence[float]) -> tuple[float, float]:
 
 
 def paired(
-    rows: Sequence[dict[str, Any]], peer: str, regime: str, heldout: bool, *, seed: int = 0
+    rows: Sequence[dict[str, Any]], peer: str, regime: str, case_set: str, *, seed: int = 0
 ) -> Paired | None:
-    pairs = _pairs(rows, peer, regime, heldout)
+    pairs = _pairs(rows, peer, regime, case_set)
     if not pairs:
         return None
 
@@ -188,7 +193,7 @@ def paired(
     return Paired(
         peer,
         regime,
-        heldout,
+        case_set,
         len(pairs),
         regret_diff,
         _interval([d[0] for d in draws]),
@@ -201,12 +206,10 @@ def paired(
 
 
 def pooled(
-    rows: Sequence[dict[str, Any]], strategy: str, regime: str, heldout: bool
+    rows: Sequence[dict[str, Any]], strategy: str, regime: str, case_set: str
 ) -> dict[str, Any] | None:
     """Every (case, seed) run of a set counted once."""
-    group = [
-        r for r in rows if r["strategy"] == strategy and r["regime"] == regime and r["heldout"] is heldout
-    ]
+    group = [r for r in rows if r["strategy"] == strategy and r["regime"] == regime and set_of(r) == case_set]
     runs = [run for r in group for run in r.get("runs", [])]
     if not runs:
         return None
@@ -234,11 +237,10 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
     head = ["case", "strategy", "seeds", "regret mean %", "p90 %", "max %", "<=2 %", "<=3 %",
             "launches to 2 %", "GPU-h to 2 %", "OOM"]  # fmt: skip
     for regime in dict.fromkeys(r["regime"] for r in rows):
-        for heldout in (False, True):
-            group = [r for r in rows if r["regime"] == regime and r["heldout"] is heldout]
+        for label in dict.fromkeys(set_of(r) for r in rows):
+            group = [r for r in rows if r["regime"] == regime and set_of(r) == label]
             if not group:
                 continue
-            label = "held-out" if heldout else "development"
             out.append(f"\n## {regime}, {label} cases (censored runs count as the budget)\n")
             body = [
                 [r["case"], r["strategy"], str(r["seeds"]), f"{r['regret_mean']:.2f}",
@@ -249,7 +251,7 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
                 for r in group
             ]  # fmt: skip
             for name in strategies:
-                p = pooled(rows, name, regime, heldout)
+                p = pooled(rows, name, regime, label)
                 if p is not None:
                     body.append(
                         [f"{label} (all)", name, str(p["seeds"]), f"{p['regret_mean']:.2f}",
@@ -270,9 +272,9 @@ def comparisons(rows: Sequence[dict[str, Any]]) -> list[Paired]:
     found: list[Paired] = []
     peers = [s for s in dict.fromkeys(r["strategy"] for r in rows) if s != REFERENCE]
     for regime in dict.fromkeys(r["regime"] for r in rows):
-        for heldout in (False, True):
+        for case_set in dict.fromkeys(set_of(r) for r in rows):
             for peer in peers:
-                p = paired(rows, peer, regime, heldout)
+                p = paired(rows, peer, regime, case_set)
                 if p is not None:
                     found.append(p)
     return found
@@ -282,9 +284,8 @@ def describe(p: Paired) -> str:
     def signed(x: float, unit: str) -> str:
         return f"{x:+.2f}{unit}"
 
-    where = "held-out" if p.heldout else "development"
     return (
-        f"{p.regime}, {where}, vs {p.peer} ({p.pairs} pairs): mean regret "
+        f"{p.regime}, {p.case_set}, vs {p.peer} ({p.pairs} pairs): mean regret "
         f"{signed(p.regret_diff, ' pp')} [{p.regret_ci[0]:+.2f}, {p.regret_ci[1]:+.2f}]; within 2 % "
         f"{signed(100 * p.hit_diff, ' pp')} [{100 * p.hit_ci[0]:+.1f}, {100 * p.hit_ci[1]:+.1f}]"
         + ("" if _excludes_zero(p) else " (interval holds 0: no clear difference)")

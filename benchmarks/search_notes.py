@@ -48,8 +48,8 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> list[Row]:
 
 
 def pooled_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Per regime and set (development and seen held-out together, the final held-out set alone): each
-    strategy's pooled mean regret and share within 2 %, and the paired comparisons."""
+    """Per regime and set of cases: each strategy's pooled mean regret and share within 2 %, and the paired
+    comparisons with each peer (contestants only)."""
     notes = []
     names = list(dict.fromkeys(r["strategy"] for r in rows))
     for regime in dict.fromkeys(r["regime"] for r in rows):

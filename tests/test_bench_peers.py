@@ -173,11 +173,11 @@ def test_paired_bootstrap_resamples_case_seed_pairs() -> None:
 
     ours = row("specsweep", [0.0, 0.01, 0.0, 0.05] * 5)
     peer = row("random", [0.03, 0.04, 0.0, 0.05] * 5)
-    p = paired([ours, peer], "random", "gpu_bound", False)
+    p = paired([ours, peer], "random", "gpu_bound", "development")
     assert p is not None and p.pairs == 20
     assert p.regret_diff == pytest.approx(-1.5) and p.regret_ci[0] < p.regret_diff < p.regret_ci[1] < 0
     assert p.hit_diff == pytest.approx(0.5) and p.hit_ci[0] > 0
-    assert paired([ours], "random", "gpu_bound", False) is None
+    assert paired([ours], "random", "gpu_bound", "development") is None
     keys = {"case", "regime", "strategy", "heldout", "seeds", "regret_mean", "regret_p90", "hit_2pct",
             "hit_3pct", "launches_to_2pct_median", "gpu_hours_to_2pct_median",
             "oom_launches_median"}  # fmt: skip
