@@ -263,8 +263,7 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
             out += [_fmt_row(b, widths) for b in body]
     out.append("\n## Paired: specsweep minus peer, same (case, seed) runs, 95 % bootstrap interval\n")
     out.append("(negative regret difference and positive hit difference: specsweep ahead)\n")
-    for p in comparisons(rows):
-        out.append(describe(p))
+    out += [describe(c) for c in comparisons(rows)]
     return "\n".join(out) + "\n"
 
 

@@ -37,6 +37,7 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import STOP_S, Evaluation, Oracle
 from benchmarks.regret import RunScore, score
 from benchmarks.search import SearchSettings, strategies
+from benchmarks.spaces import enumerate_space
 from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
 from orchestrator.noise import Regime
@@ -85,7 +86,7 @@ def _evaluation(records: Sequence[TrialRecord]) -> Evaluation:
         failure=first.failure,
         stages=stages if first.status.value == "ok" else (),
         memory=first.memory or MemoryAccount(),
-        resolved_args=first.resolved_args,  # type: ignore[arg-type]
+        resolved_args=first.resolved_args,
         startup_s=startup if first.startup_s is not None else first.wall_s,
         pre_stage_s=max(0.0, first.wall_s - startup - stage_s - STOP_S) if first.startup_s else 0.0,
         stop_s=STOP_S,
@@ -131,7 +132,9 @@ def replay(
     quiet_optuna()
     spec = load_spec(spec_path)
     oracle = ReplayOracle(spec, load_records(folder))
-    configs = [c for c in oracle.measured if c.speculative]
+    # the spec's whole space: a cell SGLang makes the same server as a measured one is a configuration a
+    # strategy can propose, launched (and drawn) on its own
+    configs = enumerate_space(spec.search)
     truth = {c: e.objective for c, e in oracle.measured.items() if e.objective is not None}
     best = max(truth.values())
     typical = statistics.median(e.seconds() for e in oracle.measured.values() if e.objective is not None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.regret import REFERENCE, comparisons, describe, pooled
+from benchmarks.regret import REFERENCE, comparisons, describe, pooled, set_of
 from benchmarks.strategies import PEERS
 from benchmarks.table import Row, ratio
 from orchestrator.noise import Regime
@@ -49,21 +49,22 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> list[Row]:
 
 def pooled_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Per regime and set of cases: each strategy's pooled mean regret and share within 2 %, and the paired
-    comparisons with each peer (contestants only)."""
+    comparisons with each budgeted peer."""
     notes = []
     names = list(dict.fromkeys(r["strategy"] for r in rows))
     for regime in dict.fromkeys(r["regime"] for r in rows):
-        for heldout in (False, True):
+        for case_set in dict.fromkeys(set_of(r) for r in rows):
             parts = []
             for name in names:
-                p = pooled(rows, name, regime, heldout)
+                p = pooled(rows, name, regime, case_set)
                 if p is not None:
                     parts.append(f"{name} {p['regret_mean']:.2f} % ({p['hit_2pct']:.0%} within 2 %)")
             if parts:
-                where = "final held-out set" if heldout else "development and seen held-out sets"
-                notes.append(f"Pooled, {regime}, {where}: mean regret " + "; ".join(parts) + ".")
+                notes.append(f"Pooled, {regime}, {case_set} cases: mean regret " + "; ".join(parts) + ".")
     notes += [
-        "Paired, specsweep minus peer (95 % bootstrap): " + describe(p) + "." for p in comparisons(rows)
+        "Paired, specsweep minus peer (95 % bootstrap): " + describe(c) + "."
+        for c in comparisons(rows)
+        if c.peer in PEERS and c.peer not in NO_BUDGET
     ]
     return notes
 
