@@ -287,7 +287,7 @@ def describe(p: Paired) -> str:
         f"{p.regime}, {p.case_set}, vs {p.peer} ({p.pairs} pairs): mean regret "
         f"{signed(p.regret_diff, ' pp')} [{p.regret_ci[0]:+.2f}, {p.regret_ci[1]:+.2f}]; within 2 % "
         f"{signed(100 * p.hit_diff, ' pp')} [{100 * p.hit_ci[0]:+.1f}, {100 * p.hit_ci[1]:+.1f}]"
-        + ("" if _excludes_zero(p) else " (interval holds 0: no clear difference)")
+        + ("" if _excludes_zero(p) else " (the regret interval holds 0: no clear difference in regret)")
     )
 
 
