@@ -16,7 +16,7 @@ from benchmarks.oracle import Oracle
 from benchmarks.peers import auto_benchmark, build_candidates, sglang_tree, usual_tree, vllm_auto_tune
 from benchmarks.regret import main as regret_main
 from benchmarks.regret import paired, score, summary_row
-from benchmarks.replay import ReplayOracle, Unmeasured, load_records, replay
+from benchmarks.replay import ReplayOracle, Unmeasured, load_records, replay, replay_rows
 from benchmarks.search_run import SearchRun
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.strategies import TOP_TREES, informed_bound
@@ -230,6 +230,14 @@ def _grid_folder(tmp_path: Path) -> Path:
                 rec["objective"] = scale
                 (folder / f"{n:04d}.json").write_text(json.dumps(rec))
                 n += 1
+    # the spec's baseline: the same server without speculation, at the first known-good's memory flags
+    rec = json.loads(json.dumps(base))
+    rec["number"], rec["baseline"], rec["objective"] = n, True, 900.0
+    rec["result"]["config"].update(
+        mem_fraction_static=0.5, cuda_graph_max_bs=16, max_running_requests=16,
+        speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None,
+    )  # fmt: skip
+    (folder / f"{n:04d}.json").write_text(json.dumps(rec))
     return folder.parent
 
 
@@ -242,10 +250,18 @@ def test_replay_answers_with_the_measured_cells(tmp_path: Path) -> None:
     assert oracle.evaluate(same).objective == pytest.approx(oracle.evaluate(measured).objective or 0.0)
     assert oracle.evaluate(same).config == same
     with pytest.raises(Unmeasured):
-        oracle.evaluate(make_config(0.8, 16, 16))  # no baseline measured at these flags
+        oracle.evaluate(make_config(0.8, 16, 16))  # the baseline was measured at 0.5 only
     best, results = replay(folder, GRID_SPEC, seeds=2, budget=4)
     assert best == pytest.approx(1000 * 0.95 + 256 + 300)
     by_name = {r.strategy: r for r in results}
     assert all(r.regret == 0.0 for r in by_name["grid"].runs)  # 0.5 % noise cannot hide a 2 % gap
     assert by_name["auto_benchmark"].error  # its bases without speculation were not measured
     assert by_name["random"].runs and not by_name["random"].error
+
+
+def test_replay_rows_join_search_json(tmp_path: Path) -> None:
+    folder = _grid_folder(tmp_path)
+    rows, notes = replay_rows(folder, GRID_SPEC, seeds=2, budget=4)
+    assert {r["set"] for r in rows} == {"real grid"} and {r["regime"] for r in rows} == {"gpu_bound"}
+    assert "specsweep" in {r["strategy"] for r in rows} and any("auto_benchmark" in n for n in notes)
+    assert replay_rows(tmp_path / "nothing")[0] == []
