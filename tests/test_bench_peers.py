@@ -17,6 +17,7 @@ from benchmarks.peers import auto_benchmark, build_candidates, sglang_tree, usua
 from benchmarks.regret import main as regret_main
 from benchmarks.regret import paired, score, summary_row
 from benchmarks.replay import ReplayOracle, Unmeasured, load_records, replay, replay_rows
+from benchmarks.search import Truth
 from benchmarks.search_run import SearchRun
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.strategies import TOP_TREES, informed_bound
@@ -249,6 +250,8 @@ def test_replay_answers_with_the_measured_cells(tmp_path: Path) -> None:
     same = make_config(0.8, 256, 16, 2, 1, 3)  # graphs capped at max running 16: the graph-bs-16 server
     assert oracle.evaluate(same).objective == pytest.approx(oracle.evaluate(measured).objective or 0.0)
     assert oracle.evaluate(same).config == same
+    truth = Truth(oracle, {measured: oracle.evaluate(measured).objective or 0.0})
+    assert truth.get(same) == truth[measured]  # an answer is scored by the cell that answers for it
     with pytest.raises(Unmeasured):
         oracle.evaluate(make_config(0.8, 16, 16))  # the baseline was measured at 0.5 only
     best, results = replay(folder, GRID_SPEC, seeds=2, budget=4)
