@@ -76,23 +76,35 @@ def nearest(options: list[float], target: float) -> float:
     return min(options, key=lambda v: (abs(v - target), v))
 
 
-def sglang_defaults(oracle: Oracle) -> tuple[float, int, int]:
-    """SGLang's own choices for a speculative launch that sets none of the searched flags (auto
-    `mem_fraction_static`, graph batch by GPU size, requests reset to 48), snapped to the space."""
+def sglang_defaults(oracle: Oracle, *, speculative: bool = True) -> tuple[float, int, int]:
+    """SGLang's own choices for a launch that sets none of the searched flags, snapped to the space: auto
+    `mem_fraction_static`, graph batch by GPU size, and with speculation requests reset to 48 (without it
+    SGLang sizes the request pool from the KV pool: the space's largest stands for that)."""
     spec, profile = oracle.spec, oracle.profile
     argv = [
         "--model-path", spec.model.path, "--tp-size", str(oracle.gpus),
-        "--speculative-algorithm", spec.model.speculative_algorithm,
-        "--speculative-draft-model-path", spec.model.draft_path,
         "--sim-profile", profile.name, "--sim-state-dir", "/nonexistent",
     ]  # fmt: skip
+    if speculative:
+        argv += [
+            "--speculative-algorithm", spec.model.speculative_algorithm,
+            "--speculative-draft-model-path", spec.model.draft_path,
+        ]  # fmt: skip
     args = resolve(build_parser().parse_args(argv), profile, frozenset())
     space = spec.search
+    requests = values(space.max_running_requests)
     return (
         nearest(values(space.mem_fraction_static), args.mem_fraction_static),
         int(nearest(values(space.cuda_graph_max_bs), args.cuda_graph_max_bs)),
-        int(nearest(values(space.max_running_requests), float(args.max_running_requests or 48))),
+        int(
+            nearest(requests, float(args.max_running_requests)) if args.max_running_requests else requests[-1]
+        ),
     )
+
+
+def _flags(defaults: tuple[float, int, int]) -> Flags:
+    mem, gbs, mrr = defaults
+    return {"mem_fraction_static": mem, "cuda_graph_max_bs": float(gbs), "max_running_requests": float(mrr)}
 
 
 def three(options: list[float]) -> list[float]:
@@ -148,32 +160,28 @@ def usual_tree(oracle: Oracle) -> tuple[int, int, int]:
 def auto_benchmark(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
     oracle = launcher.oracle
     s = oracle.spec.search
-    mem0, gbs0, mrr0 = sglang_defaults(oracle)
-    default = {
-        "mem_fraction_static": mem0,
-        "cuda_graph_max_bs": float(gbs0),
-        "max_running_requests": float(mrr0),
-    }
+    plain = _flags(sglang_defaults(oracle, speculative=False))
     server_space = [
         ("mem_fraction_static", three(values(s.mem_fraction_static))),
         ("cuda_graph_max_bs", three(values(s.cuda_graph_max_bs))),
         ("max_running_requests", three(values(s.max_running_requests))),
     ]
-    # The base flags set nothing searched: SGLang's defaults fill them in (`default`), but the candidates
-    # are built from the empty base, as the tool builds them.
+    # The base flags set nothing searched: SGLang's defaults fill in what a candidate leaves unset (all of
+    # it for the first, empty candidate), and the best base's *flags* carry on to the speculative stage,
+    # where SGLang's speculative defaults fill them in again.
     best: tuple[float, Flags] | None = None
     for flags in build_candidates({}, server_space):
         if launcher.exhausted:
             return done("auto_benchmark", launcher)
-        f = default | flags
+        f = plain | flags
         lc = launcher.launch(
             make_config(f["mem_fraction_static"], int(f["cuda_graph_max_bs"]), int(f["max_running_requests"]))
         )
         if lc.objective is not None and (best is None or lc.objective > best[0]):
-            best = (lc.objective, f)
+            best = (lc.objective, flags)
     if best is None:
         return done("auto_benchmark", launcher)  # "Speculative search requires at least one successful base"
-    base = best[1]
+    base = _flags(sglang_defaults(oracle)) | best[1]
     steps, topk, draft = usual_tree(oracle)
     spec_base = {"speculative_num_steps": float(steps), "speculative_eagle_topk": float(topk),
                  "speculative_num_draft_tokens": float(draft)}  # fmt: skip
