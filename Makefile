@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: sweep test lint typecheck unit e2e venv report mlflow-ui optuna-dashboard bench clean
+.PHONY: sweep test lint typecheck unit e2e venv report mlflow-ui optuna-dashboard bench bench-full clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,11 @@ mlflow-ui: $(STAMP)
 optuna-dashboard: $(STAMP)
 	$(BIN)/optuna-dashboard sqlite:///runs/optuna.db --host 127.0.0.1 --port $(or $(PORT),8080)
 
+# A reduced run in minutes (writes only under benchmarks/out/); bench-full is the run RESULTS.md holds.
 bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run --quick $(ARGS)
+
+bench-full: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(ARGS)
 
 clean:
