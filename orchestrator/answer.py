@@ -132,7 +132,10 @@ def choose_answer(launches: Sequence[Launch]) -> Answer | None:
     groups = group_launches(launches)
     if not groups:
         return None
-    noise = calibrate([g.values for g in groups], [x.timing for x in launches])
+    # The regime and a ramp-up are read off the launches the verdict decides between (the leader and the
+    # runner-up): a losing configuration whose stage never settled says nothing about theirs.
+    contenders = {g.config for g in groups[:2]}
+    noise = calibrate([g.values for g in groups], [x.timing for x in launches if x.config in contenders])
     best = groups[0]
     return Answer(
         best.config, best.numbers, best.values, best.median, best.representative, judge(groups, noise)
