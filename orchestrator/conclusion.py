@@ -7,6 +7,7 @@ that one answer; the report reads the same `best.json`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,26 @@ def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) ->
     """The answer a sweep's records give: what `conclude` prints and writes to best.json (the search
     benchmark scores this same function)."""
     return choose_answer(answer_launches(records, lossy))
+
+
+def baseline_lines(best: BestFile, records: Sequence[TrialRecord]) -> list[str]:
+    """A line when the baseline without speculation beat the answer by more than one launch's noise
+    (a draft that is not accepted costs a draft and a verify pass per token): the answer is still the best
+    speculative configuration, since that is what was asked, but the user must not read it as a gain."""
+    base = [r for r in records if r.baseline and r.objective]
+    if not base or not best.median_tok_per_s:
+        return []
+    fastest = max(base, key=lambda r: r.objective or 0.0)
+    lead = (fastest.objective or 0.0) / best.median_tok_per_s - 1
+    # the gap one launch against the answer's launches opens at 95 % (the verdict's own spread)
+    noise = 1.96 * best.verdict.launch_sd * math.sqrt(1 + 1 / len(best.launches))
+    if lead <= noise:
+        return []
+    return [
+        f"speculation does not pay here: without it the same server measured {fastest.objective:.1f} tok/s "
+        f"(trial {fastest.number}), {100 * lead:.1f} % above the best speculative configuration (beyond "
+        f"the {100 * noise:.1f} % noise); serve without speculation, or fix the draft and sweep again"
+    ]
 
 
 def conclude(
@@ -95,6 +116,7 @@ def conclude(
     representative = next(r for r in records if r.number == best.trial)
     lines = (
         f"\n{best.headline()}",
+        *baseline_lines(best, records),
         f"confidence: {best.verdict.statement}",
         render_levels(best),
         f"SGLang launch command (also in {study_dir / BEST_COMMAND}):",

@@ -39,3 +39,17 @@ def test_unsteady_losers_do_not_widen_the_leaders_noise() -> None:
     # 2807.6 against 2795.0: 0.4 % apart, inside a GPU-bound node's noise
     assert verdict.call.value == "too close to call"
     assert verdict.noise is not None and verdict.noise < 0.05
+
+
+def test_a_baseline_faster_than_every_draft_is_said_plainly(tmp_path: Path) -> None:
+    # The grid's draft has dummy weights (accept length 1.01): without speculation the same server
+    # measured 2908.6 tok/s, 3.6 % above the best speculative configuration (2807.6). The answer stays
+    # the best speculative configuration (best.json), but the user must read that it does not pay.
+    from orchestrator.conclusion import conclude
+    from orchestrator.spec import load_spec
+
+    records = _records(GRID / "records")
+    spec = load_spec(Path(__file__).parents[1] / "trials" / "h200-8b-grid.yaml")
+    lines = "\n".join(conclude(records, spec, tmp_path).lines)
+    assert "speculation does not pay here" in lines
+    assert "2908.6 tok/s" in lines and "trial 0" in lines
