@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 
 from orchestrator import confirm, dashboard_metrics, placement, quarantine
+from orchestrator.config_codec import optuna_params
 from orchestrator.driver import observers as obs
 from orchestrator.driver import without_launch
 from orchestrator.driver.attrs import TrialAttr
@@ -39,6 +40,7 @@ from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.node.trial import TrialRequest
 from orchestrator.prior_model import from_prior, memory_model_for
+from orchestrator.proposal.policy import Action, ProposalPolicy
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
@@ -84,6 +86,7 @@ class Sweep:
         time_budget_s: float | None = None,
         lease: DriverLease | None = None,
         executor: Executor | None = None,
+        proposals: bool = True,
     ) -> None:
         self.spec = spec
         self.lease = lease
@@ -119,6 +122,9 @@ class Sweep:
         self._learning = obs.MemoryLearning(model)
         self.diagnosis = obs.Diagnosis(model, spec.search)
         self.speedup = obs.Speedup()
+        # The proposal policy in front of Optuna (orchestrator.proposal.policy); off: TPE alone proposes.
+        self.proposals = ProposalPolicy(spec) if proposals else None
+        self._confirming = False
         progress = self.outcome.progress
         self.observers: list[obs.Observer] = [
             obs.ProgressCounts(progress),
@@ -246,6 +252,8 @@ class Sweep:
                 if not self._inflight and self.nodes.quarantined_nodes:
                     raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
                 return
+            if not self._propose():
+                return
             trial = self.study.ask()
             self._open[trial.number] = trial
             if self.lease is not None:
@@ -278,6 +286,41 @@ class Sweep:
             self._by_number[trial.number] = handle
             log.info("trial %d started: %s", trial.number, config.label())
 
+    # -- the proposal policy (orchestrator.proposal) ---------------------------------------------------
+
+    def _propose(self) -> bool:
+        """Queue the policy's proposal for the next ask (False: the answer is known, launch nothing more).
+        Queued trials (the baseline, known-good, re-queued ones) and the confirmation go first."""
+        if self.proposals is None or self._confirming:
+            return True
+        if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            return True
+        pending = [info.config for info in self._inflight.values()]
+        decision = self.proposals.decide(
+            self.outcome.records, pending, self.memory_model, self.lossless.lossy
+        )
+        if decision.action is Action.STOP:
+            if not self._inflight:
+                self._answer_known(decision.why)
+            return False
+        if decision.action is Action.PROPOSE and decision.config is not None:
+            self.study.enqueue_trial(
+                optuna_params(decision.config, self.spec.search), user_attrs=decision.attrs
+            )
+            log.info("proposal: %s", decision.why)
+        return True
+
+    def _answer_known(self, why: str) -> None:
+        left = self.remaining()
+        gpu_s = [r.result.wall_s for r in self.outcome.records if r.result.node_id and r.result.wall_s > 0]
+        hours = left * (sum(gpu_s) / len(gpu_s)) * self.spec.node.gpus / 3600 if gpu_s else 0.0
+        given = f"{left} of the budget's launches given back" + (
+            f" (about {hours:.2f} GPU-hours)" if hours else ""
+        )
+        self.outcome.stop_detail = f"{why}; {given}"
+        self._stop(StopReason.ANSWER_KNOWN)
+        log.info("stopped early: %s", self.outcome.stop_detail)
+
     # -- confirmation (orchestrator.confirm) ---------------------------------------------------------
 
     def remaining(self) -> int:
@@ -297,8 +340,9 @@ class Sweep:
         """After the search: launch the top configurations again until each has ``confirm_repeats``
         launches, through the same loop (the confirmation bypasses the repeat-from-record rule). A sweep
         that stopped early confirms nothing yet: its search is not over, and --resume confirms at its end."""
-        if self.outcome.stop_reason is not StopReason.BUDGET_DONE:
+        if self.outcome.stop_reason not in (StopReason.BUDGET_DONE, StopReason.ANSWER_KNOWN):
             return self.outcome
+        self._confirming = True
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
         enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, self.confirm_reserve)
         if not enqueued:
