@@ -192,13 +192,14 @@ class ProposalPolicy:
                 return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
             return Decision(Action.PASS)
         # 3. the model
-        prospects = self._prospects(records, samples, candidates, answer)
+        fitted = self._prospects(records, samples, candidates, answer)
         best = answer.median
-        if prospects is None:  # no model yet (no accept lengths): cover instead
+        if fitted is None:  # no model yet (no accept lengths): cover instead
             if candidates:
                 tree = self._cover(tried, candidates)
                 return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
             return Decision(Action.PASS)
+        prospects, spec_model = fitted
         alive = [p for p in prospects if p.upper() > best]
         if alive:
             pick = max(alive, key=lambda p: p.gain(best))
@@ -214,7 +215,7 @@ class ProposalPolicy:
             if around is not None:
                 return around
         # 5. the race, then 6. the stop
-        return self._race_or_stop(records, answer, group_launches(launches), len(prospects))
+        return self._race_or_stop(records, answer, group_launches(launches), len(prospects), spec_model)
 
     def _cover(self, tried: set[Tree], candidates: dict[Tree, ServerConfig]) -> Tree:
         """The classic chain (top-k 1, the middle depth) first, then the tree farthest from those tried."""
@@ -230,7 +231,7 @@ class ProposalPolicy:
         samples: Sequence[StageSample],
         candidates: dict[Tree, ServerConfig],
         answer: Answer,
-    ) -> list[Prospect] | None:
+    ) -> tuple[list[Prospect], SpecModel] | None:
         by_tree: dict[Tree, list[float]] = {}
         for r in records:
             tree = Tree.of(r.result.config)
@@ -258,7 +259,7 @@ class ProposalPolicy:
             rel = loo * (1 + (NOVELTY if outside else 0.0))
             mean = spec_model.objective(tree)
             out.append(Prospect(tree, config, mean, rel * mean))
-        return out
+        return out, spec_model
 
     @staticmethod
     def _leader_record(records: Sequence[TrialRecord], answer: Answer) -> TrialRecord | None:
@@ -310,7 +311,12 @@ class ProposalPolicy:
         )
 
     def _race_or_stop(
-        self, records: Sequence[TrialRecord], answer: Answer, groups: Sequence[Group], ruled_out: int
+        self,
+        records: Sequence[TrialRecord],
+        answer: Answer,
+        groups: Sequence[Group],
+        ruled_out: int,
+        spec_model: SpecModel,
     ) -> Decision:
         verdict = answer.verdict
         trees = f"; the model rules out the {ruled_out} untried tree(s) left" if ruled_out else ""
@@ -318,7 +324,14 @@ class ProposalPolicy:
             return Decision(Action.STOP, why=f"the answer is known: {verdict.statement}{trees}")
         first_of = {r.number: r for r in records}
         counts = {g.numbers[0]: len(g.numbers) for g in groups}
-        close = verdict.too_close_with[: RACE_TOP - 1]  # best median first, as `judge` lists them
+
+        # Which of those within the noise to race: the model's ranking, which pools every launch of every
+        # tree (the accept lengths are exact, only the rates are noisy), is steadier than a few medians.
+        def predicted(number: int) -> float:
+            tree = Tree.of(first_of[number].result.config) if number in first_of else None
+            return spec_model.objective(tree) if tree is not None else 0.0
+
+        close = sorted(verdict.too_close_with, key=lambda n: -predicted(n))[: RACE_TOP - 1]
         racing = sorted(
             ((n, counts.get(n, 1)) for n in {answer.launches[0], *close}),
             key=lambda kv: (kv[1], kv[0] != answer.launches[0], kv[0]),
