@@ -313,6 +313,7 @@ def test_specsweep_runs_the_real_driver_on_the_oracle(
     driver stops launching once the budget is spent."""
     oracle, grid, _ = tight
     sweep = oracle_sweep(oracle.spec, 15)
+    sweep.proposals = None  # the driver's own mechanics, TPE alone proposing (the policy: tests/proposal/)
     launcher = _launcher(oracle)
     records = run_on_oracle(sweep, launcher)
     launched = [r for r in records if r.result.node_id]

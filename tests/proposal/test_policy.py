@@ -12,6 +12,8 @@ from typing import cast
 import pytest
 from optuna.storages import InMemoryStorage
 
+from benchmarks.driver import oracle_sweep, run_on_oracle
+from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from orchestrator.answer import answer_launches, choose_answer
@@ -22,7 +24,7 @@ from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.proposal.trees import Tree
-from orchestrator.records import ServerConfig, TrialResult
+from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import Tracker
@@ -105,7 +107,7 @@ def test_the_sweep_stops_early_when_the_answer_is_clear(
     assert truth[_answer(sweep)] >= 0.98 * max(truth.values())
     first = [Tree.of(r.result.config) for r in outcome.records[:3]]
     assert len(set(first)) == 3  # coverage: three different trees first
-    assert all(r.result.status.value == "ok" for r in outcome.records)  # structure first: no OOM
+    assert all(r.result.status is TrialStatus.OK for r in outcome.records)  # structure first: no OOM
 
 
 def test_without_the_policy_the_whole_budget_is_spent(
@@ -139,3 +141,20 @@ def test_the_confirmation_still_runs_after_an_early_stop(
     assert sweep.outcome.stop_reason is StopReason.ANSWER_KNOWN
     answer = choose_answer(answer_launches(sweep.outcome.records))
     assert answer is not None and len(answer.launches) >= spec.budget.confirm_repeats
+
+
+def test_on_the_benchmark_the_policy_launches_nothing_that_cannot_fit() -> None:
+    """The product as shipped, driven by the search benchmark on the tight 20 GB card with a real node's
+    noise: every launch starts and serves (structure first), and a configuration is launched twice only
+    as a race or confirmation launch."""
+    bench = CASES["tight"]
+    profile = load_profile(bench.name)
+    oracle = Oracle(case_spec(bench, gpus=profile.gpu_count), profile)
+    sweep = oracle_sweep(oracle.spec, 20)
+    launcher = Launcher(oracle, 0, budget_gpu_s=40 * 170.0, max_launches=20)
+    records = run_on_oracle(sweep, launcher)
+    launched = [r for r in records if r.result.node_id]
+    assert launched and all(r.result.status is TrialStatus.OK for r in launched)
+    confirming = {t.number for t in sweep.study.get_trials() if TrialAttr.CONFIRM_OF in t.user_attrs}
+    firsts = [r.result.config for r in launched if r.number not in confirming]
+    assert len(firsts) == len(set(firsts))
