@@ -158,9 +158,13 @@ class ProposalPolicy:
         return tried
 
     def _config(
-        self, tree: Tree, model: MemoryModel, launched: Collection[ServerConfig]
+        self,
+        tree: Tree,
+        model: MemoryModel,
+        launched: Collection[ServerConfig],
+        served: Collection[float],
     ) -> ServerConfig | None:
-        config = fitting_config(self.structure, tree, model)
+        config = fitting_config(self.structure, tree, model, served)
         return None if config is None or config in launched else config
 
     # -- the decision ---------------------------------------------------------------------------------
@@ -175,7 +179,8 @@ class ProposalPolicy:
         launched = {r.result.config for r in records if r.result.node_id} | set(pending)
         tried = self._tried(records, pending)
         open_trees = [t for t in self.trees if t not in tried]
-        candidates = {t: c for t in open_trees if (c := self._config(t, model, launched)) is not None}
+        served = {r.result.config.mem_fraction_static for r in records if r.result.status is TrialStatus.OK}
+        candidates = {t: c for t in open_trees if (c := self._config(t, model, launched, served)) is not None}
         samples = stage_samples(records)
         covered = {s.tree for s in samples} | {t for c in pending if (t := Tree.of(c)) is not None}
         # 2. coverage
@@ -294,7 +299,8 @@ class ProposalPolicy:
                 ),
                 fractions=self.structure.fractions,
             )
-            variant_or_none = fitting_config(wider, tree, model)
+            served = {r.result.config.mem_fraction_static for r in [leader]}
+            variant_or_none = fitting_config(wider, tree, model, served)
             if variant_or_none is not None and variant_or_none not in launched:
                 return Decision(
                     Action.PROPOSE, variant_or_none, why="around the leader: its stages show a throttle"

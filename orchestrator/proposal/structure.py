@@ -11,16 +11,19 @@ larger KV pool never slows a step, and a pool too small for the running requests
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from orchestrator.memory_model import MemoryModel
+from orchestrator.prior_model import PriorMemoryModel
 from orchestrator.proposal.trees import Tree, dim_values
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import SearchSpace, make_config
 
-# Without a confident prediction (no prior, nothing learned yet) the fraction stays this far from the top of
-# its range: a guess at the top is the likeliest OOM, and the memory model learns from the first launches.
-UNSURE_QUANTILE = 0.75
+# Without a confident prediction (no prior, nothing learned yet) the fraction is the middle of what is not
+# ruled out: a guess at the top is the likeliest OOM (on the demo's node, <= 0.5.9 rules, 0.92 fails its
+# draft's graphs), and the memory model learns from the first launches.
+UNSURE_QUANTILE = 0.5
 
 
 @dataclass(frozen=True)
@@ -58,14 +61,25 @@ def config_for(structure: Structure, tree: Tree, fraction: float) -> ServerConfi
     )
 
 
-def fitting_config(structure: Structure, tree: Tree, model: MemoryModel) -> ServerConfig | None:
-    """The tree at the highest fraction the memory model is confident fits; without a confident answer,
-    the `UNSURE_QUANTILE` fraction among those it does not rule out; None when it rules out every one."""
+def has_prior(model: MemoryModel) -> bool:
+    """Whether the model knows the node's memory from the models' config.json (the prior), not only from
+    the lines it learned: a learned line extrapolates, and cannot know that a draft loaded after the
+    target's pools (SGLang <= 0.5.9) stops fitting at high fractions."""
+    return isinstance(model, PriorMemoryModel) and model.facts is not None
+
+
+def fitting_config(
+    structure: Structure, tree: Tree, model: MemoryModel, served: Collection[float] = ()
+) -> ServerConfig | None:
+    """The tree at the highest fraction the memory model is confident fits; without the prior, no higher
+    than a fraction a launch has ``served`` at; without a confident answer, the `UNSURE_QUANTILE` fraction
+    among those it does not rule out. None when it rules out every one."""
+    ceiling = max(served) if served and not has_prior(model) else None
     open_: list[float] = []
     for fraction in sorted(structure.fractions, reverse=True):
         config = config_for(structure, tree, fraction)
         prediction = model.predict(config)
-        if prediction.confident and prediction.fits:
+        if prediction.confident and prediction.fits and (ceiling is None or fraction <= ceiling + 1e-9):
             return config
         if not prediction.skip:
             open_.append(fraction)
