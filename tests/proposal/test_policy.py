@@ -23,6 +23,7 @@ from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.proposal.policy import Action, ProposalPolicy
 from orchestrator.proposal.trees import Tree
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
@@ -158,3 +159,26 @@ def test_on_the_benchmark_the_policy_launches_nothing_that_cannot_fit() -> None:
     confirming = {t.number for t in sweep.study.get_trials() if TrialAttr.CONFIRM_OF in t.user_attrs}
     firsts = [r.result.config for r in launched if r.number not in confirming]
     assert len(firsts) == len(set(firsts))
+
+
+def test_the_stop_waits_for_the_race_and_follows_the_judge(
+    case: tuple[SweepSpec, Oracle, dict[ServerConfig, float]],
+) -> None:
+    """The decision itself, on the records of a sweep that stopped: with every launch it says stop (the
+    leader is separated and no untried tree can beat it); without the leader's repeat, the leader alone
+    against its runner-up is too close on the noise prior, so it asks for that repeat first."""
+    spec, oracle, _ = case
+    sweep = _run(spec, InProcessExecutor(oracle))
+    records = sweep.outcome.records
+    policy = ProposalPolicy(spec)
+    assert policy.decide(records, [], sweep.memory_model).action is Action.STOP
+    repeats = [r for r in records if r.number in _confirmations(sweep)]
+    assert repeats
+    before = [r for r in records if r.number < repeats[0].number]
+    again = policy.decide(before, [], sweep.memory_model)
+    assert again.action is Action.PROPOSE and TrialAttr.CONFIRM_OF in again.attrs
+    assert again.config == repeats[0].result.config
+
+
+def _confirmations(sweep: Sweep) -> set[int]:
+    return {t.number for t in sweep.study.get_trials() if TrialAttr.CONFIRM_OF in t.user_attrs}
