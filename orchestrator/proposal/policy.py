@@ -197,7 +197,7 @@ class ProposalPolicy:
                 return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
             return Decision(Action.PASS)
         # 3. the model
-        fitted = self._prospects(records, samples, candidates, answer)
+        fitted = self._prospects(records, samples, candidates)
         best = answer.median
         if fitted is None:  # no model yet (no accept lengths): cover instead
             if candidates:
@@ -235,7 +235,6 @@ class ProposalPolicy:
         records: Sequence[TrialRecord],
         samples: Sequence[StageSample],
         candidates: dict[Tree, ServerConfig],
-        answer: Answer,
     ) -> tuple[list[Prospect], SpecModel] | None:
         by_tree: dict[Tree, list[float]] = {}
         for r in records:
