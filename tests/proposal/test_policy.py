@@ -151,9 +151,9 @@ def test_on_the_benchmark_the_policy_launches_nothing_that_cannot_fit() -> None:
     bench = CASES["tight"]
     profile = load_profile(bench.name)
     oracle = Oracle(case_spec(bench, gpus=profile.gpu_count), profile)
-    sweep = oracle_sweep(oracle.spec, 20)
     launcher = Launcher(oracle, 0, budget_gpu_s=40 * 170.0, max_launches=20)
-    records = run_on_oracle(sweep, launcher)
+    sweep = oracle_sweep(oracle.spec, launcher)
+    records = run_on_oracle(sweep)
     launched = [r for r in records if r.result.node_id]
     assert launched and all(r.result.status is TrialStatus.OK for r in launched)
     confirming = {t.number for t in sweep.study.get_trials() if TrialAttr.CONFIRM_OF in t.user_attrs}
