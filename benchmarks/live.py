@@ -17,9 +17,17 @@ from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SimulatedSpec, SweepSpec, TimeoutSpec, WorkloadSpec
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
 
-# One short stage: what the orchestrator adds around a trial shows, not the serving.
+# One short stage: what the orchestrator adds around a trial shows, not the serving. Without the stage
+# minimum that real hardware needs (20 s and 5000 tokens: the stage would cycle its prompts for a minute).
 MINIMAL_WORKLOAD = WorkloadSpec(
-    num_prompts=2, input_len=16, output_len=8, concurrency=[2], seed=0, warmup_prompts=0
+    num_prompts=2,
+    input_len=16,
+    output_len=8,
+    concurrency=[2],
+    seed=0,
+    warmup_prompts=0,
+    min_stage_s=0,
+    min_stage_tokens=0,
 )
 
 # The demo's timeouts with a 2 s stop grace: a server that does not exit on SIGINT (inside a Ray worker the
