@@ -11,11 +11,12 @@ from typing import Any
 
 from orchestrator.cli import resolve_profile
 from orchestrator.node.backends import SimulatedNode, free_port, port_is_free
-from orchestrator.node.trial import TrialRequest, TrialRun
+from orchestrator.node.trial import TrialRun
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
+from orchestrator.trial_events import TrialRequest
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 

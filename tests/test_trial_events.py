@@ -22,12 +22,13 @@ from orchestrator.cli import resolve_profile
 from orchestrator.console import ProgressPrinter
 from orchestrator.driver.outcome import Progress
 from orchestrator.node.backends import SimulatedNode
-from orchestrator.node.trial import TrialRequest, TrialRun
+from orchestrator.node.trial import TrialRun
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import StageMetrics
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.trial_events import EventFeed, Phase, PhaseEvent, StageReport, phase_hook, stage_hook
+from orchestrator.trial_channel import EventFeed, phase_hook, stage_hook
+from orchestrator.trial_events import Phase, PhaseEvent, StageReport, TrialRequest
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 METRICS = StageMetrics(8, 8, 8, 0, 1.0, 500.0, 8.0, 10.0, 12.0, 5.0, 9.0, 5.0, 2.0)
