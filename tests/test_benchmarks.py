@@ -270,6 +270,7 @@ def test_table_helpers() -> None:
     assert json.loads(table.dumps())["rows"][0]["value"] == "inf"
 
 
+@pytest.mark.slow  # the whole benchmark CLI, about 20 s
 def test_cli_writes_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tiny = bench_run.Settings(
         SearchSettings(

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.cli import resolve_profile
 from orchestrator.node.backends import SimulatedNode, free_port, port_is_free
 from orchestrator.node.trial import TrialRun
@@ -175,6 +177,7 @@ def signal_mid_benchmark(tmp_path: Path, sig: int, benchmark_s: float) -> tuple[
     return out["result"], node
 
 
+@pytest.mark.slow  # waits out the benchmark's timeout
 def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> None:
     """SIGSTOP freezes the server while it streams: a real hang (alive, silent, deaf to SIGINT)."""
     import signal

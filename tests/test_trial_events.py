@@ -124,6 +124,7 @@ def _drive(feed: EventFeed, trial: Any, verdict: bool | None) -> list[Any]:
             return events
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_the_driver_wakes_on_a_report_and_its_verdict_reaches_the_trial(local_ray: None) -> None:
     feed = EventFeed()
     try:
@@ -142,6 +143,7 @@ def test_the_driver_wakes_on_a_report_and_its_verdict_reaches_the_trial(local_ra
         feed.close()
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_a_trial_without_a_verdict_measures_on(local_ray: None) -> None:
     feed = EventFeed()
     try:
@@ -152,6 +154,7 @@ def test_a_trial_without_a_verdict_measures_on(local_ray: None) -> None:
         feed.close()
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_a_trial_measures_on_when_the_channel_is_gone(local_ray: None) -> None:
     feed = EventFeed()
     feed.close()
@@ -228,6 +231,7 @@ def _dies() -> None:
     os._exit(1)  # the worker dies as a node's would: no exception comes back, only its absence
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray: None) -> None:
     from orchestrator.cluster import RayExecutor
     from orchestrator.driver.executor import TrialError, TrialLost
@@ -239,6 +243,7 @@ def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray:
         executor.result(_dies.remote())
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_a_trial_task_whose_own_code_raises_is_a_trial_error_not_a_lost_node(
     local_ray: None, tmp_path: Path
 ) -> None:
