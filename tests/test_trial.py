@@ -189,6 +189,7 @@ def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> No
     assert_clean(node)
 
 
+@pytest.mark.slow  # two trials on the simulated node
 def test_a_trial_folder_is_never_reused(tmp_path: Path) -> None:
     """A rerun that lands on an existing trial folder (same study name, same number) gets a fresh folder:
     the old log stays as it was and the new trial reads only its own lines."""

@@ -161,6 +161,7 @@ def test_a_trial_measures_on_when_the_channel_is_gone(local_ray: None) -> None:
     assert ray.get(_reporter.remote(feed.actor, 1, 0.3)) == [True]
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_the_login_line_names_the_token_ray_itself_uses(
     local_ray: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
