@@ -38,7 +38,7 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import STOP_S, Evaluation, Oracle
 from benchmarks.regret import RunScore, score, summary_row
 from benchmarks.search import SearchSettings, Truth, strategies
-from benchmarks.spaces import enumerate_space
+from benchmarks.spaces import DEMO_SPEC, enumerate_space
 from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
 from orchestrator.noise import Regime
@@ -121,6 +121,16 @@ class ReplayOracle(Oracle):
         return replace(self.measured[self.cell(config)], config=config)
 
 
+def same_start(grid: SweepSpec) -> SweepSpec:
+    """The grid's spec as every strategy gets it: the grid enqueued its cells as known-good
+    configurations, launched the baseline and confirmed nothing; a replayed search starts from nothing
+    and keeps the demo's confirmation (the product as shipped), like every other case."""
+    demo = load_spec(DEMO_SPEC)
+    return grid.model_copy(
+        update={"known_good": [], "budget": demo.budget.model_copy(update={"baseline": False})}
+    )
+
+
 @dataclass(frozen=True)
 class ReplayResult:
     strategy: str
@@ -137,7 +147,7 @@ def replay(
     # The grid's dummy draft accepts nothing: the product says so (broken speculation) at ERROR on every
     # replayed study; the replay knows it and reports figures, not that.
     logging.getLogger("orchestrator.driver").setLevel(logging.CRITICAL)
-    spec = load_spec(spec_path)
+    spec = same_start(load_spec(spec_path))
     oracle = ReplayOracle(spec, load_records(folder))
     # the spec's whole space: a cell SGLang makes the same server as a measured one is a configuration a
     # strategy can propose, launched (and drawn) on its own

@@ -310,7 +310,9 @@ def run(
             tracker.finish({}, [], failed=True)
     if tty:
         print()
-    if outcome.stop_reason is not StopReason.BUDGET_DONE:
+    if outcome.stop_reason is StopReason.ANSWER_KNOWN:
+        print(f"stopped early: {outcome.stop_detail}")
+    elif outcome.stop_reason is not StopReason.BUDGET_DONE:
         print(
             f"stopped early: {outcome.stop_reason.explain()}; {outcome.progress.done} of {n_trials} "
             "trials ran (continue with --resume)"

@@ -120,6 +120,9 @@ def _sweep(
         sim_profile=None,
         executor=executor,
         time_budget_s=budget_s,
+        # TPE alone proposes: the proposal policy would end this search as soon as its answer is known
+        # (tests/proposal/), and this is about the time budget's end
+        proposals=False,
     )
     sweep.journal.folder = None
     return sweep

@@ -79,10 +79,15 @@ def test_the_search_benchmarks_sweeps_write_no_journal(
 ) -> None:
     # They once wrote ./unused/records/*.json into the working tree on every run of the suite.
     from benchmarks.driver import oracle_sweep
+    from benchmarks.noise import Launcher
+    from benchmarks.oracle import Oracle
     from benchmarks.spaces import CASES, case_spec
+    from orchestrator.sim.profile import load_profile
 
     monkeypatch.chdir(tmp_path)
-    sweep = oracle_sweep(case_spec(CASES["tight"], gpus=1), n_trials=1)
+    spec = case_spec(CASES["tight"], gpus=1)
+    oracle = Oracle(spec, load_profile("tight"))
+    sweep = oracle_sweep(spec, Launcher(oracle, seed=0, budget_gpu_s=1.0, max_launches=1), n_trials=1)
     sweep.journal.write(_record(1))
     assert sweep.journal.read([1]) == [] and not list(tmp_path.rglob("*.json"))
 

@@ -31,25 +31,34 @@ TARGET, DRAFT = ROOT / "trials/models/llama3-8b-shape", ROOT / "trials/models/ll
 H200_MIB = 143771.0
 
 
-def _oom_launches(prior: bool, trials: int = 24) -> tuple[int, int]:
-    """(OOM launches, predicted OOMs) of the demo spec's sweep on its simulated node, in process."""
+def _oom_launches(prior: bool, trials: int = 24, proposals: bool = True) -> tuple[int, int]:
+    """(OOM launches, predicted OOMs) of the demo spec's sweep on its simulated node, in process; with
+    ``proposals`` off, TPE alone proposes (it asks for configurations the prior must refuse)."""
     spec = load_spec(ROOT / "trials/demo.yaml")
     spec = spec.model_copy(update={"memory": MemorySpec(prior=prior)})
     assert spec.simulated is not None and isinstance(spec.simulated.profile, str)
     oracle = Oracle(spec, load_profile(spec.simulated.profile))
-    sweep = oracle_sweep(spec, trials)
-    records = run_on_oracle(sweep, Launcher(oracle, seed=0, budget_gpu_s=math.inf, max_launches=trials + 2))
+    launcher = Launcher(oracle, seed=0, budget_gpu_s=math.inf, max_launches=trials + 2)
+    sweep = oracle_sweep(spec, launcher, n_trials=trials)
+    if not proposals:
+        sweep.proposals = None
+    records = run_on_oracle(sweep)
     launched = [r for r in records if r.result.node_id]
     ooms = sum(1 for r in launched if r.result.status is TrialStatus.OOM)
     return ooms, sum(1 for r in records if r.result.status is TrialStatus.PREDICTED_OOM)
 
 
 def test_the_demo_sweep_launches_no_oom_with_the_prior() -> None:
-    ooms, predicted = _oom_launches(prior=True)
+    # TPE alone asks for configurations that cannot fit: the prior refuses them before any launch
+    ooms, predicted = _oom_launches(prior=True, proposals=False)
     assert ooms == 0 and predicted > 0
     # The same sweep learning only (as before the prior) launches several.
-    without, _ = _oom_launches(prior=False)
+    without, _ = _oom_launches(prior=False, proposals=False)
     assert without >= 3
+    # The proposal policy picks its memory flags from the prior: nothing it proposes needs refusing, and
+    # without the prior it still launches an OOM to learn from.
+    assert _oom_launches(prior=True) == (0, 0)
+    assert _oom_launches(prior=False)[0] >= 1
 
 
 def _eight_b() -> PriorMemoryModel:

@@ -33,6 +33,7 @@ class StopReason(StrEnum):
     ONLY_REPEATS = "only_repeats"  # the sampler kept proposing configurations already measured
     ALL_SKIPPED = "all_skipped"  # the memory model ruled out almost every proposal
     ALL_LOST = "all_lost"  # launch after launch died with its worker or node
+    ANSWER_KNOWN = "answer_known"  # the proposal policy: the leader is separated, no untried tree can beat it
 
     def explain(self) -> str:
         return {
@@ -44,6 +45,7 @@ class StopReason(StrEnum):
             "(higher mem_fraction_static, smaller cuda_graph_max_bs)",
             StopReason.ALL_LOST: "launch after launch was lost with its worker or node: see the errors "
             "above and the Ray dashboard (a node short of host memory, or a worker that cannot start)",
+            StopReason.ANSWER_KNOWN: "the answer is known before the budget is spent",
         }[self]
 
 
@@ -52,3 +54,4 @@ class SweepOutcome:
     records: list[TrialRecord] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     stop_reason: StopReason = StopReason.BUDGET_DONE
+    stop_detail: str = ""  # why, in full, when the stop reason has more to say (ANSWER_KNOWN)

@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 
 from orchestrator import confirm, dashboard_metrics, placement, quarantine
+from orchestrator.config_codec import optuna_params
 from orchestrator.driver import observers as obs
 from orchestrator.driver import without_launch
 from orchestrator.driver.executor import Executor, Handle, TrialError, TrialLost
@@ -37,6 +38,7 @@ from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.prior_model import from_prior, memory_model_for
+from orchestrator.proposal.policy import Action, ProposalPolicy
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
@@ -87,6 +89,7 @@ class Sweep:
         lease: DriverLease | None = None,
         executor: Executor | None = None,
         clock: Callable[[], float] | None = None,
+        proposals: bool = True,
     ) -> None:
         self.spec = spec
         self.lease = lease
@@ -124,6 +127,9 @@ class Sweep:
         self._learning = obs.MemoryLearning(model)
         self.diagnosis = obs.Diagnosis(model, spec.search)
         self.speedup = obs.Speedup()
+        # The proposal policy in front of Optuna (orchestrator.proposal.policy); off: TPE alone proposes.
+        self.proposals = ProposalPolicy(spec) if proposals else None
+        self.confirming = False
         progress = self.outcome.progress
         self.observers: list[obs.Observer] = [
             obs.ProgressCounts(progress),
@@ -253,6 +259,8 @@ class Sweep:
                 if not self._inflight and self.nodes.quarantined_nodes:
                     raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
                 return
+            if not self._propose():
+                return
             trial = self.study.ask()
             self._open[trial.number] = trial
             if self.lease is not None:
@@ -284,6 +292,41 @@ class Sweep:
             self._inflight[handle] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = handle
             log.info("trial %d started: %s", trial.number, config.label())
+
+    # -- the proposal policy (orchestrator.proposal) ---------------------------------------------------
+
+    def _propose(self) -> bool:
+        """Queue the policy's proposal for the next ask (False: the answer is known, launch nothing more).
+        Queued trials (the baseline, known-good, re-queued ones) and the confirmation go first."""
+        if self.proposals is None or self.confirming:
+            return True
+        if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            return True
+        pending = [info.config for info in self._inflight.values()]
+        decision = self.proposals.decide(
+            self.outcome.records, pending, self.memory_model, self.lossless.lossy
+        )
+        if decision.action is Action.STOP:
+            if not self._inflight:
+                self._answer_known(decision.why)
+            return False
+        if decision.action is Action.PROPOSE and decision.config is not None:
+            self.study.enqueue_trial(
+                optuna_params(decision.config, self.spec.search), user_attrs=decision.attrs
+            )
+            log.info("proposal: %s", decision.why)
+        return True
+
+    def _answer_known(self, why: str) -> None:
+        left = self.remaining()
+        gpu_s = [r.result.wall_s for r in self.outcome.records if r.result.node_id and r.result.wall_s > 0]
+        hours = left * (sum(gpu_s) / len(gpu_s)) * self.spec.node.gpus / 3600 if gpu_s else 0.0
+        given = f"{left} of the budget's launches given back" + (
+            f" (about {hours:.2f} GPU-hours)" if hours else ""
+        )
+        self.outcome.stop_detail = f"{why}; {given}"
+        self._stop(StopReason.ANSWER_KNOWN)
+        log.info("stopped early: %s", self.outcome.stop_detail)
 
     # -- confirmation (orchestrator.confirm) ---------------------------------------------------------
 
@@ -321,10 +364,11 @@ class Sweep:
     def confirm_best(self) -> SweepOutcome:
         """After the search: launch the top configurations again until each has ``confirm_repeats``
         launches, through the same loop (the confirmation bypasses the repeat-from-record rule). A sweep
-        whose time budget ended its search left room for them (``_confirmation_due``); one that stopped
-        early otherwise confirms nothing yet: its search is not over, and --resume confirms at its end."""
+        whose time budget ended its search left room for them (``_confirmation_due``), and one whose
+        answer is known (the proposal policy's stop) has ended its search too; one that stopped early
+        otherwise confirms nothing yet: its search is not over, and --resume confirms at its end."""
         reason = self.outcome.stop_reason
-        if reason is not StopReason.BUDGET_DONE and not (
+        if reason not in (StopReason.BUDGET_DONE, StopReason.ANSWER_KNOWN) and not (
             reason is StopReason.TIME_BUDGET and self.stopped_to_confirm
         ):
             return self.outcome

@@ -43,3 +43,12 @@ def test_replay_scores_against_the_speculative_space() -> None:
     assert best == pytest.approx(2802.2, abs=0.2)  # not the 2908.6 of the baseline
     grid = next(r for r in results if r.strategy == "grid")
     assert all(run.regret < 0.02 for run in grid.runs)
+
+
+def test_replayed_strategies_start_from_nothing() -> None:
+    # The grid measured its cells as known-good configurations with a baseline first; a replayed
+    # search must not be handed them (the product would launch the user's known-good cells first).
+    from benchmarks.replay import same_start
+
+    spec = same_start(load_spec(GRID_SPEC))
+    assert spec.known_good == [] and not spec.budget.baseline and spec.budget.confirm_top > 0

@@ -109,9 +109,10 @@ def test_specsweep_runs_the_product_sweep_on_the_oracle(tight: tuple[Oracle, lis
     )
     ok = [r for r in launched if r.result.status is TrialStatus.OK]
     assert ok and all(r.result.config in set(grid) for r in launched)
-    # the confirmation the spec's budget reserves ran: the top 2 configurations, 3 launches each
+    # the confirmation the spec's budget reserves (the top 2 configurations, 3 launches each) ran, after
+    # the proposal policy's race, whose relaunches are confirmation launches too
     confirming = [t.number for t in trials if TrialAttr.CONFIRM_OF in t.user_attrs]
-    assert len(confirming) == sweep.confirm_reserve == 4
+    assert sweep.confirm_reserve == 4 and len(confirming) >= 4
     assert {r.number for r in launched} >= set(confirming)
     # the launcher paid for exactly what the sweep ran, and every launch started within the budget
     assert sum(lc.gpu_s for lc in launcher.launches) == pytest.approx(sum(r.result.wall_s for r in launched))
