@@ -27,14 +27,19 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # The fast loop while changing code: everything but the end-to-end sweeps of tests/e2e (which start Ray
-# clusters and take most of the suite's time). `make test` runs both.
+# clusters and take most of the suite's time) and the few other tests marked `slow`. `make test`, what CI
+# runs, runs them all: every test outside tests/e2e, slow ones too, then the end-to-end sweeps.
+UNIT = $(BIN)/python -m pytest -q -rs --ignore=tests/e2e
+
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -rs --ignore=tests/e2e $(PYTEST_ARGS)
+	$(UNIT) -m "not slow" $(PYTEST_ARGS)
 
 e2e: $(STAMP)
 	$(BIN)/python -m pytest -q -rs tests/e2e $(PYTEST_ARGS)
 
-test: lint typecheck unit e2e
+test: lint typecheck
+	$(UNIT) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs tests/e2e $(PYTEST_ARGS)
 
 report: $(STAMP)
 	$(BIN)/python -m orchestrator.report $(STUDY)

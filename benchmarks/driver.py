@@ -31,12 +31,11 @@ from orchestrator.driver.executor import Handle
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import ServerConfig, TrialResult
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import Tracker
-from orchestrator.trial_events import StageReport, TrialEvent
+from orchestrator.trial_events import StageReport, TrialEvent, TrialRequest
 
 NODE_ID = "oracle-node"
 

@@ -22,12 +22,13 @@ from pathlib import Path
 from benchmarks.live import live_spec, profile_dict
 from benchmarks.table import Row, quantile
 from orchestrator.node.backends import SimulatedNode, current_node_id
-from orchestrator.node.trial import TrialRequest, TrialRun
+from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.server.logparse import LogEvent, LogParser
 from orchestrator.server.process import LogFollower
 from orchestrator.spec import TimeoutSpec
 from orchestrator.spec_search import make_config
+from orchestrator.trial_events import TrialRequest
 
 log = logging.getLogger(__name__)
 BENCH = "2 time to give up"

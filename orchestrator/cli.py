@@ -184,13 +184,13 @@ def run(
     from orchestrator.best_file import BestFile
     from orchestrator.conclusion import conclude
     from orchestrator.confirm import confirmation_note
-    from orchestrator.driver.attrs import StudyAttr
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
     from orchestrator.driver.sweep import Sweep
     from orchestrator.mlflow_schema import LaunchParams, sweep_params, sweep_tags
     from orchestrator.study_lock import DriverLease, StudyInUse
     from orchestrator.tracking import Tracker
+    from orchestrator.trial_attrs import StudyAttr
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
     shortfall = cluster.gpu_shortfall(spec)

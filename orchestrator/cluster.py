@@ -19,11 +19,12 @@ from typing import Any, cast
 import ray
 
 from orchestrator.driver.executor import Handle, TrialError, TrialLost
-from orchestrator.node.trial import TrialRequest, run_trial
+from orchestrator.node.trial import run_trial
 from orchestrator.placement import TRIAL_SLOT, pinned_to
 from orchestrator.records import TrialResult
 from orchestrator.spec import Backend, SweepSpec
-from orchestrator.trial_events import EventFeed, TrialEvent, phase_hook, stage_hook
+from orchestrator.trial_channel import EventFeed, phase_hook, stage_hook
+from orchestrator.trial_events import TrialEvent, TrialRequest
 
 log = logging.getLogger(__name__)
 

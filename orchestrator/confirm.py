@@ -17,10 +17,10 @@ from typing import Any
 
 import optuna
 
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.mlflow_schema import Tag, TrialRecord
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.spec import BudgetSpec
+from orchestrator.trial_attrs import TrialAttr
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState, create_trial
 
 from orchestrator.config_codec import config_from_mlflow, optuna_params
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.settle import OOM_CONSTRAINT
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import Metric, Param, Tag, is_sweep
@@ -35,6 +34,7 @@ from orchestrator.records import (
 from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.spec_search import SearchSpace
+from orchestrator.trial_attrs import TrialAttr
 
 log = logging.getLogger(__name__)
 BEST_TO_TRY = 3

@@ -37,8 +37,8 @@ from orchestrator.memory_prior import (
     without_prefill_graphs,
 )
 from orchestrator.model_shape import ModelShape, ShapeError, load_shape
-from orchestrator.node.secrets import flag_value
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.secrets import flag_value
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.spec import Backend, SweepSpec
 

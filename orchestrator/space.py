@@ -12,9 +12,9 @@ from typing import Any
 from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
+from orchestrator.trial_attrs import TrialAttr
 
 
 def _suggest_int(

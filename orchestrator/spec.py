@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from orchestrator.bench.textdata import DatasetRef, parse_ref, resolve_source
 from orchestrator.config_fields import SEARCHED_FLAGS
-from orchestrator.node.secrets import MIN_LEN as SECRET_MIN_LEN
-from orchestrator.node.secrets import flag_value, secret_values
+from orchestrator.dataset_ref import DatasetRef, parse_ref, resolve_source
+from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
+from orchestrator.secrets import flag_value, secret_values
 from orchestrator.spec_errors import describe
 from orchestrator.spec_search import (
     KnownGood,

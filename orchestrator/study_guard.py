@@ -11,7 +11,6 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
-from orchestrator.driver.attrs import StudyAttr
 from orchestrator.study_lock import (
     StudyInUse,
     close_dead_drivers_trials,
@@ -20,6 +19,7 @@ from orchestrator.study_lock import (
     make_storage,
     storage_exists,
 )
+from orchestrator.trial_attrs import StudyAttr
 
 
 class StudyRefused(RuntimeError):

@@ -27,7 +27,7 @@ from optuna.storages import RDBStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.driver.attrs import StudyAttr, TrialAttr
+from orchestrator.trial_attrs import StudyAttr, TrialAttr
 
 log = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.adaptive import CONFIG_FILE
 from orchestrator.answer import Answer
 from orchestrator.best_file import BEST_COMMAND, BestFile, Level
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.node.secrets import mask_argv
 from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import TrialStatus
+from orchestrator.secrets import mask_argv
 from orchestrator.server.command import sglang_flags, shell_script
 from orchestrator.spec import SweepSpec
+from orchestrator.trial_attrs import TrialAttr
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

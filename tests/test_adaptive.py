@@ -175,8 +175,9 @@ def test_demo_chat_searches_the_policy_and_yaml_off_means_off() -> None:
 
 def test_trial_on_a_version_without_it_fails_before_launching(tmp_path: Path) -> None:
     from orchestrator.node.backends import SimulatedNode
-    from orchestrator.node.trial import TrialRequest, TrialRun
+    from orchestrator.node.trial import TrialRun
     from orchestrator.sim.profile import load_profile
+    from orchestrator.trial_events import TrialRequest
 
     spec_ = load_spec(DEMO)
     profile = load_profile("kimi-k25-rtxpro6000").model_copy(update={"sglang_version": "0.5.9"})

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import optuna
+import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.best_file import BestFile
@@ -35,6 +36,7 @@ def best_section(page: str) -> str:
     return html.unescape(match.group(1))
 
 
+@pytest.mark.slow  # a whole sweep, its report and MLflow read back
 def test_console_best_json_mlflow_and_the_report_state_one_answer(tmp_path: Path) -> None:
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
@@ -74,6 +76,7 @@ def test_console_best_json_mlflow_and_the_report_state_one_answer(tmp_path: Path
     assert "(the median launch)" in section and "trial 8 (the median launch)" not in section
 
 
+@pytest.mark.slow  # a whole sweep, its report and MLflow read back
 def test_the_report_without_best_json_makes_the_same_choice(tmp_path: Path) -> None:
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"

@@ -248,6 +248,7 @@ def test_bad_input_is_exit_2_naming_it(
         ["--out", "{tmp}/afile"],
     ],
 )
+@pytest.mark.slow  # one CLI process per case, a few seconds each
 def test_from_a_shell_exit_2_and_one_line(args: list[str], workdir: Path) -> None:
     before = set(workdir.rglob("*"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

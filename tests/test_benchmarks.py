@@ -29,13 +29,14 @@ from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_default
 from benchmarks.table import Row, Table, median, ratio
 from orchestrator.kv_admission import retracts
 from orchestrator.node.backends import SimulatedNode
-from orchestrator.node.trial import TrialRequest, TrialRun
+from orchestrator.node.trial import TrialRun
 from orchestrator.noise import Regime
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.space import suggest_config
 from orchestrator.spec import WorkloadSpec
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
+from orchestrator.trial_events import TrialRequest
 
 # The product's sampler uses Optuna's `group` option, which Optuna still calls experimental.
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -269,6 +270,7 @@ def test_table_helpers() -> None:
     assert json.loads(table.dumps())["rows"][0]["value"] == "inf"
 
 
+@pytest.mark.slow  # the whole benchmark CLI, about 20 s
 def test_cli_writes_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tiny = bench_run.Settings(
         SearchSettings(

@@ -25,19 +25,18 @@ from benchmarks.spaces import CASES, case_spec, enumerate_space
 from orchestrator.answer import answer_launches, choose_answer
 from orchestrator.confirm import time_to_confirm
 from orchestrator.driver import sweep as sweep_module
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import ServerConfig, StageMetrics, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
-from orchestrator.trial_events import TrialEvent
+from orchestrator.trial_attrs import TrialAttr
+from orchestrator.trial_events import TrialEvent, TrialRequest
 
 NODE = "node-a"
 A = make_config(0.85, 64, 16, 3, 1, 4)

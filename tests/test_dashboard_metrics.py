@@ -79,6 +79,7 @@ def _record_on_node(node_id: str, samples: tuple[GpuSample, ...], clean: bool) -
     return True
 
 
+@pytest.mark.slow  # starts a local Ray and waits on its metrics agent
 def test_record_functions_reach_the_metrics_agent(ray_local: dict[str, Any]) -> None:
     node_id = ray_local["node_id"]
     assert ray.get(_record_on_node.remote(node_id, DIRTY, False))
@@ -97,6 +98,7 @@ def test_record_functions_reach_the_metrics_agent(ray_local: dict[str, Any]) -> 
     )
 
 
+@pytest.mark.slow  # starts a local Ray and waits on its metrics agent
 def test_gauges_outlive_the_agents_ttl(ray_local: dict[str, Any]) -> None:
     # With a 200 ms report interval the agent drops a gauge not set for 2 s; the refresher keeps it.
     dashboard_metrics.record_best(777.0)

@@ -64,7 +64,8 @@ def test_draft_oom_after_the_targets_pool_is_told_to_lower_the_fraction(tmp_path
     graphs; then the draft, loaded last as in SGLang <= 0.5.9, no longer fits. It was told to *raise* the
     fraction, the opposite of the fix."""
     from orchestrator.node.backends import SimulatedNode
-    from orchestrator.node.trial import TrialRequest, TrialRun
+    from orchestrator.node.trial import TrialRun
+    from orchestrator.trial_events import TrialRequest
 
     spec = load_spec(ROOT / "trials" / "demo.yaml")
     spec = spec.model_copy(update={"timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0})})

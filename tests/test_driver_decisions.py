@@ -23,7 +23,6 @@ from benchmarks.spaces import CASES, case_spec, enumerate_space
 from orchestrator.adaptive import AdaptiveMode
 from orchestrator.config_codec import config_from_optuna, optuna_params
 from orchestrator.confirm import rank
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Handle, TrialError, TrialLost
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.restore import restore
@@ -32,14 +31,14 @@ from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.node.trial import TrialRequest
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import MemorySpec, SweepSpec
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
-from orchestrator.trial_events import TrialEvent
+from orchestrator.trial_attrs import TrialAttr
+from orchestrator.trial_events import TrialEvent, TrialRequest
 
 NODE = "node-a"
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import optuna
 
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.history import find_history, seed_study
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import TrialRecord
@@ -23,6 +22,7 @@ from orchestrator.server.logparse import parse_log
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
+from orchestrator.trial_attrs import TrialAttr
 
 ROOT = Path(__file__).resolve().parents[1]
 OK_LOG = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "specsweep-h200" / "ok-accept.log"

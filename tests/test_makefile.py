@@ -38,7 +38,7 @@ def test_ui_targets_take_a_port_and_bind_to_localhost(target: str, default: str)
     assert command("PORT=5123").endswith("--host 127.0.0.1 --port 5123")
 
 
-def test_make_test_runs_every_test_and_make_unit_leaves_out_only_the_end_to_end_sweeps() -> None:
+def test_make_test_runs_every_test_and_make_unit_leaves_out_the_end_to_end_sweeps_and_slow_tests() -> None:
     if shutil.which("make") is None:
         pytest.skip("no make")
     venv = str(Path(sys.executable).parents[1])
@@ -56,6 +56,9 @@ def test_make_test_runs_every_test_and_make_unit_leaves_out_only_the_end_to_end_
         return [line for line in done.stdout.splitlines() if "pytest" in line]
 
     (unit,) = recipe("unit")
-    assert "--ignore=tests/e2e" in unit
-    runs = recipe("test")  # CI's command: the fast loop and then the end-to-end sweeps
+    assert "--ignore=tests/e2e" in unit and '-m "not slow"' in unit
+    runs = recipe(
+        "test"
+    )  # CI's command: the fast loop's tests with the slow ones, then the end-to-end sweeps
     assert len(runs) == 2 and "--ignore=tests/e2e" in runs[0] and runs[1].split()[-1] == "tests/e2e"
+    assert "not slow" not in " ".join(runs)

@@ -17,8 +17,8 @@ from orchestrator.mlflow_schema import (
     trial_metrics,
     trial_params,
 )
-from orchestrator.node.secrets import MASK
 from orchestrator.records import MemoryAccount, ResolvedLaunch, StageMetrics, TrialResult, TrialStatus
+from orchestrator.secrets import MASK
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 

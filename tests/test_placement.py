@@ -61,6 +61,7 @@ def node_id() -> Iterator[str]:
         ray.shutdown()
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_pick_node_reads_ray_nodes_as_ray_returns_them(node_id: str) -> None:
     assert pick_node(ray.nodes(), set(), set()) == node_id
     assert pick_node(ray.nodes(), set(), {node_id}) is None
@@ -71,5 +72,6 @@ def _where() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_pinned_options_steer_a_real_task(node_id: str) -> None:
     assert ray.get(_where.options(**pinned_to(node_id)).remote(), timeout=30) == node_id

@@ -12,10 +12,10 @@ from benchmarks.oracle import Oracle
 from orchestrator import cli
 from orchestrator.config_codec import optuna_params
 from orchestrator.console import ProgressPrinter
-from orchestrator.driver.attrs import StudyAttr
 from orchestrator.driver.study import launched_count, open_study
 from orchestrator.records import ServerConfig
 from orchestrator.study_guard import study_budget
+from orchestrator.trial_attrs import StudyAttr
 from tests.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
 from tests.test_study_guard import DEMO, make_study, storage_url
 

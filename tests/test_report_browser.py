@@ -39,6 +39,7 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_report(STUDY, store.tracking_uri, store.storage, store.study_dir / "report.html")
 
 
+@pytest.mark.slow  # headless Chromium draws every plot
 def test_every_plot_is_drawn_offline(report_html: Path, tmp_path: Path) -> None:
     binary = require_chromium()
     done = run_chromium(binary, tmp_path / "profile", "--dump-dom", report_html.as_uri())

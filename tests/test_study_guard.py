@@ -20,7 +20,6 @@ from optuna.trial import TrialState
 from orchestrator import cli
 from orchestrator.answer import Call, Verdict
 from orchestrator.best_file import BestFile
-from orchestrator.driver.attrs import StudyAttr
 from orchestrator.driver.study import launched_count, open_study, tell_outcome
 from orchestrator.noise import NoiseSource, Regime
 from orchestrator.records import TrialStatus
@@ -32,6 +31,7 @@ from orchestrator.study_lock import (
     close_dead_drivers_trials,
     requeue_closed,
 )
+from orchestrator.trial_attrs import StudyAttr
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "trials" / "demo.yaml"

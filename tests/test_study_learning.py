@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 
 from orchestrator.driver.study import open_study, tell_outcome
 from orchestrator.records import ServerConfig, TrialStatus
@@ -45,6 +46,7 @@ def run(sampler: optuna.samplers.BaseSampler | None, n: int, seed: int = 0) -> i
     return inside
 
 
+@pytest.mark.slow  # many TPE studies side by side
 def test_tpe_with_constraint_avoids_the_oom_region_more_than_random() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n = 50

@@ -9,13 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.cli import resolve_profile
 from orchestrator.node.backends import SimulatedNode, free_port, port_is_free
-from orchestrator.node.trial import TrialRequest, TrialRun
+from orchestrator.node.trial import TrialRun
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
+from orchestrator.trial_events import TrialRequest
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 
@@ -174,6 +177,7 @@ def signal_mid_benchmark(tmp_path: Path, sig: int, benchmark_s: float) -> tuple[
     return out["result"], node
 
 
+@pytest.mark.slow  # waits out the benchmark's timeout
 def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> None:
     """SIGSTOP freezes the server while it streams: a real hang (alive, silent, deaf to SIGINT)."""
     import signal
@@ -185,6 +189,7 @@ def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> No
     assert_clean(node)
 
 
+@pytest.mark.slow  # two trials on the simulated node
 def test_a_trial_folder_is_never_reused(tmp_path: Path) -> None:
     """A rerun that lands on an existing trial folder (same study name, same number) gets a fresh folder:
     the old log stays as it was and the new trial reads only its own lines."""

@@ -22,12 +22,13 @@ from orchestrator.cli import resolve_profile
 from orchestrator.console import ProgressPrinter
 from orchestrator.driver.outcome import Progress
 from orchestrator.node.backends import SimulatedNode
-from orchestrator.node.trial import TrialRequest, TrialRun
+from orchestrator.node.trial import TrialRun
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import StageMetrics
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.trial_events import EventFeed, Phase, PhaseEvent, StageReport, phase_hook, stage_hook
+from orchestrator.trial_channel import EventFeed, phase_hook, stage_hook
+from orchestrator.trial_events import Phase, PhaseEvent, StageReport, TrialRequest
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 METRICS = StageMetrics(8, 8, 8, 0, 1.0, 500.0, 8.0, 10.0, 12.0, 5.0, 9.0, 5.0, 2.0)
@@ -123,6 +124,7 @@ def _drive(feed: EventFeed, trial: Any, verdict: bool | None) -> list[Any]:
             return events
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_the_driver_wakes_on_a_report_and_its_verdict_reaches_the_trial(local_ray: None) -> None:
     feed = EventFeed()
     try:
@@ -141,6 +143,7 @@ def test_the_driver_wakes_on_a_report_and_its_verdict_reaches_the_trial(local_ra
         feed.close()
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_a_trial_without_a_verdict_measures_on(local_ray: None) -> None:
     feed = EventFeed()
     try:
@@ -151,12 +154,14 @@ def test_a_trial_without_a_verdict_measures_on(local_ray: None) -> None:
         feed.close()
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_a_trial_measures_on_when_the_channel_is_gone(local_ray: None) -> None:
     feed = EventFeed()
     feed.close()
     assert ray.get(_reporter.remote(feed.actor, 1, 0.3)) == [True]
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_the_login_line_names_the_token_ray_itself_uses(
     local_ray: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,6 +232,7 @@ def _dies() -> None:
     os._exit(1)  # the worker dies as a node's would: no exception comes back, only its absence
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray: None) -> None:
     from orchestrator.cluster import RayExecutor
     from orchestrator.driver.executor import TrialError, TrialLost
@@ -238,6 +244,7 @@ def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray:
         executor.result(_dies.remote())
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_a_trial_task_whose_own_code_raises_is_a_trial_error_not_a_lost_node(
     local_ray: None, tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""Text datasets: what ``workload.dataset`` names, and reading ShareGPT and JSONL files into conversations.
+"""Text datasets: reading ShareGPT and JSONL files into conversations.
 
 A dataset is written ``random`` (token ids, no text), ``generated-chat`` (built in), ``sharegpt: PATH``
 (a JSON list of ``{"conversations": [{"from": "human"|"gpt"|"system"|..., "value": ...}]}``, as
@@ -21,17 +21,6 @@ class DatasetError(ValueError):
     """A dataset that cannot be used; the message names the file, the line or item, and the fix."""
 
 
-class DatasetKind(StrEnum):
-    RANDOM = "random"
-    GENERATED_CHAT = "generated-chat"
-    SHAREGPT = "sharegpt"
-    JSONL = "jsonl"
-
-    @property
-    def has_file(self) -> bool:
-        return self in (DatasetKind.SHAREGPT, DatasetKind.JSONL)
-
-
 class Role(StrEnum):
     SYSTEM = "system"
     USER = "user"
@@ -51,45 +40,6 @@ class Conversation:
     messages: tuple[Message, ...]
     answer: str | None = None
     max_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class DatasetRef:
-    """One parsed ``workload.dataset`` entry."""
-
-    kind: DatasetKind
-    path: str = ""
-
-    @property
-    def name(self) -> str:
-        """Short name for metrics and MLflow keys: the kind, or the file's stem."""
-        return f"{self.kind.value}:{Path(self.path).stem}" if self.path else self.kind.value
-
-    def __str__(self) -> str:
-        return f"{self.kind.value}: {self.path}" if self.path else self.kind.value
-
-
-def parse_ref(text: str) -> DatasetRef:
-    """``random`` / ``generated-chat`` / ``sharegpt: PATH`` / ``jsonl: PATH``; ValueError with the fix."""
-    kind_text, colon, path = text.partition(":")
-    kind_text, path = kind_text.strip(), path.strip()
-    try:
-        kind = DatasetKind(kind_text)
-    except ValueError:
-        raise ValueError(
-            f"unknown dataset {text!r}: use random, generated-chat, 'sharegpt: PATH' or 'jsonl: PATH'"
-        ) from None
-    if kind.has_file and not path:
-        raise ValueError(f"{kind.value} needs a file: write '{kind.value}: PATH'")
-    if not kind.has_file and colon:
-        raise ValueError(f"{kind.value} takes no file; write just '{kind.value}'")
-    return DatasetRef(kind, path)
-
-
-def resolve_source(source: str, base: Path) -> str:
-    """A dataset entry with its file made absolute against ``base`` (the spec's folder)."""
-    ref = parse_ref(source)
-    return f"{ref.kind.value}: {(base / ref.path).resolve()}" if ref.path else source
 
 
 # Every speaker the ShareGPT files in use name (ShareGPT_V3_unfiltered_cleaned_split.json, which

@@ -23,8 +23,6 @@ from orchestrator.bench.client import RequestOutcome
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.textdata import (
     DatasetError,
-    DatasetKind,
-    DatasetRef,
     LoadedDataset,
     Skip,
     load_jsonl,
@@ -32,6 +30,7 @@ from orchestrator.bench.textdata import (
 )
 from orchestrator.bench.tokenizer import ChatTokenizer, TemplateRefused, load_tokenizer
 from orchestrator.bench.workload import RequestSpec, synthetic_requests
+from orchestrator.dataset_ref import DatasetKind, DatasetRef
 from orchestrator.records import DatasetMetrics
 from orchestrator.spec import Backend, SweepSpec
 from orchestrator.spec_search import SpecError

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
-from orchestrator.node.trial import TrialRequest
 from orchestrator.records import TrialResult
-from orchestrator.trial_events import TrialEvent
+from orchestrator.trial_events import TrialEvent, TrialRequest
 
 Handle = Hashable  # what `submit` returns: the executor's name for one running trial
 

@@ -10,7 +10,6 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator.config_codec import config_from_optuna, known_good_params
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.study import status_of
@@ -27,6 +26,7 @@ from orchestrator.records import (
 from orchestrator.space import baseline_config
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import closed_numbers
+from orchestrator.trial_attrs import TrialAttr
 
 
 @dataclass

@@ -13,9 +13,9 @@ from typing import Any
 
 from optuna.trial import TrialState
 
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
+from orchestrator.trial_attrs import TrialAttr
 
 OOM_CONSTRAINT = "oom"
 SLA_CONSTRAINT = "sla"  # ran, but no stage met the spec's latency limits

@@ -12,11 +12,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from orchestrator.driver.attrs import StudyAttr, TrialAttr
 from orchestrator.driver.settle import Verdict, verdict
 from orchestrator.records import TrialStatus
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import closed_numbers, make_storage
+from orchestrator.trial_attrs import StudyAttr, TrialAttr
 
 __all__ = [
     "finished_elsewhere",

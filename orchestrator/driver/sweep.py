@@ -21,7 +21,6 @@ from orchestrator import confirm, dashboard_metrics, placement, quarantine
 from orchestrator.config_codec import optuna_params
 from orchestrator.driver import observers as obs
 from orchestrator.driver import without_launch
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Executor, Handle, TrialError, TrialLost
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
@@ -38,7 +37,6 @@ from orchestrator.driver.study import (
 from orchestrator.lossless import LosslessCheck
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.node.trial import TrialRequest
 from orchestrator.prior_model import from_prior, memory_model_for
 from orchestrator.proposal.policy import Action, ProposalPolicy
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
@@ -46,7 +44,8 @@ from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
 from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
 from orchestrator.tracking import Tracker
-from orchestrator.trial_events import PhaseEvent, TrialEvent
+from orchestrator.trial_attrs import TrialAttr
+from orchestrator.trial_events import PhaseEvent, TrialEvent, TrialRequest
 
 log = logging.getLogger(__name__)
 # Lost launches cost no budget, so they need a limit of their own: this many in a row stop the sweep.

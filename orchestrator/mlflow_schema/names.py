@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from orchestrator import adaptive
 from orchestrator.config_fields import SearchedField
-from orchestrator.server.logrecords import MemoryAccount
+from orchestrator.records import MemoryAccount
 
 
 class Tag(StrEnum):

@@ -24,8 +24,8 @@ from orchestrator.mlflow_schema.names import (
     Tag,
     per_dataset,
 )
-from orchestrator.node.secrets import mask_argv
 from orchestrator.records import TrialResult
+from orchestrator.secrets import mask_argv
 from orchestrator.server.command import SIM_FLAG_PREFIX, shell_script
 from orchestrator.spec import SweepSpec
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator import adaptive
-from orchestrator.node.gpu import GpuProbe, NvmlProbe, visible_indices
+from orchestrator.gpu import GpuProbe, NvmlProbe, visible_indices
 from orchestrator.records import ServerConfig
 from orchestrator.server.command import LaunchPlan, launch_plan
 from orchestrator.spec import Backend, SweepSpec

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -24,9 +23,8 @@ from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
+from orchestrator.gpu import wait_clean
 from orchestrator.node.backends import NodeBackend, current_node_id, free_port, launch_profile, make_node
-from orchestrator.node.gpu import wait_clean
-from orchestrator.node.secrets import scrub, scrub_file
 from orchestrator.node.trial_files import fresh_folder, read_capped
 from orchestrator.node.trial_load import kv_probe, under_load_failure
 from orchestrator.records import (
@@ -35,29 +33,19 @@ from orchestrator.records import (
     FailureStage,
     GpuSample,
     ResolvedLaunch,
-    ServerConfig,
     StageMetrics,
     TrialResult,
     TrialStatus,
 )
+from orchestrator.secrets import scrub, scrub_file
 from orchestrator.server.command import LaunchPlan, parse_version
 from orchestrator.server.logparse import LogEvent, LogParser, LogReport
 from orchestrator.server.process import LogFollower, ServerProcess
-from orchestrator.spec import SweepSpec
-from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, ServerId, startup_phase
+from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, ServerId, TrialRequest, startup_phase
 
 log = logging.getLogger(__name__)
 
 StageHook = Callable[[int, StageMetrics], bool]  # (step, metrics) -> keep going?
-
-
-@dataclass(frozen=True)
-class TrialRequest:
-    spec: SweepSpec
-    config: ServerConfig
-    number: int
-    workdir: str
-    sim_profile: dict[str, Any] | None = None
 
 
 @dataclass

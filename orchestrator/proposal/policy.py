@@ -38,7 +38,6 @@ from typing import Any
 
 from orchestrator.adaptive import AdaptiveMode
 from orchestrator.answer import Answer, Call, Group, answer_launches, choose_answer, group_launches
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.proposal.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
@@ -47,6 +46,7 @@ from orchestrator.proposal.trees import Tree, dim_values, trees_of
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.spec import SweepSpec
 from orchestrator.spec_search import make_config
+from orchestrator.trial_attrs import TrialAttr
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from orchestrator import adaptive, config_codec
 from orchestrator.config_fields import SearchedField
-from orchestrator.node.secrets import mask_argv
 from orchestrator.records import ServerConfig
+from orchestrator.secrets import mask_argv
 from orchestrator.spec import Backend, SweepSpec
 
 # The simulated server's own flags start so; SGLang has none, so no SGLang setting is named so.

@@ -8,22 +8,39 @@ import asyncio
 import json
 import time
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from orchestrator.sim.prompts import greedy_stream, prompt_kind
-from orchestrator.sim.scheduler import SimRequest
+from orchestrator.sim.args import SimArgs
+from orchestrator.sim.logtext import SglangLog
+from orchestrator.sim.memory import StartupPlan
+from orchestrator.sim.profile import SimProfile
+from orchestrator.sim.prompts import PromptKind, greedy_stream, prompt_kind
+from orchestrator.sim.scheduler import Scheduler, SimRequest
 from orchestrator.sim.server_args_text import server_args_items
+from orchestrator.sim.speed import SpeedModel
 from orchestrator.sim.startup_figures import graph_usage, kv_target_gib, startup_times
-
-if TYPE_CHECKING:
-    from orchestrator.sim.server import SimServer
 
 HEALTH_TIMEOUT_S = 20.0
 DEPRECATED = (
     "Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
 )
+
+
+class SimServer(Protocol):
+    """What the API reads of the server process (`sim.server.SimServer`); a protocol, so that the process
+    imports the API and not the other way round."""
+
+    args: SimArgs
+    profile: SimProfile
+    plan: StartupPlan
+    speed: SpeedModel
+    log: SglangLog
+    scheduler: Scheduler | None
+    probs_by_kind: dict[PromptKind, list[float]]
+    ready: bool
+    draining: bool
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from aiohttp import web
 from pydantic import ValidationError
 
-from orchestrator.node.gpu import visible_indices
+from orchestrator.gpu import visible_indices
 from orchestrator.records import FailureStage
 from orchestrator.sim import logtext
 from orchestrator.sim.api import make_app

@@ -10,10 +10,11 @@ import yaml
 
 from orchestrator.bench.chatgen import generated_chat
 from orchestrator.bench.client import RequestOutcome
-from orchestrator.bench.textdata import DatasetError, Role, load_jsonl, load_sharegpt, parse_ref
+from orchestrator.bench.textdata import DatasetError, Role, load_jsonl, load_sharegpt
 from orchestrator.bench.tokenizer import BuiltinTokenizer
 from orchestrator.bench.traffic import build_requests, check_workload, dataset_breakdown
 from orchestrator.bench.workload import RequestSpec
+from orchestrator.dataset_ref import parse_ref
 from orchestrator.spec import load_spec, parse_spec
 from orchestrator.spec_search import SpecError
 

@@ -82,6 +82,7 @@ def _tiny_tokenizer(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # a fresh process that imports transformers
 def test_transformers_notices_go_to_the_log_not_the_console(tmp_path: Path) -> None:
     model = _tiny_tokenizer(tmp_path / "tiny")
     long = tmp_path / "long.json"

@@ -20,9 +20,9 @@ from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from orchestrator.conclusion import conclude
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
+from orchestrator.trial_attrs import TrialAttr
 
 # The product's sampler uses Optuna's `group` option, which Optuna still calls experimental.
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

@@ -12,12 +12,12 @@ from orchestrator import cluster
 from orchestrator.answer import answer_launches, choose_answer
 from orchestrator.cli import resolve_profile
 from orchestrator.confirm import rank
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.noise import NoiseSource
 from orchestrator.spec import load_spec
 from orchestrator.tracking import Tracker
+from orchestrator.trial_attrs import TrialAttr
 
 
 @pytest.mark.slow

@@ -34,12 +34,11 @@ from orchestrator.driver.stale_servers import LaunchedServers
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.node.backends import SimulatedNode
-from orchestrator.node.trial import TrialRequest
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.tracking import Tracker
-from orchestrator.trial_events import ServerId
+from orchestrator.trial_events import ServerId, TrialRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -30,7 +30,7 @@ from orchestrator import cluster
 from orchestrator.cli import resolve_profile
 from orchestrator.placement import TRIAL_SLOT
 from orchestrator.spec import load_spec
-from orchestrator.trial_events import CHANNEL_NAME
+from orchestrator.trial_channel import CHANNEL_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]

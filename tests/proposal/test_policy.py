@@ -17,7 +17,6 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from orchestrator.answer import answer_launches, choose_answer
-from orchestrator.driver.attrs import TrialAttr
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.study import launched_count, open_study
@@ -29,6 +28,7 @@ from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec
 from orchestrator.tracking import Tracker
+from orchestrator.trial_attrs import TrialAttr
 from tests.test_driver_decisions import InProcessExecutor
 
 BUDGET = 30

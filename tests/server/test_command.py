@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.node.secrets import mask_argv
+from orchestrator.secrets import mask_argv
 from orchestrator.server.command import launch_plan, parse_version, sglang_flags
 from orchestrator.spec import Backend, load_spec
 from orchestrator.spec_search import make_config

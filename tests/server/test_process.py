@@ -82,6 +82,7 @@ def test_follower_reads_only_complete_lines(tmp_path: Path) -> None:
     assert f.new_lines() == ["bc", "progress 1", "progress 2"]
 
 
+@pytest.mark.slow  # waits out the stop's grace period
 def test_server_sees_sigint_even_when_its_parent_blocks_it(tmp_path: Path) -> None:
     """Ray workers run tasks with SIGINT blocked; the server must still stop cleanly on SIGINT."""
     import signal

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.node.gpu import visible_indices, wait_clean
+from orchestrator.gpu import visible_indices, wait_clean
 from orchestrator.sim.nvml import FakeNvml, GpuStateWriter
 from orchestrator.sim.profile import load_profile
 

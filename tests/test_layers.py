@@ -1,0 +1,227 @@
+"""Imports never run back up the floors ARCHITECTURE.md lists, and no import circle exists.
+
+The floors are read from the page itself (its "## Floors" section), so the page and the code cannot drift
+apart: a module on no floor, an import from a higher floor, a circle, or a driver module that reaches into
+`node/` past `cluster.py` fails here. Every import counts: inside functions and under TYPE_CHECKING too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "orchestrator"
+PAGE = ROOT / "ARCHITECTURE.md"
+FLOOR_LINE = re.compile(r"^(\d+)\. \*\*[^*]+\*\*:")
+# The one driver module that may import the node: it runs `node.trial.run_trial` as a Ray task.
+NODE_SEAM = "cluster"
+# What the simulated server may use above the spec (ARCHITECTURE: "sim/ uses nothing above the spec but").
+SIM_ALLOWED_ABOVE_SPEC = {"server.command"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)  # "" is the package itself
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def floors_from_page(text: str) -> dict[str, int]:
+    """`records.py` -> "records", `server/` -> "server" (a folder and all below it), by floor number.
+
+    A floor is a numbered entry, `N. **Name**: `a.py`, `b/``, going on over indented lines; what it says
+    in parentheses is commentary, not members."""
+    section = text[text.index("\n## Floors\n") + 1 :]
+    end = section.find("\n## ")
+    section = section if end < 0 else section[:end]
+    entries: dict[int, str] = {}
+    number = 0
+    for line in section.splitlines():
+        match = FLOOR_LINE.match(line)
+        if match:
+            number = int(match.group(1))
+            entries[number] = line[match.end() :]
+        elif number and line.startswith("   "):
+            entries[number] += " " + line.strip()
+        else:
+            number = 0
+    floors: dict[str, int] = {}
+    for number, entry in entries.items():
+        for name in re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", entry)):
+            if name.endswith((".py", "/")):
+                floors[name.removesuffix(".py").rstrip("/").replace("/", ".")] = number
+    return floors
+
+
+def floor_of(module: str, floors: dict[str, int]) -> int | None:
+    if module == "":
+        return 1  # the package's own __init__: a docstring and the version
+    parts = module.split(".")
+    for i in range(len(parts), 0, -1):  # the module, else the nearest folder named on a floor
+        found = floors.get(".".join(parts[:i]))
+        if found is not None:
+            return found
+    return None
+
+
+def imports_of(module: str, path: Path) -> set[str]:
+    """Every module of the package this one imports, wherever the import statement stands."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if package else []
+                source = ".".join([*base, *([node.module] if node.module else [])])
+                source = f"orchestrator.{source}" if source else "orchestrator"
+            else:
+                source = node.module or ""
+            # `from orchestrator import adaptive` names a module; `from orchestrator.x import Y` a name in x.
+            names = [f"{source}.{a.name}" for a in node.names] + [source]
+        else:
+            continue
+        for name in names:
+            if name != "orchestrator" and not name.startswith("orchestrator."):
+                continue
+            inner = name.removeprefix("orchestrator").lstrip(".")
+            while inner not in modules() and "." in inner:
+                inner = inner.rpartition(".")[0]
+            if inner and inner in modules() and inner != module:
+                found.add(inner)
+    return found
+
+
+@cache
+def graph() -> dict[str, set[str]]:
+    return {name: imports_of(name, path) for name, path in modules().items()}
+
+
+def upward(floors: dict[str, int]) -> list[str]:
+    wrong = []
+    for module, targets in graph().items():
+        here = floor_of(module, floors)
+        for target in targets:
+            there = floor_of(target, floors)
+            if here is not None and there is not None and there > here:
+                wrong.append(f"{module} (floor {here}) -> {target} (floor {there})")
+    return sorted(wrong)
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+@pytest.fixture(scope="module")
+def floors() -> dict[str, int]:
+    return floors_from_page(PAGE.read_text())
+
+
+def test_every_module_stands_on_one_floor(floors: dict[str, int]) -> None:
+    assert len(set(floors.values())) >= 5
+    assert [m for m in sorted(modules()) if floor_of(m, floors) is None] == []
+    named_but_missing = [n for n in floors if n not in modules()]
+    assert named_but_missing == []
+
+
+def test_no_import_runs_back_up(floors: dict[str, int]) -> None:
+    assert upward(floors) == []
+
+
+def test_no_import_circle() -> None:
+    assert circles(graph()) == []
+
+
+def test_the_driver_reaches_the_node_only_through_the_ray_executor(floors: dict[str, int]) -> None:
+    node_floor = floor_of("node", floors)
+    assert node_floor is not None
+    reaching = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph().items()
+        for t in targets
+        if (t == "node" or t.startswith("node."))
+        and (floor_of(m, floors) or 0) > node_floor
+        and m != NODE_SEAM
+    )
+    assert reaching == []
+
+
+def test_the_simulator_uses_nothing_above_the_spec_but_the_version_parser(floors: dict[str, int]) -> None:
+    spec_floor = floor_of("spec", floors)
+    assert spec_floor is not None
+    beyond = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph().items()
+        if m.startswith("sim.")
+        for t in targets
+        if not t.startswith("sim")
+        and (floor_of(t, floors) or 0) > spec_floor
+        and t not in SIM_ALLOWED_ABOVE_SPEC
+    )
+    assert beyond == []
+
+
+def test_the_checker_sees_an_upward_import_and_a_circle() -> None:
+    page = "\n## Floors\n\n1. **Low**: `records.py`\n2. **High**: `server/`, `bench/`\n\n## Next\n"
+    floors = floors_from_page(page)
+    assert floors == {"records": 1, "server": 2, "bench": 2}
+    assert floor_of("server.command", floors) == 2 and floor_of("records", floors) == 1
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    # The real graph through the checker, with the floors turned upside down: every edge across is upward.
+    flipped = {name: 3 - number for name, number in floors_from_page(PAGE.read_text()).items() if number <= 2}
+    assert any("-> records" in line for line in upward(flipped))
+
+
+def test_importing_the_executor_seam_loads_no_ray() -> None:
+    # The driver's loop runs on an in-process executor in tests and the search benchmark: no Ray needed.
+    code = (
+        "import sys, orchestrator.driver.executor, orchestrator.trial_events, orchestrator.bench, "
+        "orchestrator.spec; print(sorted(m for m in ('ray', 'aiohttp') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
