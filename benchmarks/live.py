@@ -99,7 +99,11 @@ def run_sweep(spec: SweepSpec, profile: dict[str, Any], n_trials: int, workdir: 
     study = open_study(spec, spec.name, f"sqlite:///{workdir / 'optuna.db'}", resume=False)
     tracker = Tracker(f"sqlite:///{workdir / 'mlflow.db'}", spec.name, workdir / "spool")
     tracker.start("benchmark", {}, {})
-    sweep = Sweep(spec, study, tracker, n_trials=n_trials, workdir=workdir, sim_profile=profile)
+    # TPE alone proposes: these benchmarks measure the orchestration of a fixed number of trials at every
+    # cluster size, and the proposal policy would end a sweep as soon as its answer is known.
+    sweep = Sweep(
+        spec, study, tracker, n_trials=n_trials, workdir=workdir, sim_profile=profile, proposals=False
+    )
     sweep.prepare(resume=False)
     t0 = time.monotonic()
     outcome = sweep.run()

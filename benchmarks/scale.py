@@ -61,6 +61,9 @@ def _one_size(nodes: int, trials: int, workdir: Path) -> SizeRun:
             ray.shutdown()
     finally:
         c.shutdown()
+    if len(run.results) != trials:
+        # sizes are compared on the same number of trials, or the speed-up means nothing
+        raise RuntimeError(f"{nodes} node(s): {len(run.results)} trials launched, not {trials}")
     return SizeRun(
         run.wall_s,
         sum(r.wall_s for r in run.results),
