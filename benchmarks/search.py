@@ -28,12 +28,11 @@ from typing import Any
 from benchmarks.heldout import generate
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
-from benchmarks.regret import RunScore, summary_row
-from benchmarks.regret import score as score_run
+from benchmarks.regret import RunScore, score, summary_row
 from benchmarks.search_notes import NO_BUDGET, REGIMES, not_leading, pooled_notes, table_rows
 from benchmarks.spaces import CASES, BenchCase, case_spec, enumerate_space
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
-from benchmarks.strategies import BOUNDS, HAS_TORCH, PEERS, SearchRun, Strategy, quiet_optuna
+from benchmarks.strategies import BOUNDS, HAS_TORCH, PEERS, Strategy, quiet_optuna
 from benchmarks.table import Row
 from orchestrator.noise import Regime
 from orchestrator.records import ServerConfig
@@ -129,17 +128,6 @@ class SearchSettings:
     final_seed_base: int = FINAL_HELDOUT_SEED_BASE
     variants: tuple[str, ...] = ("specsweep",)
     regimes: tuple[Regime, ...] = (Regime.GPU_BOUND, Regime.OVERHEAD_BOUND)
-
-
-def score(
-    run: SearchRun,
-    truth: dict[ServerConfig, float],
-    best: float,
-    *,
-    censor_h: float,
-    censor_launches: int,
-) -> RunScore:
-    return score_run(run, truth, best, censor_h=censor_h, censor_launches=censor_launches)
 
 
 class Truth(dict[ServerConfig, float]):

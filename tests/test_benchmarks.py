@@ -21,8 +21,9 @@ from benchmarks.live import live_spec, profile_dict
 from benchmarks.noise import Launch, Launcher, noisy, stage_sd
 from benchmarks.oracle import Oracle
 from benchmarks.overhead import OverheadSettings
+from benchmarks.regret import score
 from benchmarks.scale import ScaleSettings
-from benchmarks.search import SearchSettings, score
+from benchmarks.search import SearchSettings
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_defaults
