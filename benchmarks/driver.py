@@ -6,7 +6,7 @@ trials only through its `Executor` (`orchestrator.driver.executor`). `OracleExec
 once: a "submitted" trial is a launch drawn from the benchmark's `Launcher` (the oracle's stages with a
 real node's noise), its stages are reported one at a time, and it runs the next stage only if the driver
 says so, as a trial on a node does. Everything the driver decides is its own code, unchanged: the
-confirmation launches it reserves and queues, and the answer (`orchestrator.conclusion.sweep_answer`, what
+confirmation launches it reserves and queues, and the answer (`driver.answer.conclusion.sweep_answer`, what
 the CLI prints as `best:` and writes to best.json).
 
 The GPU-hour budget is the product's own time budget: the sweep's clock is the node time the launches
@@ -25,16 +25,16 @@ from optuna.storages import InMemoryStorage
 
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Evaluation
-from orchestrator.conclusion import sweep_answer
-from orchestrator.confirm import measured
+from orchestrator.driver.answer.conclusion import sweep_answer
+from orchestrator.driver.answer.confirm import measured
 from orchestrator.driver.executor import Handle
+from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
+from orchestrator.driver.tracking import Tracker
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import ServerConfig, TrialResult
 from orchestrator.spec import SweepSpec
-from orchestrator.tracking import Tracker
 from orchestrator.trial_events import StageReport, TrialEvent, TrialRequest
 
 NODE_ID = "oracle-node"

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from benchmarks.live import live_spec, profile_dict
 from benchmarks.table import Row, quantile
+from orchestrator.engines.sglang.logparse import LogEvent, LogParser
+from orchestrator.engines.sglang.process import LogFollower
 from orchestrator.node.backends import SimulatedNode, current_node_id
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialResult, TrialStatus
-from orchestrator.server.logparse import LogEvent, LogParser
-from orchestrator.server.process import LogFollower
 from orchestrator.spec import TimeoutSpec
 from orchestrator.spec_search import make_config
 from orchestrator.trial_events import TrialRequest

@@ -93,7 +93,7 @@ def run_sweep(spec: SweepSpec, profile: dict[str, Any], n_trials: int, workdir: 
     """The real driver on whatever Ray cluster is connected: study on SQLite, MLflow on SQLite."""
     from orchestrator.driver.study import open_study
     from orchestrator.driver.sweep import Sweep
-    from orchestrator.tracking import Tracker
+    from orchestrator.driver.tracking import Tracker
 
     workdir.mkdir(parents=True, exist_ok=True)
     study = open_study(spec, spec.name, f"sqlite:///{workdir / 'optuna.db'}", resume=False)

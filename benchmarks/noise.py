@@ -1,7 +1,7 @@
 """Measurement noise as a real node has it, and the paid, budgeted launches every strategy goes through.
 
 The oracle gives each configuration's noise-free stages. A *launch* draws what a real one would measure.
-How much that moves depends on what bounds a decode step (`orchestrator.noise.Regime`; the figures are
+How much that moves depends on what bounds a decode step (`driver.answer.noise.Regime`; the figures are
 the H200 measurements of SGLang 0.5.17 kept with the project's reference notes on noise):
 
 - **GPU-bound** (a Llama-3-8B-shaped model, real compute): three launches of one configuration differ by
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from benchmarks.oracle import Evaluation, Oracle
-from orchestrator.noise import Regime
+from orchestrator.driver.answer.noise import Regime
 from orchestrator.records import ServerConfig, TrialStatus
 
 LAUNCH_SD = 0.07  # overhead-bound per-launch offset: two starts differ by 6-9 %

@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from orchestrator.kv_admission import retracts
+from orchestrator.driver.memory.kv_admission import retracts
+from orchestrator.engines.sglang.command import sglang_flags
+from orchestrator.engines.sglang.logparse import MemoryAccount
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -32,8 +34,6 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.server.command import sglang_flags
-from orchestrator.server.logparse import MemoryAccount
 from orchestrator.sim.args import SimArgs, build_parser, explicit_dests, resolve
 from orchestrator.sim.memory import OomKind, StartupPlan, StepKind, plan_startup
 from orchestrator.sim.profile import SimProfile

@@ -41,12 +41,12 @@ from benchmarks.search import SearchSettings, Truth, strategies
 from benchmarks.spaces import DEMO_SPEC, enumerate_space
 from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
-from orchestrator.noise import Regime
+from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.tracking import TrialRecord
+from orchestrator.engines.sglang.logparse import MemoryAccount
 from orchestrator.records import ServerConfig
-from orchestrator.server.logparse import MemoryAccount
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec, load_spec
-from orchestrator.tracking import TrialRecord
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]

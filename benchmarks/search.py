@@ -34,7 +34,7 @@ from benchmarks.spaces import CASES, BenchCase, case_spec, enumerate_space
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import BOUNDS, HAS_TORCH, PEERS, Strategy, quiet_optuna
 from benchmarks.table import Row
-from orchestrator.noise import Regime
+from orchestrator.driver.answer.noise import Regime
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import make_config
 

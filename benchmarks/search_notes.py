@@ -12,7 +12,7 @@ from typing import Any
 from benchmarks.regret import REFERENCE, comparisons, describe, pooled, set_of
 from benchmarks.strategies import PEERS
 from benchmarks.table import Row, ratio
-from orchestrator.noise import Regime
+from orchestrator.driver.answer.noise import Regime
 
 BENCH = "1 search efficiency"
 NO_BUDGET = ("grid",)  # the exhaustive grid runs everything: it is the reference, not a contestant

@@ -17,9 +17,9 @@ from typing import Any, cast
 
 import optuna
 
+from orchestrator.driver.space import suggest_config
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import SimProfile, load_profile
-from orchestrator.space import suggest_config
 from orchestrator.spec import SimulatedSpec, SweepSpec, WorkloadSpec, load_spec
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
 

@@ -4,7 +4,7 @@
 `open_study`, the repeat check, the memory model's predicted-OOM skip, stage reports and pruning, the
 confirmation launches the spec's budget reserves), with its executor running noisy, paid launches
 (`benchmarks.driver`) and the GPU-hour budget as its time budget. The answer, after every launch and at
-the end, is the CLI's (`orchestrator.conclusion.sweep_answer`): nothing here ranks or confirms on its own.
+the end, is the CLI's (`driver.answer.conclusion.sweep_answer`): nothing here ranks or confirms on its own.
 
 Variants change one lever each, through what a user can change (the spec's budget) or a component swapped
 in after the sweep is built; the benchmark, not taste, picks what the product keeps.
@@ -21,8 +21,8 @@ import optuna
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.strategies import SearchRun, Strategy
+from orchestrator.driver.memory.bounds import BoundedMemoryModel
 from orchestrator.driver.sweep import Sweep
-from orchestrator.memory_bounds import BoundedMemoryModel
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import ServerConfig
 from orchestrator.trial_attrs import TrialAttr
@@ -92,7 +92,7 @@ VARIANTS: dict[str, Variant] = {
     # the spec defaults a user gets without a `budget:` section: the best 3, 3 launches each
     "specsweep_top3": Variant(budget={"confirm_top": 3, "confirm_repeats": 3}),
     "specsweep_top3x5": Variant(budget={"confirm_top": 3, "confirm_repeats": 5}),
-    # the learned KV-pressure and draft-ceiling rules alone (orchestrator/memory_bounds.py), no prior
+    # the learned KV-pressure and draft-ceiling rules alone (orchestrator/driver/memory/bounds.py), no prior
     "specsweep_bounds": Variant(memory=BoundedMemoryModel),
     "specsweep_ungrouped": Variant(
         sampler=_tpe(multivariate=True, group=False, constant_liar=True, n_startup_trials=5)

@@ -35,8 +35,8 @@ from optuna.trial import FrozenTrial, TrialState
 from benchmarks.noise import Launch, Launcher
 from benchmarks.peers import auto_benchmark, sglang_defaults, vllm_auto_tune
 from benchmarks.search_run import SearchRun, Strategy, done
+from orchestrator.driver.space import suggest_config
 from orchestrator.records import ServerConfig
-from orchestrator.space import suggest_config
 
 # Re-exported: the harness and its tests import these from here.
 __all__ = ["BOUNDS", "HAS_TORCH", "PEERS", "SearchRun", "Strategy", "done", "quiet_optuna", "sglang_defaults"]

@@ -20,20 +20,20 @@ from types import FrameType
 from typing import Any
 
 from orchestrator.bench.traffic import check_workload, workload_lines
-from orchestrator.cli_checks import (
+from orchestrator.driver.answer.summary import render_table, table_rows
+from orchestrator.driver.cli_checks import (
     DEFAULT_SPEC,
     check_draft_algorithm,
     check_local_model_paths,
     check_run_flags,
     resolve_spec_path,
 )
-from orchestrator.destinations import check_destinations
-from orchestrator.destinations import resolve as resolve_destinations
+from orchestrator.driver.destinations import check_destinations
+from orchestrator.driver.destinations import resolve as resolve_destinations
+from orchestrator.driver.tracking import ui_hint
 from orchestrator.quiet import quiet_libraries
 from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
 from orchestrator.spec_search import SpecError
-from orchestrator.summary import render_table, table_rows
-from orchestrator.tracking import ui_hint
 
 log = logging.getLogger("orchestrator")
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         dest.tracking_uri,
         dest.storage,
     )
-    from orchestrator.study_guard import StudyRefused, check_study, study_budget
+    from orchestrator.driver.study_guard import StudyRefused, check_study, study_budget
 
     try:
         # A resumed study keeps the budget it was run with, unless --trials says otherwise.
@@ -180,16 +180,16 @@ def run(
     storage: str,
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
-    from orchestrator import cluster
-    from orchestrator.best_file import BestFile
-    from orchestrator.conclusion import conclude
-    from orchestrator.confirm import confirmation_note
+    from orchestrator.driver import cluster
+    from orchestrator.driver.answer.best_file import BestFile
+    from orchestrator.driver.answer.conclusion import conclude
+    from orchestrator.driver.answer.confirm import confirmation_note
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
+    from orchestrator.driver.study_lock import DriverLease, StudyInUse
     from orchestrator.driver.sweep import Sweep
+    from orchestrator.driver.tracking import Tracker
     from orchestrator.mlflow_schema import LaunchParams, sweep_params, sweep_tags
-    from orchestrator.study_lock import DriverLease, StudyInUse
-    from orchestrator.tracking import Tracker
     from orchestrator.trial_attrs import StudyAttr
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
@@ -241,7 +241,7 @@ def run(
             print(f"    {login}")
     print(f"  MLflow UI (compare trials): mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1")
     print(f"  Optuna dashboard (live study): optuna-dashboard {storage}")
-    from orchestrator.console import ProgressPrinter
+    from orchestrator.driver.console import ProgressPrinter
 
     tty = sys.stdout.isatty()
     printer = ProgressPrinter(n_trials, tty, lambda text: print(text, end="", flush=True))
@@ -272,7 +272,7 @@ def run(
     if short_stage_warning(spec):
         print(short_stage_warning(spec), file=sys.stderr)
     if args.warm_start and not args.resume:
-        from orchestrator.history import find_history, seed_study
+        from orchestrator.driver.history import find_history, seed_study
 
         past = find_history(tracking_uri, spec, exclude=study_name)
         counts = seed_study(study, spec.search, past, sweep.memory_model)

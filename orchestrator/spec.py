@@ -140,7 +140,7 @@ class MemorySpec(SpecModel):
     prior: bool = Field(
         default=True,
         description="predict each configuration's memory from the models' config.json before launching "
-        "(orchestrator.memory_prior); false: learn from launches only (an exotic model)",
+        "(orchestrator.driver.memory.prior); false: learn from launches only (an exotic model)",
     )
     gpu_memory_mib: float | None = Field(
         default=None,

@@ -16,7 +16,9 @@ from mlflow.tracking import MlflowClient
 from orchestrator.config_codec import memory_flags, optuna_params, speculative_flags
 from orchestrator.driver import observers as obs
 from orchestrator.driver.settle import settle
+from orchestrator.driver.space import suggest_config
 from orchestrator.driver.study import tell
+from orchestrator.driver.tracking import Tracker
 from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, TrialRecord, sweep_tags
 from orchestrator.records import (
     Failure,
@@ -28,10 +30,8 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec, parse_spec
 from orchestrator.spec_search import make_config
-from orchestrator.tracking import Tracker
 from orchestrator.trial_attrs import TrialAttr
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.adaptive import AdaptiveMode, bucket_key, proposed_config, trial_config, write_config
+from orchestrator.driver.policy import best_by_concurrency, runtime_policy
+from orchestrator.engines.sglang.command import sglang_flags
+from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.memory_model import graph_width
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.policy import best_by_concurrency, runtime_policy
 from orchestrator.records import StageMetrics, TrialResult, TrialStatus
-from orchestrator.server.command import sglang_flags
-from orchestrator.server.logparse import parse_log
 from orchestrator.sim.args import ArgsError
 from orchestrator.sim.tiers import TierController
 from orchestrator.spec import load_spec

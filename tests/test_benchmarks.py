@@ -28,13 +28,13 @@ from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_defaults
 from benchmarks.table import Row, Table, median, ratio
-from orchestrator.kv_admission import retracts
+from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.memory.kv_admission import retracts
+from orchestrator.driver.space import suggest_config
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
-from orchestrator.noise import Regime
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 from orchestrator.sim.profile import SimProfile, load_profile
-from orchestrator.space import suggest_config
 from orchestrator.spec import WorkloadSpec
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
 from orchestrator.trial_events import TrialRequest

@@ -17,8 +17,6 @@ import pytest
 import yaml
 
 from orchestrator.adaptive import AdaptiveMode, launch_steps
-from orchestrator.answer import Call, Verdict
-from orchestrator.best_file import BestFile
 from orchestrator.config_codec import (
     config_from_argv,
     config_from_mlflow,
@@ -28,12 +26,15 @@ from orchestrator.config_codec import (
     optuna_params,
 )
 from orchestrator.config_fields import SEARCHED_FLAGS, SearchedField
+from orchestrator.driver.answer.best_file import BestFile
+from orchestrator.driver.answer.choose import Call, Verdict
+from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.driver.journal import Journal
+from orchestrator.driver.space import suggest_config
+from orchestrator.driver.tracking import TrialRecord
+from orchestrator.engines.sglang.command import launch_plan, parse_version
 from orchestrator.mlflow_schema import LaunchParams, Param, trial_params
-from orchestrator.noise import NoiseSource, Regime
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
-from orchestrator.server.command import launch_plan, parse_version
-from orchestrator.space import suggest_config
 from orchestrator.spec import OWNED_FLAGS, SweepSpec, load_spec, parse_spec
 from orchestrator.spec_search import (
     Choices,
@@ -44,7 +45,6 @@ from orchestrator.spec_search import (
     SpecError,
     make_config,
 )
-from orchestrator.tracking import TrialRecord
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 

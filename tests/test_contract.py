@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.server.logparse import LogReport, parse_log
+from orchestrator.engines.sglang.logparse import LogReport, parse_log
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "sglang" / "0.5.17" / "specsweep-h200"
 COMMON = [

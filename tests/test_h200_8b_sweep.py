@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.answer import Call, answer_launches, choose_answer
-from orchestrator.best_file import BestFile
+from orchestrator.driver.answer.best_file import BestFile
+from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
+from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.driver.journal import Journal
-from orchestrator.memory_prior import estimate, facts_from_shapes, without_prefill_graphs
+from orchestrator.driver.memory.prior import estimate, facts_from_shapes, without_prefill_graphs
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.model_shape import load_shape
-from orchestrator.noise import NoiseSource, Regime
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "llama8b-sweep"

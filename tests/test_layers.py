@@ -21,9 +21,9 @@ PACKAGE = ROOT / "orchestrator"
 PAGE = ROOT / "ARCHITECTURE.md"
 FLOOR_LINE = re.compile(r"^(\d+)\. \*\*[^*]+\*\*:")
 # The one driver module that may import the node: it runs `node.trial.run_trial` as a Ray task.
-NODE_SEAM = "cluster"
+NODE_SEAM = "driver.cluster"
 # What the simulated server may use above the spec (ARCHITECTURE: "sim/ uses nothing above the spec but").
-SIM_ALLOWED_ABOVE_SPEC = {"server.command"}
+SIM_ALLOWED_ABOVE_SPEC = {"engines.sglang.command"}
 
 
 def module_name(path: Path) -> str:
@@ -90,8 +90,9 @@ def imports_of(module: str, path: Path) -> set[str]:
                 source = f"orchestrator.{source}" if source else "orchestrator"
             else:
                 source = node.module or ""
-            # `from orchestrator import adaptive` names a module; `from orchestrator.x import Y` a name in x.
-            names = [f"{source}.{a.name}" for a in node.names] + [source]
+            # `from orchestrator import adaptive` names a module; `from orchestrator.x import Y` a name in x
+            # (stripped back to x below). A folder's `__init__` counts only where a name is taken from it.
+            names = [f"{source}.{a.name}" for a in node.names]
         else:
             continue
         for name in names:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.diagnosis import broken_speculation, check_draft_config, diagnose
+from orchestrator.driver.diagnosis import broken_speculation, check_draft_config, diagnose
+from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, StageMetrics, TrialResult, TrialStatus
-from orchestrator.server.logparse import parse_log
 from orchestrator.spec_search import make_config
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "sglang" / "0.5.17"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.memory_model import MemoryModel, TpFigures, kv_heads_of, kv_shards
 from orchestrator.records import TrialResult, TrialStatus
-from orchestrator.server.logparse import parse_log
 from orchestrator.spec_search import make_config
 
 ROOT = Path(__file__).resolve().parent.parent

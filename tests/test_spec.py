@@ -166,7 +166,7 @@ def test_known_good_inside_the_space_is_accepted() -> None:
 
 def test_a_known_good_names_its_runtime_speculation_policy() -> None:
     from orchestrator.driver.restore import enqueue_first
-    from orchestrator.space import suggest_config
+    from orchestrator.driver.space import suggest_config
 
     data = _known(speculative_eagle_topk=1, speculative_num_steps=3, speculative_adaptive="default")
     data["search"]["speculative_adaptive"] = ["off", "default", "tiers"]

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import ray
 
-from orchestrator import cluster
 from orchestrator.cli import resolve_profile
-from orchestrator.console import ProgressPrinter
+from orchestrator.driver import cluster
+from orchestrator.driver.console import ProgressPrinter
 from orchestrator.driver.outcome import Progress
+from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
-from orchestrator.placement import TRIAL_SLOT
 from orchestrator.records import StageMetrics
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
@@ -234,7 +234,7 @@ def _dies() -> None:
 
 @pytest.mark.slow  # starts a local Ray
 def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray: None) -> None:
-    from orchestrator.cluster import RayExecutor
+    from orchestrator.driver.cluster import RayExecutor
     from orchestrator.driver.executor import TrialError, TrialLost
 
     executor = RayExecutor()
@@ -251,7 +251,7 @@ def test_a_trial_task_whose_own_code_raises_is_a_trial_error_not_a_lost_node(
     """The product's trial task on real Ray, raising inside the trial (its folder cannot be made: an
     OSError, which must not pass for a node's death): a free, re-queued lost node would relaunch it
     forever."""
-    from orchestrator.cluster import RayExecutor
+    from orchestrator.driver.cluster import RayExecutor
     from orchestrator.driver.executor import TrialError
 
     spec = load_spec(DEMO)

@@ -1,5 +1,5 @@
 """Greedy outputs for the lossless check: a fixed few prompts of the workload, generated one at a time
-at temperature 0, and a token-by-token comparison (see orchestrator.lossless for the check itself)."""
+at temperature 0, and a token-by-token comparison (see orchestrator.driver.lossless for the check itself)."""
 
 from __future__ import annotations
 

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from orchestrator import dashboard_metrics
-from orchestrator.diagnosis import accept_length, diagnose
+from orchestrator.driver.diagnosis import accept_length, diagnose
 from orchestrator.driver.journal import Journal
+from orchestrator.driver.lossless import LosslessCheck
 from orchestrator.driver.outcome import Progress
+from orchestrator.driver.quarantine import NodeHealth
 from orchestrator.driver.settle import Settled
-from orchestrator.lossless import LosslessCheck
+from orchestrator.driver.tracking import Tracker
 from orchestrator.memory_model import MemoryModel
 from orchestrator.mlflow_schema import Tag, TrialRecord
-from orchestrator.quarantine import NodeHealth
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.spec_search import SearchSpace
-from orchestrator.tracking import Tracker
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,9 @@ from optuna.trial import FrozenTrial, TrialState
 from orchestrator.config_codec import config_from_optuna, known_good_params
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
+from orchestrator.driver.space import baseline_config
 from orchestrator.driver.study import status_of
+from orchestrator.driver.study_lock import closed_numbers
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -23,9 +25,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.space import baseline_config
 from orchestrator.spec import SweepSpec
-from orchestrator.study_lock import closed_numbers
 from orchestrator.trial_attrs import TrialAttr
 
 

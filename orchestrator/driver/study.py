@@ -13,9 +13,9 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from orchestrator.driver.settle import Verdict, verdict
+from orchestrator.driver.study_lock import closed_numbers, make_storage
 from orchestrator.records import TrialStatus
 from orchestrator.spec import SweepSpec
-from orchestrator.study_lock import closed_numbers, make_storage
 from orchestrator.trial_attrs import StudyAttr, TrialAttr
 
 __all__ = [

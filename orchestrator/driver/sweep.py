@@ -17,15 +17,20 @@ from typing import Any
 
 import optuna
 
-from orchestrator import confirm, dashboard_metrics, placement, quarantine
+from orchestrator import dashboard_metrics
 from orchestrator.config_codec import optuna_params
 from orchestrator.driver import observers as obs
-from orchestrator.driver import without_launch
+from orchestrator.driver import placement, quarantine, without_launch
+from orchestrator.driver.answer import confirm
 from orchestrator.driver.executor import Executor, Handle, TrialError, TrialLost
 from orchestrator.driver.journal import Journal
+from orchestrator.driver.lossless import LosslessCheck
+from orchestrator.driver.memory.prior_model import from_prior, memory_model_for
 from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
+from orchestrator.driver.proposal.policy import Action, ProposalPolicy
 from orchestrator.driver.restore import enqueue_first, restore
 from orchestrator.driver.settle import settle
+from orchestrator.driver.space import suggest_config
 from orchestrator.driver.study import (
     close_and_requeue,
     finished_elsewhere,
@@ -34,16 +39,12 @@ from orchestrator.driver.study import (
     tell,
     tell_repeat,
 )
-from orchestrator.lossless import LosslessCheck
+from orchestrator.driver.study_lock import DriverLease, close_dead_drivers_trials
+from orchestrator.driver.tracking import Tracker
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.prior_model import from_prior, memory_model_for
-from orchestrator.proposal.policy import Action, ProposalPolicy
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
-from orchestrator.space import suggest_config
 from orchestrator.spec import SweepSpec
-from orchestrator.study_lock import DriverLease, close_dead_drivers_trials
-from orchestrator.tracking import Tracker
 from orchestrator.trial_attrs import TrialAttr
 from orchestrator.trial_events import PhaseEvent, TrialEvent, TrialRequest
 
@@ -63,7 +64,7 @@ class _InFlight:
 
 
 def _ray_executor() -> Executor:
-    from orchestrator.cluster import RayExecutor
+    from orchestrator.driver.cluster import RayExecutor
 
     return RayExecutor()
 
@@ -119,7 +120,7 @@ class Sweep:
         self.journal_complete = True  # every earlier launch's record was found on --resume
         # The learned memory model, plus the bounds only failures teach (KV pressure per speculative tree,
         # the fraction above which the draft no longer fits): benchmarks/ showed a third fewer OOM launches.
-        # Under both, the analytic prior from the models' config.json (orchestrator.prior_model): what
+        # Under both, the analytic prior from the models' config.json (driver.memory.prior_model): what
         # cannot fit is known before the first launch.
         model, warnings = memory_model_for(spec, sim_profile)
         for warning in warnings:
@@ -127,7 +128,7 @@ class Sweep:
         self._learning = obs.MemoryLearning(model)
         self.diagnosis = obs.Diagnosis(model, spec.search)
         self.speedup = obs.Speedup()
-        # The proposal policy in front of Optuna (orchestrator.proposal.policy); off: TPE alone proposes.
+        # The proposal policy in front of Optuna (driver.proposal.policy); off: TPE alone proposes.
         self.proposals = ProposalPolicy(spec) if proposals else None
         self.confirming = False
         progress = self.outcome.progress
@@ -293,7 +294,7 @@ class Sweep:
             self._by_number[trial.number] = handle
             log.info("trial %d started: %s", trial.number, config.label())
 
-    # -- the proposal policy (orchestrator.proposal) ---------------------------------------------------
+    # -- the proposal policy (driver.proposal) ---------------------------------------------------
 
     def _propose(self) -> bool:
         """Queue the policy's proposal for the next ask (False: the answer is known, launch nothing more).
@@ -328,7 +329,7 @@ class Sweep:
         self._stop(StopReason.ANSWER_KNOWN)
         log.info("stopped early: %s", self.outcome.stop_detail)
 
-    # -- confirmation (orchestrator.confirm) ---------------------------------------------------------
+    # -- confirmation (driver.answer.confirm) ---------------------------------------------------------
 
     def remaining(self) -> int:
         """Launches left in the budget."""

@@ -36,7 +36,7 @@ class Tag(StrEnum):
     CONFIRM_OF = "confirm_of"  # a confirmation launch of the configuration first measured by that trial
     LOSSLESS = "lossless"  # a Lossless value, when the lossless check judged the trial
     LOSSLESS_DETAIL = "lossless_detail"
-    # The parent run's answer (orchestrator.answer): its configuration's label, its launches, the verdict.
+    # The parent run's answer (driver.answer.choose): its configuration's label, its launches, the verdict.
     ANSWER_CONFIG = "answer_config"
     ANSWER_LAUNCHES = "answer_launches"  # trial numbers, comma-separated
     ANSWER_VERDICT = "answer_verdict"

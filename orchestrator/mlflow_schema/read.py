@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator import adaptive
+from orchestrator.engines.sglang.command import flag_name, shell_command
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
     MEMORY_FIGURES,
@@ -21,7 +22,6 @@ from orchestrator.mlflow_schema.names import (
     Param,
     Tag,
 )
-from orchestrator.server.command import flag_name, shell_command
 
 
 def is_sweep(tags: Mapping[str, str]) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from orchestrator.config_codec import mlflow_params
+from orchestrator.engines.sglang.command import SIM_FLAG_PREFIX, shell_script
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
     NO_SPECULATION,
@@ -26,7 +27,6 @@ from orchestrator.mlflow_schema.names import (
 )
 from orchestrator.records import TrialResult
 from orchestrator.secrets import mask_argv
-from orchestrator.server.command import SIM_FLAG_PREFIX, shell_script
 from orchestrator.spec import SweepSpec
 
 

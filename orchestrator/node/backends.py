@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator import adaptive
+from orchestrator.engines.sglang.command import LaunchPlan, launch_plan
 from orchestrator.gpu import GpuProbe, NvmlProbe, visible_indices
 from orchestrator.records import ServerConfig
-from orchestrator.server.command import LaunchPlan, launch_plan
 from orchestrator.spec import Backend, SweepSpec
 
 log = logging.getLogger(__name__)

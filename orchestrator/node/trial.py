@@ -23,6 +23,9 @@ from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
+from orchestrator.engines.sglang.command import LaunchPlan, parse_version
+from orchestrator.engines.sglang.logparse import LogEvent, LogParser, LogReport
+from orchestrator.engines.sglang.process import LogFollower, ServerProcess
 from orchestrator.gpu import wait_clean
 from orchestrator.node.backends import NodeBackend, current_node_id, free_port, launch_profile, make_node
 from orchestrator.node.trial_files import fresh_folder, read_capped
@@ -38,9 +41,6 @@ from orchestrator.records import (
     TrialStatus,
 )
 from orchestrator.secrets import scrub, scrub_file
-from orchestrator.server.command import LaunchPlan, parse_version
-from orchestrator.server.logparse import LogEvent, LogParser, LogReport
-from orchestrator.server.process import LogFollower, ServerProcess
 from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, ServerId, TrialRequest, startup_phase
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ import aiohttp
 
 from orchestrator.bench.client import run_stage
 from orchestrator.bench.workload import synthetic_requests
+from orchestrator.engines.sglang.logparse import LogReport
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialStatus
-from orchestrator.server.logparse import LogReport
 from orchestrator.spec import SweepSpec
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from orchestrator.answer import Answer, Launch, Verdict, choose_answer
-from orchestrator.best_file import BEST_JSON, BestFile
+from orchestrator.driver.answer.best_file import BEST_JSON, BestFile
+from orchestrator.driver.answer.choose import Answer, Launch, Verdict, choose_answer
+from orchestrator.engines.sglang.command import shell_command
 from orchestrator.mlflow_schema import (
     Artifact,
     Lossless,
@@ -32,7 +33,6 @@ from orchestrator.mlflow_schema import (
     parse_param,
 )
 from orchestrator.records import TrialStatus
-from orchestrator.server.command import shell_command
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def best_so_far(values: Sequence[float | None]) -> list[float | None]:
 @dataclass(frozen=True)
 class BestConfig:
     """The sweep's answer as the report shows it: the configuration, its launches and their median (as
-    `orchestrator.answer` chose them), and the launch whose command and memory account are shown."""
+    `driver.answer.choose` chose them), and the launch whose command and memory account are shown."""
 
     row: TrialRow  # the representative launch: its figure is the median (the lower middle one)
     command: str
@@ -245,7 +245,7 @@ class BestConfig:
 
 
 def answer_from_rows(rows: Sequence[TrialRow]) -> Answer | None:
-    """The answer `orchestrator.answer` gives for the runs read back: the same choice as the sweep's
+    """The answer `driver.answer.choose` gives for the runs read back: the same choice as the sweep's
     (measured, not the baseline, not pruned, no lossy draft; best median of a configuration's launches)."""
     launches = [
         Launch(r.number, r.config, r.objective)

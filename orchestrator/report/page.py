@@ -21,7 +21,8 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from orchestrator.adaptive import AdaptiveMode
-from orchestrator.answer import Call
+from orchestrator.driver.answer.choose import Call
+from orchestrator.engines.sglang.command import flag_name
 from orchestrator.mlflow_schema import Lossless, Metric, Param
 from orchestrator.records import TrialStatus
 from orchestrator.report.data import (
@@ -41,7 +42,6 @@ from orchestrator.report.plots import (
     importance_figure,
     latency_figure,
 )
-from orchestrator.server.command import flag_name
 from orchestrator.spec_search import SEARCHED_PARAMS
 
 __all__ = [

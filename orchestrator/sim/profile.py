@@ -21,7 +21,7 @@ PROFILE_DIR = Path(__file__).with_name("profiles")
 
 VersionBehaviour = Literal["<=0.5.9", ">=0.5.14"]
 KvLayout = Literal["mha", "mla"]
-# orchestrator.noise.Regime's values, spelled out: sim/ imports shared leaf modules only.
+# orchestrator.driver.answer.noise.Regime's values, spelled out: sim/ imports shared leaf modules only.
 NoiseRegime = Literal["gpu-bound", "overhead-bound"]
 
 
@@ -170,7 +170,7 @@ class SimProfile(BaseModel):
     prefill_per_token_s: float = Field(default=0.00002, ge=0)
     """Prefill time per prompt token."""
     noise_regime: NoiseRegime | None = None
-    """Which measured regime the noise figures below stand for (``orchestrator.noise.Regime``'s values):
+    """Which measured regime the noise figures below stand for (``driver.answer.noise.Regime``'s values):
     ``gpu-bound`` (a real model: launches within 0.3-0.7 %, stages within about 1 %) or ``overhead-bound``
     (the tiny models: launches 6-9 % apart, stages several per cent). The tests hold each built-in
     profile's simulated stages to its regime's spread."""

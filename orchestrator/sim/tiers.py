@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.adaptive import FIRST_VERSION, SGLANG_DEFAULT, bucket_key
-from orchestrator.server.command import parse_version
+from orchestrator.engines.sglang.command import parse_version
 
 EMA_ALPHA = 0.2
 WARMUP_STEPS = 10

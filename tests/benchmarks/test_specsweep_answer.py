@@ -2,7 +2,7 @@
 the answer the CLI prints.
 
 A small case runs through the benchmark's specsweep strategy; the sweep's records then go through the
-CLI's own ending (`orchestrator.conclusion.conclude`, which prints `best:` and writes best.json). The
+CLI's own ending (`driver.answer.conclusion.conclude`, which prints `best:` and writes best.json). The
 benchmark's answer, after every launch and at the end, must be that one.
 """
 
@@ -19,7 +19,7 @@ from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec, enumerate_space
 from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
-from orchestrator.conclusion import conclude
+from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.trial_attrs import TrialAttr

@@ -10,12 +10,12 @@ import pytest
 from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
-from orchestrator import cluster
 from orchestrator.cli import resolve_profile
+from orchestrator.driver import cluster
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
+from orchestrator.driver.tracking import Tracker
 from orchestrator.spec import load_spec
-from orchestrator.tracking import Tracker
 
 
 @pytest.fixture

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from e2ehelp import GOOD, sim_cluster
 
-from orchestrator import cluster
-from orchestrator.answer import answer_launches, choose_answer
 from orchestrator.cli import resolve_profile
-from orchestrator.confirm import rank
+from orchestrator.driver import cluster
+from orchestrator.driver.answer.choose import answer_launches, choose_answer
+from orchestrator.driver.answer.confirm import rank
+from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
-from orchestrator.noise import NoiseSource
+from orchestrator.driver.tracking import Tracker
 from orchestrator.spec import load_spec
-from orchestrator.tracking import Tracker
 from orchestrator.trial_attrs import TrialAttr
 
 

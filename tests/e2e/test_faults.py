@@ -28,16 +28,16 @@ from e2ehelp import (
 )
 from ray.cluster_utils import Cluster
 
-from orchestrator import cluster
 from orchestrator.cli import resolve_profile
+from orchestrator.driver import cluster
 from orchestrator.driver.stale_servers import LaunchedServers
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
+from orchestrator.driver.tracking import Tracker
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.records import TrialStatus
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.tracking import Tracker
 from orchestrator.trial_events import ServerId, TrialRequest
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,9 +26,9 @@ from ray._raylet import Config
 from ray.cluster_utils import Cluster
 
 from benchmarks.live import run_sweep
-from orchestrator import cluster
 from orchestrator.cli import resolve_profile
-from orchestrator.placement import TRIAL_SLOT
+from orchestrator.driver import cluster
+from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.spec import load_spec
 from orchestrator.trial_channel import CHANNEL_NAME
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from simhelp import KIMI, TINY, resolve, spec
 
-from orchestrator.server.logparse import LogParser
+from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.sim.args import MRR_RESET_LINE, TOPK1_LINE, ArgsError
 from orchestrator.sim.server_args_text import render_server_args, server_args_items
 

@@ -10,9 +10,9 @@ import itertools
 import pytest
 from simhelp import plan, spec
 
-from orchestrator.memory_prior import estimate
+from orchestrator.driver.memory.prior import estimate
+from orchestrator.driver.memory.prior_model import facts_from_profile
 from orchestrator.model_shape import load_shape
-from orchestrator.prior_model import facts_from_profile
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.shape_memory import REPO_ROOT

@@ -22,8 +22,8 @@ import aiohttp
 import pytest
 from simhelp import KIMI, spec
 
+from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.records import FailureKind, FailureStage
-from orchestrator.server.logparse import parse_log
 from orchestrator.sim.nvml import FakeNvml
 from orchestrator.sim.profile import load_profile
 

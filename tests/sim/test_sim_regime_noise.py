@@ -3,7 +3,7 @@
 GPU-bound profiles (real models: Kimi-K2.5 on 8x RTX PRO 6000, Llama-3.1-8B on an H200 or a 20 GB card):
 launch to launch about 0.5-0.7 %, the stages of one launch about 1 %. Overhead-bound ones (the tiny test
 models): about 7-8 % launch to launch, stages of several seconds 2-10 %. The verdict's priors
-(`orchestrator.noise.PRIORS`) fall in the same bands.
+(`orchestrator.driver.answer.noise.PRIORS`) fall in the same bands.
 
 The stages are measured through the simulator's own scheduler (continuous batching, acceptance, the
 per-step, drift and per-launch noise), launched again and again with a new launch seed as the driver does,
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.noise import PRIORS, Regime
+from orchestrator.driver.answer.noise import PRIORS, Regime
 from orchestrator.sim import scheduler as scheduler_module
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
@@ -119,7 +119,7 @@ BANDS = {
 
 
 def test_the_bands_hold_the_verdicts_priors() -> None:
-    """The simulated node and the verdict (`orchestrator.noise.PRIORS`) stand for the same hardware."""
+    """The simulated node and the verdict (`driver.answer.noise.PRIORS`) stand for the same hardware."""
     for regime, ((launch_lo, launch_hi), (stage_lo, stage_hi)) in BANDS.items():
         prior = PRIORS[regime]
         assert launch_lo <= prior.launch_sd <= launch_hi and stage_lo <= prior.stage_sd <= stage_hi

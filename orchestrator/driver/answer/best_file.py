@@ -1,0 +1,112 @@
+"""`best.json`: the sweep's answer as a file, written and read through one typed model.
+
+It holds the answer of `driver.answer.choose` (the configuration, its median over its launches and which
+launches those are, the verdict) and what a user needs to run it: the SGLang command of the launch whose
+figure is the median, its memory account and the best setting per concurrency level. The CLI, the study
+guard and the report read it back through `BestFile.read`, never by key.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from orchestrator.config_codec import config_from_mlflow, mlflow_params
+from orchestrator.driver.answer.choose import Verdict
+from orchestrator.records import ServerConfig
+
+log = logging.getLogger(__name__)
+
+BEST_JSON = "best.json"
+BEST_COMMAND = "best_command.sh"  # the answer's SGLang command, written next to it
+
+
+class Level(BaseModel):
+    """The best speculative setting measured at one concurrency level (`policy.best_by_concurrency`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    concurrency: int
+    trial: int
+    output_tok_per_s: float
+    accept_length: float | None = None
+    config: str = ""
+    speculative_num_steps: int = 0
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_adaptive: str = "off"
+
+
+class BestFile(BaseModel):
+    """The answer of a sweep (`best.json`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    config_label: str  # ServerConfig.label(): the `config` tag of the launches' MLflow runs
+    # The configuration's values under SGLang's flag names, written and read by the one codec
+    # (`config_codec.mlflow_params`, the form its MLflow runs carry): `server_config()` gives it back.
+    config: dict[str, str]
+    launches: list[int]  # the trials that launched it and measured a figure, in order
+    launch_tok_per_s: list[float]  # their figures, same order
+    median_tok_per_s: float  # the answer's figure: the median of its launches
+    trial: int  # the launch whose figure is the median: the command and memory account are its own
+    verdict: Verdict
+    speedup_vs_baseline: float | None = None  # the median over the baseline's tok/s
+    accept_length: float | None = None
+    memory: dict[str, float] = {}
+    resolved_args: dict[str, float | int] = {}
+    server_version: str = ""
+    command: list[str] = []
+    dataset: str = ""
+    best_by_concurrency: list[Level] = []
+    runtime_policy: dict[str, Any] = {}
+
+    @classmethod
+    def read(cls, study_dir: Path) -> BestFile | None:
+        """The study folder's best.json; None when there is none or it is not one this version reads
+        (a warning names the file)."""
+        path = study_dir / BEST_JSON
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            log.warning("could not read %s: %s", path, err)
+            return None
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as err:
+            log.warning(
+                "%s is not a best.json this version reads (%d error(s)); left out", path, err.error_count()
+            )
+            return None
+
+    @staticmethod
+    def config_fields(config: ServerConfig) -> dict[str, str]:
+        """What `config` holds for a `ServerConfig` (the codec's MLflow form)."""
+        return mlflow_params(config)
+
+    def server_config(self) -> ServerConfig | None:
+        """The answer's configuration, read back through the codec (None for a file it cannot read)."""
+        return config_from_mlflow(self.config)
+
+    def headline(self) -> str:
+        """The answer in one line: which launches, the median, the speed-up, the configuration."""
+        n = len(self.launches)
+        speedup = f", {self.speedup_vs_baseline:.2f}x the baseline" if self.speedup_vs_baseline else ""
+        if n == 1:
+            tok_s = f"{self.median_tok_per_s:.1f} tok/s"
+            return f"best: trial {self.launches[0]}, {tok_s}{speedup}, {self.config_label}"
+        trials = ", ".join(map(str, self.launches))
+        return (
+            f"best: trials {trials} (one configuration), median {self.median_tok_per_s:.1f} tok/s of {n} "
+            f"launches{speedup}, {self.config_label}"
+        )
+
+    def write(self, study_dir: Path) -> Path:
+        path = study_dir / BEST_JSON
+        path.write_text(self.model_dump_json(indent=1))
+        return path

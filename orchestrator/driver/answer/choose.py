@@ -1,0 +1,207 @@
+"""The sweep's one answer: a configuration, its median tok/s over its launches, which launches those are,
+and how sure the sweep is that it beats the runner-up.
+
+The console, `best.json`, the MLflow parent run and the report all read this one choice, so a user never
+sees one trial in one place and another launch of the same configuration, or another figure, elsewhere.
+A configuration is named by its label (`ServerConfig.label()`, the `config` tag of its MLflow runs), so
+the same function answers from the sweep's records and from runs read back from MLflow.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.driver.answer.confirm import candidates, measured
+from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime, StageTiming, calibrate, stage_timing
+from orchestrator.mlflow_schema import TrialRecord
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch that measured a figure the answer can use."""
+
+    number: int
+    config: str  # the configuration's label: launches of one configuration share it
+    value: float  # its objective: the best stage's tok/s within the latency limits
+    timing: StageTiming = field(default_factory=lambda: StageTiming(None, True))
+
+
+def _objective_stage(record: TrialRecord) -> StageTiming:
+    stages = [s for s in record.result.stages if s.output_tok_per_s == record.objective]
+    return stage_timing(stages[0] if stages else record.result.best_stage)
+
+
+def answer_launches(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[Launch]:
+    """The launches that can be the answer: measured (ok, not pruned, an objective), not the baseline
+    (the reference, never the recommendation) and not a draft that changed the greedy output."""
+    return [
+        Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r))
+        for r in sorted(measured(candidates(records, lossy)), key=lambda r: r.number)
+    ]
+
+
+@dataclass(frozen=True)
+class Group:
+    """One configuration and what its launches measured, in launch order."""
+
+    config: str
+    numbers: tuple[int, ...]
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def representative(self) -> int:
+        """The launch whose record gives the command and the memory account: the one whose value is the
+        median (the lower middle one for an even count)."""
+        order = sorted(range(len(self.values)), key=lambda i: self.values[i])
+        return self.numbers[order[(len(order) - 1) // 2]]
+
+    def name(self) -> str:
+        if len(self.numbers) == 1:
+            return f"trial {self.numbers[0]}"
+        return "trials " + ", ".join(map(str, self.numbers))
+
+    def subject(self) -> str:
+        """The configuration as the subject of a sentence."""
+        return self.name() if len(self.numbers) == 1 else f"the configuration of {self.name()}"
+
+
+def group_launches(launches: Sequence[Launch]) -> list[Group]:
+    """Every configuration, best median first; equal medians: more launches first, then the earliest."""
+    by_config: dict[str, list[Launch]] = {}
+    for launch in sorted(launches, key=lambda x: x.number):
+        by_config.setdefault(launch.config, []).append(launch)
+    groups = [
+        Group(config, tuple(x.number for x in ls), tuple(x.value for x in ls))
+        for config, ls in by_config.items()
+    ]
+    groups.sort(key=lambda g: (-g.median, -len(g.numbers), g.numbers[0]))
+    return groups
+
+
+class Call(StrEnum):
+    CLEARLY_AHEAD = "clearly ahead"
+    TOO_CLOSE = "too close to call"
+    ALONE = "no other configuration to compare with"
+
+
+class Verdict(BaseModel):
+    """How sure the sweep is of its answer (best.json's ``verdict``; the console prints ``statement``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call: Call
+    statement: str
+    noise_source: NoiseSource
+    regime: Regime
+    launch_sd: float  # relative SD of one launch's figure the call used
+    noise: float | None = None  # the relative gap noise alone opens against the runner-up (95 %)
+    gap: float | None = None  # the answer's relative lead over the runner-up
+    runner_up: list[int] = []  # the runner-up's launches
+    runner_up_median: float | None = None
+    too_close_with: list[int] = []  # the first launch of each configuration within the noise
+    ci95: tuple[float, float] | None = None  # only from a measured (pooled) spread
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The configuration to run, its median over its launches, and which launches those are."""
+
+    config: str
+    launches: tuple[int, ...]
+    values: tuple[float, ...]
+    median: float
+    representative: int  # the launch whose record gives the command, memory and acceptance
+    verdict: Verdict
+
+    def name(self) -> str:
+        return Group(self.config, self.launches, self.values).name()
+
+
+def choose_answer(launches: Sequence[Launch]) -> Answer | None:
+    """The configuration with the best median, and the verdict against the runner-up; None without a
+    launch to choose from."""
+    groups = group_launches(launches)
+    if not groups:
+        return None
+    # The regime and a ramp-up are read off the launches the verdict decides between (the leader and the
+    # runner-up): a losing configuration whose stage never settled says nothing about theirs.
+    contenders = {g.config for g in groups[:2]}
+    noise = calibrate([g.values for g in groups], [x.timing for x in launches if x.config in contenders])
+    best = groups[0]
+    return Answer(
+        best.config, best.numbers, best.values, best.median, best.representative, judge(groups, noise)
+    )
+
+
+def _percent(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def _counts(a: Group, b: Group) -> str:
+    na, nb = len(a.numbers), len(b.numbers)
+    if na == nb:
+        return f"{na} launch each" if na == 1 else f"{na} launches each"
+    return f"{na} launch{'es' if na > 1 else ''} against {nb}"
+
+
+def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
+    """The answer (``groups[0]``) against the runner-up: 'clearly ahead' when its lead is larger than
+    the gap noise alone opens between them at 95 %, else 'too close to call'. No interval is stated
+    unless the study measured its own spread."""
+    best = groups[0]
+    n = len(best.numbers)
+    ci = noise.interval(best.median, n)
+    own = f"{best.name()}: median {best.median:.1f} tok/s of {n} launches" if n > 1 else ""
+    if ci is not None:
+        own = f"{own or best.name() + f': {best.median:.1f} tok/s'}, 95 % interval {ci[0]:.1f}-{ci[1]:.1f}"
+    if len(groups) == 1:
+        head = own or f"{best.name()}: {best.median:.1f} tok/s"
+        return Verdict(
+            call=Call.ALONE,
+            statement=f"{head}; no other configuration completed, so there is nothing to compare it with",
+            noise_source=noise.source,
+            regime=noise.regime,
+            launch_sd=noise.relative_sd,
+            ci95=ci,
+        )
+    runner = groups[1]
+    gap = best.median / runner.median - 1 if runner.median > 0 else float("inf")
+    limit = noise.gap_noise(n, len(runner.numbers))
+    call = Call.CLEARLY_AHEAD if gap > limit else Call.TOO_CLOSE
+    close = [
+        g.numbers[0]
+        for g in groups[1:]
+        if g.median > 0 and best.median / g.median - 1 <= noise.gap_noise(n, len(g.numbers))
+    ]
+    where = "this node" if n == len(runner.numbers) == 1 else "this comparison"
+    statement = (
+        f"{_counts(best, runner)}: {best.subject()} is {_percent(gap)} ahead of {runner.subject()}; the "
+        f"noise on {where} is about {_percent(limit)} ({noise.describe()}), so {call.value}"
+    )
+    others = [t for t in close if t != runner.numbers[0]]
+    if others:
+        statement += "; also too close to call: " + ", ".join(f"trial {t}" for t in others)
+    if own:
+        statement = f"{own}; {statement}"
+    return Verdict(
+        call=call,
+        statement=statement,
+        noise=limit,
+        gap=gap,
+        runner_up=list(runner.numbers),
+        runner_up_median=runner.median,
+        too_close_with=close,
+        noise_source=noise.source,
+        regime=noise.regime,
+        launch_sd=noise.relative_sd,
+        ci95=ci,
+    )

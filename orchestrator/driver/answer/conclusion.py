@@ -1,0 +1,125 @@
+"""The end of a sweep: its answer chosen once and handed to every place that states it.
+
+`conclude` picks the answer (`orchestrator.driver.answer.choose.choose_answer`), writes `best.json` and
+`best_command.sh`, and returns the console's lines and the MLflow parent run's metrics and tags, all from
+that one answer; the report reads the same `best.json`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
+from orchestrator.driver.answer.choose import Answer, answer_launches, choose_answer
+from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
+from orchestrator.engines.sglang.command import shell_command
+from orchestrator.mlflow_schema import TEXT_LIMIT, Tag, TrialRecord
+from orchestrator.spec import SweepSpec
+
+BEST_METRIC = "best_output_tok_per_s"  # the parent run's (and summary.json's) figure: the answer's median
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """What the sweep answers: the best.json in force (written now, or an earlier one that stands), the
+    console's lines and the files written."""
+
+    best: BestFile | None
+    lines: tuple[str, ...]
+    written: tuple[Path, ...] = ()
+    earlier_stands: bool = False
+
+    def parent_metrics(self) -> dict[str, float]:
+        return {BEST_METRIC: self.best.median_tok_per_s} if self.best is not None else {}
+
+    def parent_tags(self) -> dict[str, str]:
+        """The answer on the MLflow parent run: the configuration, its launches and the verdict."""
+        if self.best is None:
+            return {}
+        return {
+            Tag.ANSWER_CONFIG.value: self.best.config_label,
+            Tag.ANSWER_LAUNCHES.value: ",".join(map(str, self.best.launches)),
+            Tag.ANSWER_VERDICT.value: self.best.verdict.statement[:TEXT_LIMIT],
+        }
+
+
+def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> Answer | None:
+    """The answer a sweep's records give: what `conclude` prints and writes to best.json (the search
+    benchmark scores this same function)."""
+    return choose_answer(answer_launches(records, lossy))
+
+
+def baseline_lines(best: BestFile, records: Sequence[TrialRecord]) -> list[str]:
+    """A line when the baseline without speculation beat the answer by more than one launch's noise
+    (a draft that is not accepted costs a draft and a verify pass per token): the answer is still the best
+    speculative configuration, since that is what was asked, but the user must not read it as a gain."""
+    base = [r for r in records if r.baseline and r.objective]
+    if not base or not best.median_tok_per_s:
+        return []
+    fastest = max(base, key=lambda r: r.objective or 0.0)
+    lead = (fastest.objective or 0.0) / best.median_tok_per_s - 1
+    # the gap one launch against the answer's launches opens at 95 % (the verdict's own spread)
+    noise = 1.96 * best.verdict.launch_sd * math.sqrt(1 + 1 / len(best.launches))
+    if lead <= noise:
+        return []
+    return [
+        f"speculation does not pay here: without it the same server measured {fastest.objective:.1f} tok/s "
+        f"(trial {fastest.number}), {100 * lead:.1f} % above the best speculative configuration (beyond "
+        f"the {100 * noise:.1f} % noise); serve without speculation, or fix the draft and sweep again"
+    ]
+
+
+def conclude(
+    records: Sequence[TrialRecord],
+    spec: SweepSpec,
+    study_dir: Path,
+    lossy: Collection[int] = (),
+    earlier: BestFile | None = None,
+    journal_complete: bool = True,
+) -> Conclusion:
+    """Choose the answer among ``records`` (this invocation's and, on --resume, the journal's) and write
+    it. ``earlier`` is the best.json an earlier invocation left: with every earlier launch in the journal
+    the new answer is the study's; without, the earlier one stands unless a launch now beat it."""
+    answer = sweep_answer(records, lossy)
+    if (
+        earlier is not None
+        and not journal_complete
+        and (answer is None or answer.median < earlier.median_tok_per_s)
+    ):
+        return Conclusion(
+            earlier,
+            (
+                f"\n{earlier.headline()} (an earlier invocation's answer): nothing launched now beat it, so "
+                f"{study_dir / BEST_JSON} and {BEST_COMMAND} are unchanged",
+            ),
+            earlier_stands=True,
+        )
+    if answer is None and lossy:
+        # The baseline is never the recommendation; with every draft lossy there is none to make.
+        return Conclusion(
+            None,
+            (
+                f"no speculative configuration passed the lossless check ({len(lossy)} lossy): keep "
+                f"serving without speculation until the draft is fixed; no {BEST_JSON} is written",
+            ),
+        )
+    if answer is None:
+        return Conclusion(
+            None,
+            ("no speculative configuration completed; see the reasons above and the server logs in MLflow",),
+        )
+    trusted = [r for r in records if r.number not in lossy]
+    best, written = write_best(answer, trusted, spec, study_dir)
+    representative = next(r for r in records if r.number == best.trial)
+    lines = (
+        f"\n{best.headline()}",
+        *baseline_lines(best, records),
+        f"confidence: {best.verdict.statement}",
+        render_levels(best),
+        f"SGLang launch command (also in {study_dir / BEST_COMMAND}):",
+        shell_command(sglang_command(representative, spec)),
+    )
+    return Conclusion(best, lines, tuple(written))

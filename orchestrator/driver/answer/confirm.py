@@ -1,0 +1,140 @@
+"""Confirmation: launch the top configurations again, so the answer is the best median of launches.
+
+On a CPU-overhead-bound node one launch cannot separate configurations closer than about 10 %: two
+starts of the same configuration differ by several percent. So the end of a sweep spends a reserved
+share of its budget on more launches of its best few configurations, ranked by the median of their
+launches (one lucky draw no longer wins). `driver.answer.choose` names the winner and says how sure it is;
+the repeats also measure the node's own launch-to-launch spread (`orchestrator.driver.answer.noise`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from orchestrator.mlflow_schema import Tag, TrialRecord
+from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.spec import BudgetSpec
+from orchestrator.trial_attrs import TrialAttr
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One configuration and what its launches measured."""
+
+    config: ServerConfig
+    numbers: tuple[int, ...]  # the trials that launched it and measured a value, in order
+    values: tuple[float, ...]  # their objectives, same order
+    median: float
+
+    @property
+    def repeats(self) -> int:
+        return len(self.values)
+
+    @property
+    def first(self) -> int:
+        return self.numbers[0]
+
+    @property
+    def representative(self) -> int:
+        """The launch whose value is the median (the lower middle one for an even count)."""
+        order = sorted(range(len(self.values)), key=lambda i: self.values[i])
+        return self.numbers[order[(len(order) - 1) // 2]]
+
+
+def reserved_launches(budget: BudgetSpec, n_trials: int) -> int:
+    """Launches kept back from the search for confirmation: ``confirm_top x (confirm_repeats - 1)``
+    (each top configuration has one launch from the search), or none when that is more than half the
+    budget (a sweep too small to confirm is better spent searching; ``confirmation_note`` says so)."""
+    want = budget.confirm_top * (budget.confirm_repeats - 1)
+    return want if 0 < want <= n_trials // 2 else 0
+
+
+def confirmation_note(budget: BudgetSpec, n_trials: int) -> str:
+    """Why a sweep runs no confirmation although its spec asks for one ('' when it runs, or is off)."""
+    want = budget.confirm_top * (budget.confirm_repeats - 1)
+    if want == 0 or reserved_launches(budget, n_trials):
+        return ""
+    return (
+        f"no confirmation launches: {n_trials} trial(s) cannot spare {want} "
+        f"(budget.confirm_top {budget.confirm_top} x (budget.confirm_repeats {budget.confirm_repeats} - 1)) "
+        f"and keep half for the search; raise budget.trials to {2 * want} or lower budget.confirm_top"
+    )
+
+
+def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) -> float | None:
+    """Seconds the ``reserve`` confirmation launches take on ``slots`` nodes, from the launches so far:
+    a confirmation launch runs every stage, so it costs what a full measured launch cost (their median
+    wall time). None before any full launch: there is nothing to confirm yet, and nothing to estimate."""
+    walls = [r.result.wall_s for r in measured(records) if r.result.wall_s > 0]
+    if reserve <= 0 or not walls:
+        return None
+    return math.ceil(reserve / max(slots, 1)) * statistics.median(walls)
+
+
+def measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Launches that measured a value the ranking can use: ok, not pruned, within the latency limits."""
+    return [
+        r
+        for r in records
+        if r.result.status is TrialStatus.OK
+        and r.objective is not None
+        and r.tag(Tag.PRUNED_AT_STAGE) is None
+    ]
+
+
+def candidates(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[TrialRecord]:
+    """The launches that can be the answer: the baseline is the reference, never the recommendation, and
+    a draft that changed the greedy output is never recommended. Confirmation and the verdict use these."""
+    return [r for r in records if not r.baseline and r.number not in lossy]
+
+
+def rank(records: Sequence[TrialRecord]) -> list[Ranked]:
+    """Every measured configuration, best median first (ties broken by more launches, then the first)."""
+    groups: dict[ServerConfig, list[TrialRecord]] = {}
+    for r in sorted(measured(records), key=lambda r: r.number):
+        groups.setdefault(r.result.config, []).append(r)
+    ranked = []
+    for config, launches in groups.items():
+        values = tuple(float(r.objective or 0.0) for r in launches)
+        ranked.append(
+            Ranked(
+                config=config,
+                numbers=tuple(r.number for r in launches),
+                values=values,
+                median=statistics.median(values),
+            )
+        )
+    ranked.sort(key=lambda c: (-c.median, -c.repeats, c.first))
+    return ranked
+
+
+def to_confirm(records: Sequence[TrialRecord], budget: BudgetSpec) -> list[tuple[Ranked, int]]:
+    """The top ``confirm_top`` configurations and how many more launches each needs to reach
+    ``confirm_repeats`` (those already there are left out)."""
+    out = []
+    for c in rank(records)[: budget.confirm_top]:
+        missing = budget.confirm_repeats - c.repeats
+        if missing > 0:
+            out.append((c, missing))
+    return out
+
+
+def enqueue(study: optuna.Study, records: Sequence[TrialRecord], budget: BudgetSpec, reserve: int) -> int:
+    """Queue the confirmation launches (at most ``reserve``) of the top ``candidates``, each marked
+    ``confirm_of`` the first trial of its configuration and asked with that trial's own params (under
+    adaptive speculation the launch's steps lie outside the searched range); returns how many."""
+    params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
+    enqueued = 0
+    for ranked, missing in to_confirm(records, budget):
+        attrs: dict[str, Any] = {TrialAttr.CONFIRM_OF: ranked.first}
+        asked = params[ranked.first]  # every ranked launch is a trial of this study
+        for _ in range(min(missing, reserve - enqueued)):
+            study.enqueue_trial(dict(asked), user_attrs=attrs)
+            enqueued += 1
+    return enqueued

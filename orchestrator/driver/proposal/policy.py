@@ -1,0 +1,370 @@
+"""The product's proposal policy: a search that knows the problem, in front of Optuna.
+
+Why a policy in front of Optuna rather than a custom sampler: the policy decides whole configurations from
+what the trials measured (accept lengths and tok/s per stage, the memory model's verdicts), while a
+`BaseSampler` is asked one parameter at a time through Optuna's relative/independent split and sees only
+params and values. So the policy enqueues its proposal (`study.enqueue_trial`) and the trial is asked and
+told as every other: Optuna stays the ask/tell store, the constraint memory (an OOM is told as infeasible),
+the journal of what ran and what --resume reads back; the policy keeps no state of its own (it is
+recomputed from the sweep's records on every call, so a resumed sweep goes on where it was). When the
+policy has nothing to propose, TPE proposes as before.
+
+What it proposes, in order (each call, from the records):
+
+1. **Structure first** (`proposal.structure`): every tree is launched with memory flags that cannot
+   throttle the highest concurrency level, at the highest fraction the memory model says fits.
+2. **Coverage**: `MIN_TREES` spread-out trees (the classic chain first, then each the farthest from those
+   tried), so the model sees different depths and widths.
+3. **The model** (`proposal.spec_model`): fitted on the measured trees; every untried tree's objective is
+   predicted with an uncertainty (the model's leave-one-out error against measured launches, noise
+   included, larger off the measured region), and the tree with the largest expected gain over the
+   leader is launched. A tree whose 95 % upper bound does not reach the leader is not proposed.
+4. **Around the leader**: the adaptive-speculation modes the space searches, on the leader's tree; wider
+   memory flags only when the leader's stages show a throttle (retractions, or no gain from the last level).
+5. **Race**: while the leader is too close to call against a configuration (`answer.judge`, with the
+   calibrated noise), the least-launched of those is launched again, up to `race_launches` each.
+6. **Stop**: when the leader is clearly ahead (or the race is run) and no untried tree can beat it, the
+   answer is known: the sweep ends early and gives the rest of the budget back.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from orchestrator.adaptive import AdaptiveMode
+from orchestrator.driver.answer.choose import (
+    Answer,
+    Call,
+    Group,
+    answer_launches,
+    choose_answer,
+    group_launches,
+)
+from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
+from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
+from orchestrator.driver.proposal.trees import Tree, dim_values, trees_of
+from orchestrator.memory_model import MemoryModel
+from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.spec import SweepSpec
+from orchestrator.spec_search import make_config
+from orchestrator.trial_attrs import TrialAttr
+
+log = logging.getLogger(__name__)
+
+Z95 = 1.645  # one-sided 95 %: a tree is ruled out when even this optimistic a figure misses the leader
+NOVELTY = 0.5  # the model's error is taken this much larger for a tree outside the measured depths/widths
+# The race: the leader and the one configuration within the noise that the model ranks highest. On the
+# development cases under overhead-bound noise racing 2 was right in 60 % of runs, 4 in 51 %, 6 in 44 %.
+RACE_TOP = 2
+THROTTLE_GAIN = 0.02
+# A race still too close once its noise is below this is over: what is left apart is less than the 2 %
+# a user can tell, so more launches buy nothing (on a GPU-bound node that is after 2-3 launches each).
+CLOSE_ENOUGH = 0.02  # the top level must beat the one below by this much, else the flags may throttle it
+
+
+class Action(StrEnum):
+    PROPOSE = "propose"
+    STOP = "stop"
+    PASS = "pass"  # nothing to propose: the sampler proposes
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    config: ServerConfig | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Prospect:
+    tree: Tree
+    config: ServerConfig
+    mean: float
+    sd: float  # absolute
+
+    def upper(self) -> float:
+        return self.mean + Z95 * self.sd
+
+    def gain(self, best: float) -> float:
+        """Expected improvement over ``best`` under a normal belief."""
+        if self.sd <= 0:
+            return max(0.0, self.mean - best)
+        z = (self.mean - best) / self.sd
+        pdf = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + math.erf(z / math.sqrt(2)))
+        return (self.mean - best) * cdf + self.sd * pdf
+
+
+def _spread(tree: Tree, others: Collection[Tree], scale: tuple[float, float, float]) -> float:
+    """Distance to the nearest tree already chosen, over depth, log-width and tree size."""
+    if not others:
+        return math.inf
+
+    def coords(t: Tree) -> tuple[float, float, float]:
+        return (t.steps / scale[0], math.log2(t.topk) / scale[1], t.draft_tokens / scale[2])
+
+    a = coords(tree)
+    return min(math.dist(a, coords(o)) for o in others)
+
+
+def stage_samples(records: Sequence[TrialRecord]) -> list[StageSample]:
+    """Every measured stage of a speculative launch with an accept length (the baseline excluded)."""
+    out = []
+    for r in records:
+        tree = Tree.of(r.result.config)
+        if (
+            tree is None
+            or r.baseline
+            or r.result.status is not TrialStatus.OK
+            or r.result.config.speculative_adaptive
+        ):
+            continue
+        for s in r.result.stages:
+            if s.completed > 0 and s.output_tok_per_s > 0 and s.accept_length:
+                out.append(StageSample(tree, s.concurrency, s.accept_length, s.output_tok_per_s))
+    return out
+
+
+class ProposalPolicy:
+    """What to launch next for one sweep (see the module's docstring)."""
+
+    def __init__(self, spec: SweepSpec, race_launches: int | None = None) -> None:
+        self.spec = spec
+        self.structure: Structure = choose_structure(spec.search, spec.workload.concurrency)
+        self.trees = trees_of(spec.search)
+        self.race_launches = race_launches or max(2, spec.budget.confirm_repeats)
+        steps = [t.steps for t in self.trees] or [1]
+        topks = [t.topk for t in self.trees] or [1]
+        drafts = [t.draft_tokens for t in self.trees] or [2]
+        self._scale = (float(max(steps)), max(1.0, math.log2(max(topks))), float(max(drafts)))
+
+    # -- what has been launched -------------------------------------------------------------------
+
+    @staticmethod
+    def _tried(records: Sequence[TrialRecord], pending: Collection[ServerConfig]) -> set[Tree]:
+        """Trees with a measurement, or in flight; a tree whose launches all failed counts after two."""
+        failed: dict[Tree, int] = {}
+        tried: set[Tree] = set()
+        for r in records:
+            tree = Tree.of(r.result.config)
+            if tree is None or r.result.config.speculative_adaptive:
+                continue
+            if r.result.status is TrialStatus.OK:
+                tried.add(tree)
+            elif r.result.node_id:  # launched (a predicted OOM never ran)
+                failed[tree] = failed.get(tree, 0) + 1
+        tried |= {t for t, n in failed.items() if n >= 2}
+        tried |= {t for c in pending if (t := Tree.of(c)) is not None}
+        return tried
+
+    def _config(
+        self,
+        tree: Tree,
+        model: MemoryModel,
+        launched: Collection[ServerConfig],
+        served: Collection[float],
+    ) -> ServerConfig | None:
+        config = fitting_config(self.structure, tree, model, served)
+        return None if config is None or config in launched else config
+
+    # -- the decision ---------------------------------------------------------------------------------
+
+    def decide(
+        self,
+        records: Sequence[TrialRecord],
+        pending: Collection[ServerConfig],
+        model: MemoryModel,
+        lossy: Collection[int] = (),
+    ) -> Decision:
+        launched = {r.result.config for r in records if r.result.node_id} | set(pending)
+        tried = self._tried(records, pending)
+        open_trees = [t for t in self.trees if t not in tried]
+        served = {r.result.config.mem_fraction_static for r in records if r.result.status is TrialStatus.OK}
+        candidates = {t: c for t in open_trees if (c := self._config(t, model, launched, served)) is not None}
+        samples = stage_samples(records)
+        covered = {s.tree for s in samples} | {t for c in pending if (t := Tree.of(c)) is not None}
+        # 2. coverage
+        if len(covered) < MIN_TREES and candidates:
+            tree = self._cover(tried, candidates)
+            return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
+        if pending:
+            return Decision(Action.PASS)  # wait for what is in flight before judging the race
+        launches = answer_launches(records, lossy)
+        answer = choose_answer(launches)
+        if answer is None:
+            if candidates:
+                tree = self._cover(tried, candidates)
+                return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
+            return Decision(Action.PASS)
+        # 3. the model
+        fitted = self._prospects(records, samples, candidates)
+        best = answer.median
+        if fitted is None:  # no model yet (no accept lengths): cover instead
+            if candidates:
+                tree = self._cover(tried, candidates)
+                return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
+            return Decision(Action.PASS)
+        prospects, spec_model = fitted
+        alive = [p for p in prospects if p.upper() > best]
+        if alive:
+            pick = max(alive, key=lambda p: p.gain(best))
+            why = (
+                f"model: {pick.tree.label()} predicted {pick.mean:.1f} +- {pick.sd:.1f} tok/s "
+                f"against {best:.1f}"
+            )
+            return Decision(Action.PROPOSE, pick.config, why=why)
+        # 4. around the leader
+        leader = self._leader_record(records, answer)
+        if leader is not None:
+            around = self._around(leader, launched, model)
+            if around is not None:
+                return around
+        # 5. the race, then 6. the stop
+        return self._race_or_stop(records, answer, group_launches(launches), len(prospects), spec_model)
+
+    def _cover(self, tried: set[Tree], candidates: dict[Tree, ServerConfig]) -> Tree:
+        """The classic chain (top-k 1, the middle depth) first, then the tree farthest from those tried."""
+        chains = [t for t in candidates if t.topk == 1]
+        if not tried and chains:
+            depths = sorted({t.steps for t in chains})
+            return min(chains, key=lambda t: abs(t.steps - depths[len(depths) // 2]))
+        return max(sorted(candidates), key=lambda t: _spread(t, tried, self._scale))
+
+    def _prospects(
+        self,
+        records: Sequence[TrialRecord],
+        samples: Sequence[StageSample],
+        candidates: dict[Tree, ServerConfig],
+    ) -> tuple[list[Prospect], SpecModel] | None:
+        by_tree: dict[Tree, list[float]] = {}
+        for r in records:
+            tree = Tree.of(r.result.config)
+            if (
+                tree is not None
+                and r.objective is not None
+                and not r.baseline
+                and r.result.status is TrialStatus.OK
+            ):
+                by_tree.setdefault(tree, []).append(float(r.objective))
+        measured = {t: sorted(v)[len(v) // 2] for t, v in by_tree.items()}
+        if len({s.tree for s in samples}) < MIN_TREES:
+            return None
+        spec_model: SpecModel = fit(samples)
+        loo = loo_error(samples, measured)
+        if loo is None:
+            return None
+        steps = {s.tree.steps for s in samples}
+        widths = {s.tree.topk for s in samples}
+        out = []
+        for tree, config in candidates.items():
+            outside = tree.steps > max(steps) or tree.steps < min(steps) or tree.topk not in widths
+            # The leave-one-out error compares each prediction with one noisy launch: it holds the
+            # launch-to-launch noise already, so it is not added again.
+            rel = loo * (1 + (NOVELTY if outside else 0.0))
+            mean = spec_model.objective(tree)
+            out.append(Prospect(tree, config, mean, rel * mean))
+        return out, spec_model
+
+    @staticmethod
+    def _leader_record(records: Sequence[TrialRecord], answer: Answer) -> TrialRecord | None:
+        return next((r for r in records if r.number == answer.representative), None)
+
+    def _around(
+        self, leader: TrialRecord, launched: Collection[ServerConfig], model: MemoryModel
+    ) -> Decision | None:
+        config = leader.result.config
+        tree = Tree.of(config)
+        if tree is None:
+            return None
+        modes = [m for m in self.spec.search.speculative_adaptive if m is not AdaptiveMode.OFF]
+        if tree.topk == 1 and not config.speculative_adaptive:
+            for mode in modes:
+                variant = make_config(
+                    config.mem_fraction_static,
+                    config.cuda_graph_max_bs,
+                    config.max_running_requests,
+                    tree.steps,
+                    tree.topk,
+                    tree.draft_tokens,
+                    mode,
+                )
+                if variant not in launched and not model.predict(variant).skip:
+                    return Decision(Action.PROPOSE, variant, why=f"around the leader: adaptive {mode.value}")
+        if self._throttled(leader):
+            wider = Structure(
+                cuda_graph_max_bs=int(max(dim_values(self.spec.search.cuda_graph_max_bs, integer=True))),
+                max_running_requests=int(
+                    max(dim_values(self.spec.search.max_running_requests, integer=True))
+                ),
+                fractions=self.structure.fractions,
+            )
+            served = {r.result.config.mem_fraction_static for r in [leader]}
+            variant_or_none = fitting_config(wider, tree, model, served)
+            if variant_or_none is not None and variant_or_none not in launched:
+                return Decision(
+                    Action.PROPOSE, variant_or_none, why="around the leader: its stages show a throttle"
+                )
+        return None
+
+    @staticmethod
+    def _throttled(leader: TrialRecord) -> bool:
+        stages = sorted((s for s in leader.result.stages if s.completed > 0), key=lambda s: s.concurrency)
+        if any(s.retractions for s in stages):
+            return True
+        return len(stages) >= 2 and stages[-1].output_tok_per_s < stages[-2].output_tok_per_s * (
+            1 + THROTTLE_GAIN
+        )
+
+    def _race_or_stop(
+        self,
+        records: Sequence[TrialRecord],
+        answer: Answer,
+        groups: Sequence[Group],
+        ruled_out: int,
+        spec_model: SpecModel,
+    ) -> Decision:
+        verdict = answer.verdict
+        trees = f"; the model rules out the {ruled_out} untried tree(s) left" if ruled_out else ""
+        if verdict.call is not Call.TOO_CLOSE:
+            return Decision(Action.STOP, why=f"the answer is known: {verdict.statement}{trees}")
+        first_of = {r.number: r for r in records}
+        counts = {g.numbers[0]: len(g.numbers) for g in groups}
+
+        # Which of those within the noise to race: the model's ranking, which pools every launch of every
+        # tree (the accept lengths are exact, only the rates are noisy), is steadier than a few medians.
+        def predicted(number: int) -> float:
+            tree = Tree.of(first_of[number].result.config) if number in first_of else None
+            return spec_model.objective(tree) if tree is not None else 0.0
+
+        close = sorted(verdict.too_close_with, key=lambda n: -predicted(n))[: RACE_TOP - 1]
+        racing = sorted(
+            ((n, counts.get(n, 1)) for n in {answer.launches[0], *close}),
+            key=lambda kv: (kv[1], kv[0] != answer.launches[0], kv[0]),
+        )
+        number, launches = racing[0]
+        if number not in first_of:
+            return Decision(Action.PASS)
+        if launches >= self.race_launches and verdict.noise is not None and verdict.noise <= CLOSE_ENOUGH:
+            return Decision(
+                Action.STOP,
+                why=f"the answer is known as well as it matters: {verdict.statement}; what is left "
+                f"between them is below {100 * CLOSE_ENOUGH:.0f} %{trees}",
+            )
+        if launches >= self.race_launches:
+            # Every close configuration has its launches and the call is still too close: the figures
+            # differ by less than this node's noise can show, so say so once, then go on racing (the
+            # least-launched first) while the budget lasts: more launches are what separate them.
+            log.info("still too close after %d launches each: %s", self.race_launches, verdict.statement)
+        return Decision(
+            Action.PROPOSE,
+            first_of[number].result.config,
+            attrs={TrialAttr.CONFIRM_OF: number},
+            why=f"race: trial {number}'s configuration again ({launches + 1} launches)",
+        )

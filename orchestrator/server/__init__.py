@@ -1,1 +1,0 @@
-"""Starting, watching and stopping an SGLang (or simulated) server."""

@@ -1,0 +1,181 @@
+"""A sweep whose time budget ends before its trial budget still confirms its answer.
+
+Seen in the search benchmark, and what a user with `--time-budget` meets: the search ran until the
+deadline, so the launches kept back for confirmation never ran (a sweep stopped by its time budget
+confirms nothing) and the answer was one unconfirmed launch. The search phase now ends early enough that
+the reserved confirmation launches still fit in the time budget, estimated from the launches so far.
+
+The executor finishes each trial at once with the oracle's figures and moves the sweep's clock by the
+launch's wall time, so the time budget is spent by launches, as on a node.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from optuna.storages import InMemoryStorage
+
+from benchmarks.oracle import Oracle
+from benchmarks.spaces import CASES, case_spec, enumerate_space
+from orchestrator.driver import sweep as sweep_module
+from orchestrator.driver.answer.choose import answer_launches, choose_answer
+from orchestrator.driver.answer.confirm import time_to_confirm
+from orchestrator.driver.executor import Handle
+from orchestrator.driver.outcome import StopReason
+from orchestrator.driver.placement import TRIAL_SLOT
+from orchestrator.driver.study import open_study
+from orchestrator.driver.sweep import Sweep
+from orchestrator.driver.tracking import Tracker
+from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.records import ServerConfig, StageMetrics, TrialResult, TrialStatus
+from orchestrator.sim.profile import load_profile
+from orchestrator.spec_search import make_config
+from orchestrator.trial_attrs import TrialAttr
+from orchestrator.trial_events import TrialEvent, TrialRequest
+
+NODE = "node-a"
+A = make_config(0.85, 64, 16, 3, 1, 4)
+
+
+class ClockedExecutor:
+    """One node; a trial finishes at once, and the clock moves by its wall time (node seconds)."""
+
+    def __init__(self, oracle: Oracle) -> None:
+        self.oracle = oracle
+        self.now = 0.0
+        self.started_at: list[float] = []
+        self._requests: dict[int, TrialRequest] = {}
+
+    def clock(self) -> float:
+        return self.now
+
+    def open(self) -> None:
+        pass
+
+    def trial_slots(self) -> int:
+        return 1
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        return [{"NodeID": NODE, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": 1.0}}]
+
+    def submit(self, request: TrialRequest, node_id: str) -> Handle:
+        self.started_at.append(self.now)
+        self._requests[request.number] = request
+        return request.number
+
+    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
+        return list(handles)[:1], []
+
+    def result(self, handle: Handle) -> TrialResult:
+        result = self.oracle.evaluate(self._requests[cast(int, handle)].config).result(node_id=NODE)
+        self.now += result.wall_s
+        return result
+
+    def decide(self, number: int, step: int, keep_going: bool) -> None:
+        pass
+
+    def node_health(self, lines: list[str]) -> None:
+        pass
+
+    def cancel(self, handle: Handle) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _NoTracking:
+    def log_trial(self, record: TrialRecord) -> str | None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Oracle:
+    case = CASES["tight"]
+    return Oracle(case_spec(case, gpus=1), load_profile(case.name))
+
+
+def _any_ok(oracle: Oracle) -> ServerConfig:
+    return next(c for c in enumerate_space(CASES["tight"].space) if oracle.evaluate(c).objective)
+
+
+def _sweep(
+    oracle: Oracle, executor: ClockedExecutor, budget_s: float, monkeypatch: pytest.MonkeyPatch
+) -> Sweep:
+    # The driver's clock is the executor's: time passes only while a trial runs.
+    monkeypatch.setattr(sweep_module, "time", SimpleNamespace(monotonic=executor.clock))
+    spec = oracle.spec
+    study = open_study(spec, "time-budget", InMemoryStorage(), resume=False)
+    sweep = Sweep(
+        spec,
+        study,
+        cast(Tracker, _NoTracking()),
+        n_trials=100,  # far more than the time allows: the time budget ends the sweep
+        workdir=Path(tempfile.mkdtemp(prefix="sweep-")),
+        sim_profile=None,
+        executor=executor,
+        time_budget_s=budget_s,
+        # TPE alone proposes: the proposal policy would end this search as soon as its answer is known
+        # (tests/proposal/), and this is about the time budget's end
+        proposals=False,
+    )
+    sweep.journal.folder = None
+    return sweep
+
+
+def test_a_sweep_ended_by_its_time_budget_still_confirms_its_answer(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    executor = ClockedExecutor(oracle)
+    launch_s = oracle.evaluate(_any_ok(oracle)).seconds()
+    budget_s = 16 * launch_s
+    sweep = _sweep(oracle, executor, budget_s, monkeypatch)
+    sweep.prepare(resume=False)
+    reserved = sweep.reserve_for_confirmation()
+    assert reserved == 4  # the spec's budget: the top 2 launched until each has 3 launches
+    sweep.run()
+    outcome = sweep.confirm_best()
+    assert outcome.stop_reason is StopReason.TIME_BUDGET
+    confirmations = [
+        t for t in sweep.study.get_trials(deepcopy=False) if TrialAttr.CONFIRM_OF in t.user_attrs
+    ]
+    assert confirmations, "the time budget ended the search and no confirmation launch ran"
+    # every launch started within the time budget
+    assert max(executor.started_at) < budget_s
+    answer = choose_answer(answer_launches(outcome.records, sweep.lossless.lossy))
+    assert answer is not None and len(answer.launches) == 3  # the answer is a median of three launches
+
+
+def test_without_a_time_budget_the_search_is_not_cut_short(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    executor = ClockedExecutor(oracle)
+    sweep = _sweep(oracle, executor, 0.0, monkeypatch)  # 0: no time budget, as the CLI's default
+    sweep.n_trials = 14
+    sweep.prepare(resume=False)
+    sweep.reserve_for_confirmation()
+    sweep.run()
+    outcome = sweep.confirm_best()
+    assert outcome.stop_reason is StopReason.BUDGET_DONE
+    assert len(executor.started_at) == 14
+
+
+def test_the_confirmation_time_is_its_launches_at_a_full_launchs_median_wall_time() -> None:
+    def rec(number: int, wall_s: float, tok_s: float | None) -> TrialRecord:
+        stages = (
+            (StageMetrics(8, 16, 16, 0, 2.0, tok_s, 8.0, 30.0, 60.0, 5.0, 9.0, 6.0, 2.5),) if tok_s else ()
+        )
+        status = TrialStatus.OK if tok_s else TrialStatus.OOM
+        result = TrialResult(config=A, status=status, node_id="n", command=(), stages=stages, wall_s=wall_s)
+        return TrialRecord(number=number, result=result, objective=tok_s)
+
+    records = [rec(0, 100.0, 10.0), rec(1, 300.0, 11.0), rec(2, 200.0, 12.0), rec(3, 5.0, None)]
+    assert time_to_confirm(records, 4, 1) == 4 * 200.0  # the OOM's short launch is no confirmation's
+    assert time_to_confirm(records, 4, 3) == 2 * 200.0  # three nodes: two rounds
+    assert time_to_confirm(records, 0, 1) is None
+    assert time_to_confirm([rec(3, 5.0, None)], 4, 1) is None  # nothing measured: nothing to confirm

@@ -1,0 +1,328 @@
+"""One trial on a simulated node, outside Ray: each outcome, and the GPUs clean afterwards."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli import resolve_profile
+from orchestrator.node.backends import SimulatedNode, free_port, port_is_free
+from orchestrator.node.trial import TrialRun
+from orchestrator.records import FailureKind, FailureStage, TrialStatus
+from orchestrator.sim.nvml import GpuStateWriter
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
+from orchestrator.trial_events import TrialRequest
+
+DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"
+
+
+def run(tmp_path: Path, config_args: tuple[Any, ...], **timeouts: float) -> tuple[Any, SimulatedNode]:
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0, **timeouts}),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 8, "output_len": 16, "concurrency": [4]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(
+        spec=spec,
+        config=make_config(*config_args),
+        number=0,
+        workdir=str(tmp_path / "t"),
+        sim_profile=profile,
+    )
+    return TrialRun(request, node, None).run(), node
+
+
+def assert_clean(node: SimulatedNode) -> None:
+    assert node.server_pids() == set()
+
+
+def test_simulated_node_lists_the_processes_on_its_gpus(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    node = SimulatedNode(spec, f"pids-{tmp_path.name}", resolve_profile(spec) or {})
+    assert node.server_pids() == set()
+    writer = GpuStateWriter(node.state_dir, [node.probe().snapshot()[-1].index])
+    try:
+        writer.update(100)
+        assert node.server_pids() == {os.getpid()}
+    finally:
+        writer.remove()
+    assert node.server_pids() == set()
+
+
+def test_ok_trial_measures_and_leaves_gpus_clean(tmp_path: Path) -> None:
+    result, node = run(tmp_path, (0.88, 128, 48, 3, 1, 4))
+    assert result.status is TrialStatus.OK, result.failure
+    stage = result.stages[0]
+    assert stage.completed == 8 and stage.output_tok_per_s > 0
+    assert stage.accept_length is not None and stage.accept_length > 1.2
+    assert result.server_accept_length is not None and result.server_accept_length > 1.2
+    assert (result.memory.weights_gb or 0) > 60 and (result.memory.kv_cache_tokens or 0) > 0
+    assert result.resolved_args.max_running_requests == 48
+    assert result.command[1:3] == ("-m", "orchestrator.sim.server")
+    assert any(s.used_mib > 60_000 for s in result.gpu_before) is False
+    assert_clean(node)
+
+
+def test_kv_oom_is_classified_and_timed(tmp_path: Path) -> None:
+    result, node = run(tmp_path, (0.70, 128, 48, 3, 1, 4))
+    assert result.status is TrialStatus.OOM
+    assert result.failure is not None
+    assert (result.failure.stage, result.failure.kind) == (FailureStage.KV_ALLOCATION, FailureKind.OOM)
+    assert result.oom_to_clean_s is not None and result.oom_to_clean_s < 5
+    assert_clean(node)
+
+
+def test_graph_oom_is_classified(tmp_path: Path) -> None:
+    # Kimi: 0.95 of the memory for weights + KV leaves too little for 512-wide graphs with a draft.
+    result, node = run(tmp_path, (0.95, 512, 64, 5, 4, 12))
+    assert result.status is TrialStatus.OOM, (result.status, result.failure)
+    assert result.failure is not None
+    assert result.failure.stage in (FailureStage.TARGET_GRAPH_CAPTURE, FailureStage.DRAFT_GRAPH_CAPTURE)
+    assert_clean(node)
+
+
+def test_dirty_gpus_refuse_the_node_naming_the_holder(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", resolve_profile(spec) or {})
+    stale = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        GpuStateWriter(node.state_dir, range(8), pid=stale.pid).update(50_000)
+        result, _ = run(tmp_path, (0.88, 128, 48, 3, 1, 4), gpu_clean_s=0.5)
+        assert result.status is TrialStatus.FAILED
+        assert result.failure is not None and result.failure.kind is FailureKind.GPU_NOT_CLEAN
+        assert f"pid {stale.pid}" in result.failure.message
+        assert not result.command  # nothing was launched
+    finally:
+        stale.kill()
+        stale.wait()
+    time.sleep(0.1)
+    assert_clean(node)
+
+
+def test_startup_timeout_kills_the_tree(tmp_path: Path) -> None:
+    result, node = run(tmp_path, (0.88, 128, 48, 3, 1, 4), startup_s=0.3)
+    assert result.status is TrialStatus.TIMEOUT
+    assert result.failure is not None and result.failure.kind is FailureKind.TIMEOUT
+    assert_clean(node)
+
+
+def test_a_taken_port_is_skipped_before_launch() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        assert not port_is_free("127.0.0.1", taken)
+        assert free_port("127.0.0.1", start=taken) != taken
+
+
+def test_infeasible_statuses() -> None:
+    """Exactly the memory outcomes are learned as infeasible: a crash, a timeout, a lost node or a
+    missed SLA says nothing about memory."""
+    infeasible = {s for s in TrialStatus if s.infeasible}
+    assert infeasible == {
+        TrialStatus.OOM,
+        TrialStatus.PREDICTED_OOM,
+        TrialStatus.KV_PRESSURE,
+        TrialStatus.OOM_UNDER_LOAD,
+    }
+
+
+def signal_mid_benchmark(tmp_path: Path, sig: int, benchmark_s: float) -> tuple[Any, SimulatedNode]:
+    """Run a long trial on the simulated node and send `sig` to its server processes once it streams;
+    returns the trial's result and the node."""
+    import os
+    import threading
+
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "timeouts": spec.timeouts.model_copy(
+                update={"benchmark_s": benchmark_s, "stop_s": 1.0, "gpu_clean_s": 5.0}
+            ),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 64, "output_len": 512, "concurrency": [2]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec) or {}
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile)
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.update(result=TrialRun(request, node, None).run()))
+    runner.start()
+    log = tmp_path / "t" / "server.log"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "Decode batch" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    pids = node.server_pids()
+    assert pids
+    for pid in pids:
+        os.kill(pid, sig)
+    runner.join(timeout=60)
+    return out["result"], node
+
+
+@pytest.mark.slow  # waits out the benchmark's timeout
+def test_server_hung_mid_benchmark_times_out_and_is_killed(tmp_path: Path) -> None:
+    """SIGSTOP freezes the server while it streams: a real hang (alive, silent, deaf to SIGINT)."""
+    import signal
+
+    result, node = signal_mid_benchmark(tmp_path, signal.SIGSTOP, benchmark_s=4.0)
+    assert result.status is TrialStatus.TIMEOUT
+    assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
+    assert "SIGKILLed" in " ".join(result.notes)
+    assert_clean(node)
+
+
+@pytest.mark.slow  # two trials on the simulated node
+def test_a_trial_folder_is_never_reused(tmp_path: Path) -> None:
+    """A rerun that lands on an existing trial folder (same study name, same number) gets a fresh folder:
+    the old log stays as it was and the new trial reads only its own lines."""
+    first, _ = run(tmp_path, (0.70, 128, 48, 3, 1, 4))  # a KV OOM: its log says so
+    assert first.status is TrialStatus.OOM
+    old_log = Path(first.log_path).read_text()
+    second, node = run(tmp_path, (0.88, 128, 48, 3, 1, 4))
+    assert second.status is TrialStatus.OK, second.failure
+    assert Path(first.log_path).read_text() == old_log
+    assert second.log_path != first.log_path
+    assert Path(second.log_path).read_text().count("server_args=") == 1
+    assert second.startup_s and second.startup_s > 0
+    assert_clean(node)
+
+
+SECRET = "sk-live-7f3a9c2e1b"
+MODEL_SECRET = "internal-model-name-42"
+
+
+def test_secrets_are_scrubbed_from_the_log_and_the_result(tmp_path: Path) -> None:
+    """SGLang prints `api_key='...'` in its server_args line; the simulated node does the same. The
+    server still gets the key (the benchmark authenticates with it), but no copy we keep holds it."""
+    import pickle
+
+    spec = load_spec(DEMO)
+    server = spec.server.model_copy(
+        update={
+            "flags": [*spec.server.flags, "--api-key", SECRET, "--served-model-name", MODEL_SECRET],
+            "secret_flags": ["--served-model-name"],
+        }
+    )
+    spec = spec.model_copy(
+        update={
+            "server": server,
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0}),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 8, "output_len": 16, "concurrency": [4]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    result = TrialRun(request, node, None).run()
+    # It measured: the key reached the server and the client sent it (else every request is a 401).
+    assert result.status is TrialStatus.OK, result.failure
+    assert result.stages[0].completed == 8
+    log = Path(result.log_path).read_text()
+    assert "api_key='****'" in log
+    for secret in (SECRET, MODEL_SECRET):
+        assert secret not in log
+        assert secret.encode() not in pickle.dumps(result)
+        for f in Path(result.log_path).parent.iterdir():
+            assert secret.encode() not in f.read_bytes(), f
+    assert_clean(node)
+
+
+def test_a_wrong_api_key_is_refused_by_the_simulated_node_as_by_sglang(tmp_path: Path) -> None:
+    import asyncio
+
+    import aiohttp
+
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "server": spec.server.model_copy(update={"flags": [*spec.server.flags, "--api-key", SECRET]}),
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0}),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    from orchestrator.engines.sglang.process import ServerProcess
+
+    plan = node.plan(make_config(0.88, 128, 48, 3, 1, 4), free_port("127.0.0.1"), tmp_path)
+    server = ServerProcess(plan, tmp_path / "server.log")
+    server.start()
+    try:
+
+        async def ask(headers: dict[str, str] | None) -> tuple[int, int]:
+            async with aiohttp.ClientSession(headers=headers) as s:
+                for _ in range(600):
+                    try:
+                        async with s.get(plan.base_url + "/health") as h:
+                            if h.status == 200:
+                                break
+                    except aiohttp.ClientError:
+                        pass
+                    await asyncio.sleep(0.1)
+                async with s.get(plan.base_url + "/health") as h, s.get(plan.base_url + "/server_info") as i:
+                    return h.status, i.status
+
+        assert asyncio.run(ask(None)) == (200, 401)
+        assert asyncio.run(ask({"Authorization": "Bearer wrong"})) == (200, 401)
+        assert asyncio.run(ask({"Authorization": f"Bearer {SECRET}"})) == (200, 200)
+    finally:
+        server.stop(5.0)
+
+
+def test_a_crash_under_load_is_failed_not_oom(tmp_path: Path) -> None:
+    """A server killed mid-benchmark with no out-of-memory line in its log is a crash (`failed`, never
+    learned as infeasible): a crash is not evidence of memory. A runtime OOM line is `oom_under_load`."""
+    import signal
+
+    result, node = signal_mid_benchmark(tmp_path, signal.SIGKILL, benchmark_s=30.0)
+    assert result.status is TrialStatus.FAILED, result.failure
+    assert not result.status.infeasible
+    assert result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
+    assert result.failure.kind is not FailureKind.OOM
+    assert_clean(node)
+
+
+def test_a_failed_trials_message_from_the_log_is_scrubbed(tmp_path: Path) -> None:
+    """The failure message is parsed from the server's log as it is written, before the log is scrubbed:
+    a secret the server echoes in its error must still not reach the result."""
+    import pickle
+
+    secret = "internal-grammar-backend-42"
+    spec = load_spec(DEMO)
+    server = spec.server.model_copy(
+        update={
+            "flags": [*spec.server.flags, "--grammar-backend", secret],
+            "secret_flags": ["--grammar-backend"],
+        }
+    )
+    spec = spec.model_copy(
+        update={"server": server, "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0})}
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    result = TrialRun(request, node, None).run()
+    # SGLang's argument parser names the bad value: "invalid choice: '<the value>'".
+    assert result.status is TrialStatus.FAILED and result.failure is not None
+    assert "--grammar-backend: invalid choice: '****'" in result.failure.message
+    assert secret.encode() not in pickle.dumps(result)
+    assert_clean(node)
