@@ -27,6 +27,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import ErrorKind, SpecsweepError
+
 GIB = float(1 << 30)
 
 DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float32": 2.0, "float": 2.0, "fp8": 1.0}
@@ -46,12 +48,15 @@ class ShapeErrorKind(StrEnum):
     UNKNOWN_ARCHITECTURE = "unknown_architecture"
 
 
-class ShapeError(ValueError):
-    """A config.json the arithmetic cannot use: names the file and the field."""
+class ShapeError(SpecsweepError, ValueError):
+    """A config.json the arithmetic cannot use: names the file and the field (`problem`: what is wrong
+    with it)."""
 
-    def __init__(self, path: Path, field: str, kind: ShapeErrorKind, detail: str) -> None:
-        self.path, self.field, self.kind = path, field, kind
+    kind = ErrorKind.BAD_INPUT
+
+    def __init__(self, path: Path, field: str, problem: ShapeErrorKind, detail: str) -> None:
         super().__init__(f"{path}: {field}: {detail}")
+        self.path, self.field, self.problem = path, field, problem
 
 
 class Quant(StrEnum):

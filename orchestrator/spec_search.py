@@ -12,14 +12,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.adaptive import AdaptiveMode, launch_steps
 from orchestrator.config_fields import NUMERIC_FIELDS
+from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.records import ServerConfig
 
 # The numeric searched values (each a field of SearchSpace and KnownGood; tests check they match).
 SEARCHED_PARAMS: tuple[str, ...] = tuple(f.value for f in NUMERIC_FIELDS)
 
 
-class SpecError(ValueError):
-    """A spec that cannot be run. The message names the field and the fix."""
+class SpecError(SpecsweepError, ValueError):
+    """A spec (or a flag) that cannot be run. The message names the field and the fix. Still a
+    `ValueError`, as pydantic's validators and the callers that catch it expect."""
+
+    kind = ErrorKind.BAD_INPUT
 
 
 class SpecModel(BaseModel):

@@ -44,6 +44,28 @@ _STARTUP_PHASES = {
 }
 
 
+# Where a trial was, as a failure's stage: the node's own code raising in a phase is recorded there.
+_FAILURE_STAGES = {
+    Phase.GPU_CHECK: FailureStage.GPU_CHECK,
+    Phase.LAUNCH: FailureStage.LAUNCH,
+    Phase.LOADING_WEIGHTS: FailureStage.WEIGHT_LOADING,
+    Phase.KV_ALLOCATION: FailureStage.KV_ALLOCATION,
+    Phase.CUDA_GRAPHS: FailureStage.TARGET_GRAPH_CAPTURE,
+    Phase.DRAFT_MODEL: FailureStage.WEIGHT_LOADING,
+    Phase.DRAFT_CUDA_GRAPHS: FailureStage.DRAFT_GRAPH_CAPTURE,
+    Phase.WARMUP: FailureStage.WARMUP,
+    Phase.KV_PROBE: FailureStage.UNDER_LOAD,
+    Phase.BENCHMARK: FailureStage.UNDER_LOAD,
+    Phase.STOPPING: FailureStage.SHUTDOWN,
+}
+
+
+def failure_stage(phase: Phase | None) -> FailureStage:
+    """The failure stage of a trial that stopped in `phase` (None: before its first phase, making its
+    folder: the launch)."""
+    return FailureStage.LAUNCH if phase is None else _FAILURE_STAGES[phase]
+
+
 def startup_phase(stage: FailureStage, current: Phase | None) -> Phase:
     """The phase a starting server is in, from the last stage its log shows. SGLang loads the draft model
     after capturing the target's CUDA graphs: weights and KV cache after those graphs are the draft's."""

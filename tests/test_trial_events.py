@@ -24,7 +24,7 @@ from orchestrator.driver.outcome import Progress
 from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
-from orchestrator.records import StageMetrics
+from orchestrator.records import FailureKind, FailureStage, StageMetrics
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 from orchestrator.trial_channel import EventFeed, phase_hook, stage_hook
@@ -228,6 +228,11 @@ def _raises() -> None:
 
 
 @ray.remote(num_cpus=0, max_retries=0)
+def _raises_on_two_lines() -> None:
+    raise ValueError("zip() argument 2 is longer than argument 1\n(the tokenizer's vocabulary: 32000)")
+
+
+@ray.remote(num_cpus=0, max_retries=0)
 def _dies() -> None:
     os._exit(1)  # the worker dies as a node's would: no exception comes back, only its absence
 
@@ -242,6 +247,28 @@ def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray:
         executor.result(_raises.remote())
     with pytest.raises(TrialLost):
         executor.result(_dies.remote())
+
+
+@pytest.mark.slow  # starts a local Ray
+def test_what_a_trial_raised_is_classified_by_its_fields_not_by_the_wording_of_ray_s_text(
+    local_ray: None,
+) -> None:
+    """The driver once took the last line of Ray's text for the cause: a message on two lines left the
+    exception's type and its first line out of the trial's record."""
+    from orchestrator.driver import without_launch
+    from orchestrator.driver.cluster import RayExecutor
+    from orchestrator.driver.executor import TrialError
+
+    with pytest.raises(TrialError) as caught:
+        RayExecutor().result(_raises_on_two_lines.remote())
+    result = without_launch.internal_error(make_config(0.88, 128, 48, 3, 1, 4), caught.value, 1.0)
+    assert result.failure is not None
+    assert result.failure.kind is FailureKind.INTERNAL_ERROR
+    assert (
+        result.failure.message
+        == "the trial code raised: ValueError: zip() argument 2 is longer than argument 1"
+    )
+    assert "32000" in result.failure.detail  # the whole of it, with its traceback, kept beside
 
 
 @pytest.mark.slow  # starts a local Ray
@@ -263,7 +290,11 @@ def test_a_trial_task_whose_own_code_raises_is_a_trial_error_not_a_lost_node(
     executor.open()
     try:
         handle = executor.submit(request, "")
-        with pytest.raises(TrialError, match="a-file"):
+        with pytest.raises(TrialError, match="a-file") as caught:
             executor.result(handle)
     finally:
         executor.close()
+    # Its fields came back across Ray as the node set them: where the trial was, what raised, the traceback.
+    err = caught.value
+    assert err.stage is FailureStage.LAUNCH and err.raised_type == "FileExistsError"
+    assert "Traceback" in err.detail and "fresh_folder" in err.detail

@@ -18,10 +18,11 @@ from typing import Any, cast
 
 import ray
 
-from orchestrator.driver.executor import Handle, TrialError, TrialLost
+from orchestrator.driver.executor import Handle
 from orchestrator.driver.placement import TRIAL_SLOT, pinned_to
+from orchestrator.errors import TrialError, TrialLost
 from orchestrator.node.trial import run_trial
-from orchestrator.records import TrialResult
+from orchestrator.records import FailureStage, TrialResult
 from orchestrator.spec import Backend, SweepSpec
 from orchestrator.trial_channel import EventFeed, phase_hook, stage_hook
 from orchestrator.trial_events import TrialEvent, TrialRequest
@@ -212,9 +213,16 @@ class RayExecutor:
         try:
             result: TrialResult = ray.get(cast(ray.ObjectRef, handle))
         except ray.exceptions.RayTaskError as err:  # the task ran and raised: our bug, not the node
-            raise TrialError(str(err)) from err
+            # The node's `TrialError` comes back whole, with its fields, as the cause Ray pickled; what
+            # raised outside `run_trial` (Ray unpickling the request) is classified by its type alone.
+            cause = err.cause
+            if isinstance(cause, TrialError):
+                raise cause from err
+            raise TrialError.from_exception(
+                cause if isinstance(cause, BaseException) else err, FailureStage.LAUNCH
+            ) from err
         except (ray.exceptions.RayError, OSError) as err:  # the worker or the node died under it
-            raise TrialLost(str(err)) from err
+            raise TrialLost(_first_line(err)) from err
         return result
 
     def decide(self, number: int, step: int, keep_going: bool) -> None:
@@ -230,6 +238,13 @@ class RayExecutor:
         if self._events is not None:
             self._events.close()
             self._events = None
+
+
+def _first_line(err: BaseException) -> str:
+    """What Ray says of a lost worker or node, on one line (its message goes on with the task's
+    details)."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def dashboard_login() -> str | None:

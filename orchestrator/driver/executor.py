@@ -10,19 +10,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
+from orchestrator.errors import TrialError, TrialLost
 from orchestrator.records import TrialResult
 from orchestrator.trial_events import TrialEvent, TrialRequest
 
+# How a trial ends without a result, as `Executor.result` raises it (`orchestrator.errors`).
+__all__ = ["Executor", "Handle", "TrialError", "TrialLost"]
+
 Handle = Hashable  # what `submit` returns: the executor's name for one running trial
-
-
-class TrialLost(Exception):
-    """The trial's worker or node went away: no result exists (not an OOM; worth one more try)."""
-
-
-class TrialError(Exception):
-    """The trial's own code raised on the node: a bug, not a lost node. It would raise again on the same
-    configuration, so the trial is counted as failed and never re-queued."""
 
 
 class Executor(Protocol):
@@ -45,7 +40,8 @@ class Executor(Protocol):
         phase events and stage reports that arrived. A stage report waits for `decide`."""
 
     def result(self, handle: Handle) -> TrialResult:
-        """The finished trial's result; raises `TrialLost` when it has none."""
+        """The finished trial's result; raises `TrialLost` when it has none (the node died), and
+        `TrialError`, carrying its stage and the node's own words, when the trial's code raised."""
 
     def decide(self, number: int, step: int, keep_going: bool) -> None:
         """The driver's verdict on trial `number`'s stage `step`: measure on, or stop (pruned)."""

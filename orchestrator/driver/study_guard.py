@@ -19,11 +19,14 @@ from orchestrator.driver.study_lock import (
     make_storage,
     storage_exists,
 )
+from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.trial_attrs import StudyAttr
 
 
-class StudyRefused(RuntimeError):
+class StudyRefused(SpecsweepError, RuntimeError):
     """The study cannot be started or continued as asked; the message says the ways on."""
+
+    kind = ErrorKind.STUDY_REFUSED
 
 
 def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_dir: Path) -> str | None:

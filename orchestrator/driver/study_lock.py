@@ -27,6 +27,7 @@ from optuna.storages import RDBStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import FrozenTrial, TrialState
 
+from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.trial_attrs import StudyAttr, TrialAttr
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ HEARTBEAT_S = 5  # how often a live driver says so (Optuna wants whole seconds)
 GRACE_S = 20  # silence after which a driver, and its trials, are taken for dead
 
 
-class StudyInUse(RuntimeError):
+class StudyInUse(SpecsweepError, RuntimeError):
     """Another live driver holds the study."""
+
+    kind = ErrorKind.STUDY_REFUSED
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from orchestrator.config_codec import optuna_params
 from orchestrator.driver import observers as obs
 from orchestrator.driver import placement, quarantine, without_launch
 from orchestrator.driver.answer import confirm
-from orchestrator.driver.executor import Executor, Handle, TrialError, TrialLost
+from orchestrator.driver.executor import Executor, Handle
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.lossless import LosslessCheck
 from orchestrator.driver.memory.prior_model import from_prior, memory_model_for
@@ -41,6 +41,7 @@ from orchestrator.driver.study import (
 )
 from orchestrator.driver.study_lock import DriverLease, close_dead_drivers_trials
 from orchestrator.driver.tracking import Tracker
+from orchestrator.errors import TrialError, TrialLost
 from orchestrator.memory_model import MemoryModel, Prediction
 from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
@@ -219,8 +220,14 @@ class Sweep:
         return self.outcome
 
     def _close_interrupted(self, trial: optuna.Trial) -> None:
+        self._leave_open(trial, closed=close_and_requeue(self.study, trial))
+
+    def _leave_open(self, trial: optuna.Trial, closed: bool = True) -> None:
+        """The one transition out of the open set (asked, not yet told): told, answered from the record,
+        or closed by an interrupt. A trial the study did close is no longer this driver's to keep alive
+        (the lease's heartbeat stops naming it)."""
         self._open.pop(trial.number, None)
-        if close_and_requeue(self.study, trial) and self.lease is not None:
+        if closed and self.lease is not None:
             self.lease.untrack(trial._trial_id)
 
     def _stop(self, reason: StopReason, message: str = "") -> None:
@@ -389,9 +396,7 @@ class Sweep:
         instead of spending another launch (the study still learns the value)."""
         self.repeats += 1
         tell_repeat(self.study, trial, *seen)
-        self._open.pop(trial.number, None)
-        if self.lease is not None:
-            self.lease.untrack(trial._trial_id)
+        self._leave_open(trial)
         log.info("trial %d repeats trial %d: answered from the record", trial.number, seen[0])
 
     def _skip(
@@ -402,7 +407,7 @@ class Sweep:
         info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
         self._tell_and_record(info, without_launch.predicted_oom(config, prediction))
 
-    def _lost(self, info: _InFlight, err: Exception) -> TrialResult:
+    def _lost(self, info: _InFlight, err: TrialLost) -> TrialResult:
         """The node or the worker died under the trial: not an OOM, and worth one more try elsewhere."""
         log.error("trial %d lost: %s", info.trial.number, err)
         if not info.requeued:
@@ -413,9 +418,11 @@ class Sweep:
         """specsweep's own trial code raised: the same configuration would raise again, so the trial is
         FAILED and counted (never re-queued), and the traceback goes to the driver's log."""
         log.error(
-            "trial %d: the trial code raised (a bug in specsweep: please report it): %s",
+            "trial %d: the trial code raised at %s (a bug in specsweep: please report it): %s\n%s",
             info.trial.number,
-            err,
+            err.stage.value,
+            err.message,
+            err.detail,
         )
         return without_launch.internal_error(info.config, err, time.monotonic() - info.started)
 
@@ -474,9 +481,7 @@ class Sweep:
             for key, value in settled.attrs.items():
                 trial.set_user_attr(key, value)
             tell(self.study, trial, settled.verdict)
-        self._open.pop(trial.number, None)
-        if self.lease is not None:
-            self.lease.untrack(trial._trial_id)
+        self._leave_open(trial)
         of = trial.user_attrs.get(TrialAttr.CONFIRM_OF)
         done = obs.Finished(
             trial.number, settled, info.baseline, confirm_of=int(of) if of is not None else None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from orchestrator.errors import MESSAGE_CHARS, TrialError, TrialLost
 from orchestrator.memory_model import Prediction
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
 
@@ -20,29 +23,22 @@ def predicted_oom(config: ServerConfig, prediction: Prediction) -> TrialResult:
     )
 
 
-def lost(config: ServerConfig, err: Exception, wall_s: float) -> TrialResult:
+def lost(config: ServerConfig, err: TrialLost, wall_s: float) -> TrialResult:
     """The worker or the node died under the trial: no figure exists, and no memory verdict."""
     return TrialResult(
-        config=config,
-        status=TrialStatus.LOST,
-        node_id="",
-        command=(),
-        failure=Failure(FailureStage.UNDER_LOAD, FailureKind.NODE_LOST, str(err).splitlines()[0][:500]),
-        wall_s=wall_s,
+        config=config, status=TrialStatus.LOST, node_id="", command=(), failure=err.failure(), wall_s=wall_s
     )
 
 
-def internal_error(config: ServerConfig, err: Exception, wall_s: float) -> TrialResult:
-    """The trial's own code raised: FAILED with the exception's last line (Ray's message ends with it)."""
-    lines = [line for line in str(err).splitlines() if line.strip()]
-    why = lines[-1].strip() if lines else type(err).__name__
+def internal_error(config: ServerConfig, err: TrialError, wall_s: float) -> TrialResult:
+    """The trial's own code raised: FAILED at the stage it had reached, in the node's own words (the
+    error's fields, as they crossed Ray)."""
+    failure = err.failure()
     return TrialResult(
         config=config,
         status=TrialStatus.FAILED,
         node_id="",
         command=(),
-        failure=Failure(
-            FailureStage.UNDER_LOAD, FailureKind.INTERNAL_ERROR, f"the trial code raised: {why}"[:500]
-        ),
+        failure=replace(failure, message=f"the trial code raised: {err.message}"[:MESSAGE_CHARS]),
         wall_s=wall_s,
     )

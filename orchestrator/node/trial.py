@@ -26,6 +26,7 @@ from orchestrator.bench.workload import synthetic_requests
 from orchestrator.engines.sglang.command import LaunchPlan, parse_version
 from orchestrator.engines.sglang.logparse import LogEvent, LogParser, LogReport
 from orchestrator.engines.sglang.process import LogFollower, ServerProcess
+from orchestrator.errors import TrialError
 from orchestrator.gpu import wait_clean
 from orchestrator.node.backends import NodeBackend, current_node_id, free_port, launch_profile, make_node
 from orchestrator.node.trial_files import fresh_folder, read_capped
@@ -40,8 +41,16 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.secrets import scrub, scrub_file
-from orchestrator.trial_events import Phase, PhaseEvent, PhaseHook, ServerId, TrialRequest, startup_phase
+from orchestrator.secrets import scrub, scrub_file, scrub_text
+from orchestrator.trial_events import (
+    Phase,
+    PhaseEvent,
+    PhaseHook,
+    ServerId,
+    TrialRequest,
+    failure_stage,
+    startup_phase,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +68,22 @@ class _Startup:
 def run_trial(
     request: TrialRequest, on_stage: StageHook | None = None, on_phase: PhaseHook | None = None
 ) -> TrialResult:
-    """Run one trial; never raises for anything the server or the benchmark does."""
-    node = make_node(
-        request.spec, current_node_id(), launch_profile(request.spec, request.sim_profile, request.number)
-    )
-    return TrialRun(request, node, on_stage, on_phase).run()
+    """Run one trial; never raises for anything the server or the benchmark does. When its own code
+    raises, it raises `TrialError`: the exception's type, words and traceback and the stage the trial had
+    reached, as fields that cross Ray (the driver reads them, never Ray's text)."""
+    trial: TrialRun | None = None
+    try:
+        node = make_node(
+            request.spec, current_node_id(), launch_profile(request.spec, request.sim_profile, request.number)
+        )
+        trial = TrialRun(request, node, on_stage, on_phase)
+        return trial.run()
+    except Exception as err:
+        error = TrialError.from_exception(err, failure_stage(trial.phase if trial else None))
+        # The traceback goes into the trial's result.json: no secret of the spec's server flags with it.
+        secrets = request.spec.server.secrets()
+        error.message, error.detail = scrub_text(error.message, secrets), scrub_text(error.detail, secrets)
+        raise error from err
 
 
 class TrialRun:
@@ -94,9 +114,11 @@ class TrialRun:
 
     def _enter(self, phase: Phase, step: int | None = None) -> None:
         """Tell the driver the trial moved on (its progress line); never fails the trial."""
-        if self.on_phase is None or (phase is self.phase and step is None):
+        if phase is self.phase and step is None:
             return
-        self.phase = phase
+        self.phase = phase  # kept without a hook too: a failure's stage (`run_trial`)
+        if self.on_phase is None:
+            return
         steps = len(self.spec.workload.concurrency) if step is not None else None
         event = PhaseEvent(
             self.req.number, phase, self.t0_unix, time.time(), self.node.node_id, step, steps, self.server
@@ -136,13 +158,13 @@ class TrialRun:
         port = free_port(self.spec.server.host)
         plan = self.node.plan(self.req.config, port, self.workdir)
         (self.workdir / "command.txt").write_text(" ".join(plan.masked_argv()) + "\n")
-        server = ServerProcess(plan, self.log_path)
-        server.start()
-        # The driver's journal records the server now: a driver killed mid-trial leaves the next one
-        # its pid and create time, to stop it should it have outlived its trial.
-        self.server = ServerId(server.pid, server.create_time, socket.gethostname())
-        self._enter(Phase.LAUNCH)
-        try:
+        # Started on entering, stopped on leaving, whichever way the block is left: no path leaves a server
+        # behind (a raise in the trial's own code stops it too, and keeps the phase it raised in).
+        with ServerProcess(plan, self.log_path, stop_grace_s=self.spec.timeouts.stop_s) as server:
+            # The driver's journal records the server now: a driver killed mid-trial leaves the next one
+            # its pid and create time, to stop it should it have outlived its trial.
+            self.server = ServerId(server.pid, server.create_time, socket.gethostname())
+            self._enter(Phase.LAUNCH)
             startup = self._watch_startup(server)
             stages: tuple[StageMetrics, ...] = ()
             accept: float | None = None
@@ -156,9 +178,8 @@ class TrialRun:
                 status = TrialStatus.TIMEOUT
             else:
                 status = TrialStatus.FAILED
-        finally:
             self._enter(Phase.STOPPING)
-            stop = server.stop(self.spec.timeouts.stop_s)
+        stop = server.stopped()
         if stop.killed:
             self.notes.append(
                 f"SIGKILLed {len(stop.killed)} process(es) left after stop: {list(stop.killed)}"

@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 from orchestrator.driver.answer.best_file import BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import Answer, Launch, Verdict, choose_answer
 from orchestrator.engines.sglang.command import shell_command
+from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.mlflow_schema import (
     Artifact,
     Lossless,
@@ -37,8 +38,10 @@ from orchestrator.records import TrialStatus
 log = logging.getLogger(__name__)
 
 
-class ReportError(Exception):
+class ReportError(SpecsweepError):
     """The data for a report is missing (no such experiment, no trial)."""
+
+    kind = ErrorKind.BAD_INPUT
 
 
 class Outcome(StrEnum):

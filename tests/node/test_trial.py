@@ -9,16 +9,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from orchestrator.cli import resolve_profile
-from orchestrator.node.backends import SimulatedNode, free_port, port_is_free
-from orchestrator.node.trial import TrialRun
+from orchestrator.errors import TrialError
+from orchestrator.node.backends import SimulatedNode, current_node_id, free_port, port_is_free
+from orchestrator.node.trial import TrialRun, run_trial
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
-from orchestrator.trial_events import TrialRequest
+from orchestrator.trial_events import Phase, PhaseEvent, TrialRequest, failure_stage
 
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"
 
@@ -326,3 +328,31 @@ def test_a_failed_trials_message_from_the_log_is_scrubbed(tmp_path: Path) -> Non
     assert "--grammar-backend: invalid choice: '****'" in result.failure.message
     assert secret.encode() not in pickle.dumps(result)
     assert_clean(node)
+
+
+def test_a_trial_whose_own_code_raises_stops_its_server_and_says_where_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial's code raising once the server is up (here: the benchmark): the server is stopped on
+    the way out, and the error names the phase the trial had reached, as fields, not as text."""
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(update={"timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0})})
+
+    def broken_benchmark(self: TrialRun, *args: Any) -> Any:
+        raise KeyError("output_tok_per_s")
+
+    monkeypatch.setattr(TrialRun, "_benchmark", broken_benchmark)
+    request = TrialRequest(
+        spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), resolve_profile(spec)
+    )
+    phases: list[PhaseEvent] = []
+    with pytest.raises(TrialError) as caught:
+        run_trial(request, on_phase=phases.append)
+    err = caught.value
+    assert err.raised_type == "KeyError" and err.message == "KeyError: 'output_tok_per_s'"
+    assert phases and phases[-1].phase is not Phase.STOPPING
+    assert err.stage is failure_stage(phases[-1].phase)
+    server = phases[-1].server
+    assert server is not None
+    assert not psutil.pid_exists(server.pid) or psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
+    assert_clean(SimulatedNode(spec, current_node_id(), resolve_profile(spec) or {}))

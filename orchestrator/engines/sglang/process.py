@@ -63,9 +63,14 @@ class StopReport:
 
 
 class ServerProcess:
-    def __init__(self, plan: LaunchPlan, log_path: Path) -> None:
+    """A server's process tree; as a context manager, started on entering and stopped (SIGINT, then
+    SIGKILL after `stop_grace_s`) on leaving, whichever way the block is left."""
+
+    def __init__(self, plan: LaunchPlan, log_path: Path, stop_grace_s: float = 10.0) -> None:
         self.plan = plan
         self.log_path = log_path
+        self.stop_grace_s = stop_grace_s
+        self._stop_report: StopReport | None = None  # how the context manager's exit stopped it
         self._popen: subprocess.Popen[bytes] | None = None
         self._tree: dict[int, float] = {}  # pid -> create_time, so a recycled pid is never killed
         self._returncode: int | None = None
@@ -217,7 +222,13 @@ class ServerProcess:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.stop(grace_s=10.0)
+        self._stop_report = self.stop(self.stop_grace_s)
+
+    def stopped(self) -> StopReport:
+        """How leaving the `with` block stopped the server (SIGINT, SIGKILL, what needed killing)."""
+        if self._stop_report is None:
+            raise RuntimeError("the server is stopped on leaving its `with` block: read this after it")
+        return self._stop_report
 
 
 class LogFollower:
