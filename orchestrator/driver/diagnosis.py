@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from enum import StrEnum
 from pathlib import Path
 
 from orchestrator.driver import grid
@@ -142,18 +143,37 @@ def accept_length(result: TrialResult) -> float | None:
     return result.accept_length
 
 
+class Speculation(StrEnum):
+    """What a finished trial's acceptance says of its draft."""
+
+    FINE = "fine"  # no speculation, or it accepts
+    POOR_TREE = "poor_tree"  # nothing accepted on this tree, while the draft works on others
+    BROKEN = "broken_speculation"  # nothing accepted, and nowhere else either: the draft never helps
+
+
+def speculation(result: TrialResult, best_accept_elsewhere: float | None = None) -> Speculation:
+    """The verdict `broken_speculation` words: observers read this, never the words."""
+    accept = result.accept_length
+    if not result.config.speculative:
+        return Speculation.FINE
+    if accept is None or accept > BROKEN_ACCEPT:
+        return Speculation.FINE
+    if best_accept_elsewhere is not None and best_accept_elsewhere >= WORKING_ACCEPT:
+        return Speculation.POOR_TREE
+    return Speculation.BROKEN
+
+
 def broken_speculation(result: TrialResult, best_accept_elsewhere: float | None = None) -> str:
     """Acceptance near 1.0 with speculation on: the draft never helps (the users' silent failure).
 
     When other trials of the same draft accept well, the draft works and this tree shape is what gets
     nothing accepted: that is said instead, and is not the loud broken-draft alarm.
     """
-    if not result.config.speculative:
-        return ""
+    verdict = speculation(result, best_accept_elsewhere)
     accept = result.accept_length
-    if accept is None or accept > BROKEN_ACCEPT:
+    if verdict is Speculation.FINE or accept is None:
         return ""
-    if best_accept_elsewhere is not None and best_accept_elsewhere >= WORKING_ACCEPT:
+    if verdict is Speculation.POOR_TREE and best_accept_elsewhere is not None:
         c = result.config
         return (
             f"poor_tree: acceptance length {accept:.2f} at steps {c.speculative_num_steps}, top-k "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from orchestrator import dashboard_metrics
-from orchestrator.driver.diagnosis import accept_length, diagnose
+from orchestrator.driver.diagnosis import Speculation, accept_length, diagnose, speculation
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.lossless import LosslessCheck
 from orchestrator.driver.outcome import Progress
@@ -133,10 +133,13 @@ class Diagnosis:
     def __call__(self, done: Finished) -> None:
         result = done.result
         done.diagnosis = diagnose(result, self.model, self.best_accept, self.search)
+        # The verdict the diagnosis words, read as a value (its words may change).
+        broken = (
+            result.status is TrialStatus.OK and speculation(result, self.best_accept) is Speculation.BROKEN
+        )
         accept = accept_length(result) if result.config.speculative else None
         if accept is not None:
             self.best_accept = max(accept, self.best_accept or accept)
-        broken = done.diagnosis.startswith("broken_speculation")
         if broken:
             self.broken_trials += 1
         if self.broken_trials >= 2 and not self.broken_warned and broken:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from optuna.trial import TrialState
 
 from orchestrator.cli import resolve_profile
-from orchestrator.driver.diagnosis import diagnose
+from orchestrator.driver import observers
+from orchestrator.driver.diagnosis import Speculation, diagnose, speculation
+from orchestrator.driver.settle import Settled, Verdict
 from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureStage, StageMetrics, TrialResult, TrialStatus
@@ -94,3 +97,23 @@ def test_a_tree_that_accepts_nothing_is_not_a_broken_draft_when_the_draft_works_
     # With no trial of the draft doing well, it is the broken-draft alarm.
     assert diagnose(poor, MemoryModel()).startswith("broken_speculation")
     assert diagnose(poor, MemoryModel(), best_accept_elsewhere=1.03).startswith("broken_speculation")
+
+
+def test_the_speculation_verdict_is_a_value() -> None:
+    poor = _ok(1.02, 1, 2, 2)
+    assert speculation(poor) is Speculation.BROKEN
+    assert speculation(poor, best_accept_elsewhere=4.0) is Speculation.POOR_TREE
+    assert speculation(_ok(3.5, 3, 1, 4)) is Speculation.FINE
+
+
+def test_the_diagnosis_observer_counts_broken_drafts_by_the_verdict_not_by_its_words(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The observer once matched the diagnosis' first word: reworded, two broken drafts raised no alarm."""
+    monkeypatch.setattr(observers, "diagnose", lambda *a, **k: "the draft never helps: acceptance 1.02")
+    watch = observers.Diagnosis(MemoryModel())
+    for number in range(2):
+        result = _ok(1.02, 1, 2, 2)
+        verdict = Verdict(TrialState.COMPLETE, 100.0, {})
+        watch(observers.Finished(number, Settled(result, 100.0, None, verdict, {}), baseline=False))
+    assert watch.broken_trials == 2 and watch.broken_warned
