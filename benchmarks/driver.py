@@ -32,8 +32,7 @@ from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.driver.tracking import Tracker
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import ServerConfig, TrialResult
+from orchestrator.records import ServerConfig, TrialRecord, TrialResult
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_events import StageReport, TrialEvent, TrialRequest
 

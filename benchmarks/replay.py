@@ -42,9 +42,8 @@ from benchmarks.spaces import DEMO_SPEC, enumerate_space
 from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.tracking import TrialRecord
 from orchestrator.engines.sglang.logparse import MemoryAccount
-from orchestrator.records import ServerConfig
+from orchestrator.records import ServerConfig, TrialRecord
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec, load_spec
 

@@ -281,3 +281,21 @@ class TrialResult:
 
 def _float(value: int | None) -> float | None:
     return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One settled trial as the driver keeps it (its journal, its MLflow run, the answer's ranking): the
+    node's `TrialResult` plus what only the driver knows."""
+
+    number: int
+    result: TrialResult
+    objective: float | None
+    speedup_vs_baseline: float | None = None
+    diagnosis: str = ""
+    baseline: bool = False
+    extra_tags: tuple[tuple[str, str], ...] = ()  # (MLflow tag name, text): `mlflow_schema.names.Tag`
+
+    def tag(self, name: str) -> str | None:
+        """The text of an extra tag (`name`: a `mlflow_schema.names.Tag`), or None."""
+        return dict(self.extra_tags).get(name)

@@ -19,7 +19,7 @@ from orchestrator.driver.settle import settle
 from orchestrator.driver.space import suggest_config
 from orchestrator.driver.study import tell
 from orchestrator.driver.tracking import Tracker
-from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, TrialRecord, sweep_tags
+from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -27,6 +27,7 @@ from orchestrator.records import (
     MemoryAccount,
     ServerConfig,
     StageMetrics,
+    TrialRecord,
     TrialResult,
     TrialStatus,
 )

@@ -14,8 +14,7 @@ from orchestrator.driver.policy import best_by_concurrency, runtime_policy
 from orchestrator.engines.sglang.command import sglang_flags
 from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.memory_model import graph_width
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import StageMetrics, TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.args import ArgsError
 from orchestrator.sim.tiers import TierController
 from orchestrator.spec import load_spec

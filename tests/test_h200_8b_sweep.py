@@ -14,8 +14,8 @@ from orchestrator.driver.answer.choose import Call, answer_launches, choose_answ
 from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.memory.prior import estimate, facts_from_shapes, without_prefill_graphs
-from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.model_shape import load_shape
+from orchestrator.records import TrialRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "llama8b-sweep"

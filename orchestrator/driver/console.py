@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from orchestrator.driver.answer.summary import cut_at_word
 from orchestrator.driver.outcome import Progress
-from orchestrator.mlflow_schema import Lossless, Tag, TrialRecord
-from orchestrator.records import TrialStatus
+from orchestrator.mlflow_schema import Lossless, Tag
+from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.trial_events import PhaseEvent
 
 Write = Callable[[str], None]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pydantic
 
 from orchestrator.driver.stale_servers import LaunchedServers
-from orchestrator.driver.tracking import TrialRecord
+from orchestrator.records import TrialRecord
 
 log = logging.getLogger(__name__)
 

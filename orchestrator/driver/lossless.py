@@ -16,7 +16,8 @@ from dataclasses import replace
 
 from orchestrator.bench.greedy import check_requests, compare
 from orchestrator.driver.tracking import Tracker
-from orchestrator.mlflow_schema import TEXT_LIMIT, Lossless, Tag, TrialRecord
+from orchestrator.mlflow_schema import TEXT_LIMIT, Lossless, Tag
+from orchestrator.records import TrialRecord
 from orchestrator.spec import SweepSpec
 
 log = logging.getLogger(__name__)

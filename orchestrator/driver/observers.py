@@ -22,8 +22,8 @@ from orchestrator.driver.quarantine import NodeHealth
 from orchestrator.driver.settle import Settled
 from orchestrator.driver.tracking import Tracker
 from orchestrator.memory_model import MemoryModel
-from orchestrator.mlflow_schema import Tag, TrialRecord
-from orchestrator.records import ServerConfig, TrialResult, TrialStatus
+from orchestrator.mlflow_schema import Tag
+from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec_search import SearchSpace
 
 log = logging.getLogger(__name__)

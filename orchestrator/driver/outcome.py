@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.records import TrialRecord
 from orchestrator.trial_events import PhaseEvent
 
 

@@ -15,8 +15,7 @@ from typing import Any
 
 from orchestrator.adaptive import CONFIG_FILE, AdaptiveMode, trial_config
 from orchestrator.config_fields import SPECULATIVE_FIELDS, SearchedField
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
 
 
 def _setting(config: ServerConfig) -> dict[str, Any]:

@@ -22,8 +22,9 @@ SLA_CONSTRAINT = "sla"  # ran, but no stage met the spec's latency limits
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What Optuna is told: a value (COMPLETE) or a state, and the constraints set before."""
+class OptunaTell:
+    """What Optuna is told: a value (COMPLETE) or a state, and the constraints set before. (Not
+    `driver.answer.choose.Verdict`, which says how sure the sweep's answer is.)"""
 
     state: TrialState
     value: float | None
@@ -32,12 +33,13 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Settled:
-    """A finished trial, decided: the result (its status final), objective, verdict and attributes."""
+    """A finished trial, decided: the result (its status final), objective, what Optuna is told, and the
+    attributes."""
 
     result: TrialResult
     objective: float | None
     pruned_at: int | None
-    verdict: Verdict
+    tell: OptunaTell
     attrs: dict[str, Any]
 
     @property
@@ -64,7 +66,7 @@ def objective_value(result: TrialResult, spec: SweepSpec) -> float | None:
     return max(values) if values else None
 
 
-def verdict(status: TrialStatus, objective: float | None, pruned: bool) -> Verdict:
+def optuna_tell(status: TrialStatus, objective: float | None, pruned: bool) -> OptunaTell:
     """What Optuna must hear so that the sampler learns from an outcome.
 
     Infeasible outcomes (OOM at start-up or under load, predicted OOM) are PRUNED with the `oom`
@@ -74,15 +76,15 @@ def verdict(status: TrialStatus, objective: float | None, pruned: bool) -> Verdi
     says nothing about memory.
     """
     if status.infeasible:
-        return Verdict(TrialState.PRUNED, None, {OOM_CONSTRAINT: 1.0})
+        return OptunaTell(TrialState.PRUNED, None, {OOM_CONSTRAINT: 1.0})
     if status is TrialStatus.SLA_MISSED:
-        return Verdict(TrialState.PRUNED, None, {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 1.0})
+        return OptunaTell(TrialState.PRUNED, None, {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 1.0})
     if status is TrialStatus.OK:
         feasible = {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 0.0}
         if pruned or objective is None:
-            return Verdict(TrialState.PRUNED, None, feasible)
-        return Verdict(TrialState.COMPLETE, objective, feasible)
-    return Verdict(TrialState.FAIL, None, {})
+            return OptunaTell(TrialState.PRUNED, None, feasible)
+        return OptunaTell(TrialState.COMPLETE, objective, feasible)
+    return OptunaTell(TrialState.FAIL, None, {})
 
 
 def attributes(result: TrialResult) -> dict[str, Any]:
@@ -120,6 +122,6 @@ def settle(result: TrialResult, spec: SweepSpec, pruned_at: int | None) -> Settl
         result=result,
         objective=objective,
         pruned_at=pruned_at,
-        verdict=verdict(result.status, objective, pruned_at is not None),
+        tell=optuna_tell(result.status, objective, pruned_at is not None),
         attrs=attributes(result),
     )

@@ -12,7 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from orchestrator.driver.settle import Verdict, verdict
+from orchestrator.driver.settle import OptunaTell, optuna_tell
 from orchestrator.driver.study_lock import closed_numbers, make_storage
 from orchestrator.records import TrialStatus
 from orchestrator.spec import SweepSpec
@@ -71,11 +71,11 @@ def open_study(
 def tell_outcome(
     study: optuna.Study, trial: optuna.Trial, status: TrialStatus, objective: float | None, pruned: bool
 ) -> None:
-    """Tell Optuna what happened so that the sampler learns from it (`settle.verdict` says what)."""
-    tell(study, trial, verdict(status, objective, pruned))
+    """Tell Optuna what happened so that the sampler learns from it (`settle.optuna_tell` says what)."""
+    tell(study, trial, optuna_tell(status, objective, pruned))
 
 
-def tell(study: optuna.Study, trial: optuna.Trial, told: Verdict) -> None:
+def tell(study: optuna.Study, trial: optuna.Trial, told: OptunaTell) -> None:
     for name, value in told.constraints.items():
         trial.set_constraint(name, value)
     if told.value is not None:

@@ -43,8 +43,7 @@ from orchestrator.driver.study_lock import DriverLease, close_dead_drivers_trial
 from orchestrator.driver.tracking import Tracker
 from orchestrator.errors import TrialError, TrialLost
 from orchestrator.memory_model import MemoryModel, Prediction
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_attrs import TrialAttr
 from orchestrator.trial_events import PhaseEvent, TrialEvent, TrialRequest
@@ -480,7 +479,7 @@ class Sweep:
         else:
             for key, value in settled.attrs.items():
                 trial.set_user_attr(key, value)
-            tell(self.study, trial, settled.verdict)
+            tell(self.study, trial, settled.tell)
         self._leave_open(trial)
         of = trial.user_attrs.get(TrialAttr.CONFIRM_OF)
         done = obs.Finished(

@@ -16,8 +16,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from orchestrator import mlflow_schema as schema
-from orchestrator.mlflow_schema import LaunchParams, TrialRecord
-from orchestrator.records import TrialStatus
+from orchestrator.mlflow_schema import LaunchParams
+from orchestrator.records import TrialRecord, TrialStatus
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,6 @@ from orchestrator.mlflow_schema.read import (
 )
 from orchestrator.mlflow_schema.write import (
     LaunchParams,
-    TrialRecord,
     param_value,
     result_json,
     stage_series,
@@ -61,7 +60,6 @@ __all__ = [
     "Metric",
     "Param",
     "Tag",
-    "TrialRecord",
     "command_from_params",
     "is_sweep",
     "memory_from_metrics",

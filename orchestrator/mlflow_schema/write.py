@@ -25,25 +25,9 @@ from orchestrator.mlflow_schema.names import (
     Tag,
     per_dataset,
 )
-from orchestrator.records import TrialResult
+from orchestrator.records import TrialRecord, TrialResult
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import SweepSpec
-
-
-@dataclass(frozen=True)
-class TrialRecord:
-    """What the driver logs for one trial: the result plus what only the driver knows."""
-
-    number: int
-    result: TrialResult
-    objective: float | None
-    speedup_vs_baseline: float | None = None
-    diagnosis: str = ""
-    baseline: bool = False
-    extra_tags: tuple[tuple[str, str], ...] = ()  # (Tag value, text)
-
-    def tag(self, name: Tag) -> str | None:
-        return dict(self.extra_tags).get(name.value)
 
 
 def sweep_params(spec: SweepSpec, spec_path: str, trials: int) -> dict[str, str]:

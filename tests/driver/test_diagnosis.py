@@ -10,7 +10,7 @@ from optuna.trial import TrialState
 from orchestrator.cli import resolve_profile
 from orchestrator.driver import observers
 from orchestrator.driver.diagnosis import Speculation, diagnose, speculation
-from orchestrator.driver.settle import Settled, Verdict
+from orchestrator.driver.settle import OptunaTell, Settled
 from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureStage, StageMetrics, TrialResult, TrialStatus
@@ -114,6 +114,6 @@ def test_the_diagnosis_observer_counts_broken_drafts_by_the_verdict_not_by_its_w
     watch = observers.Diagnosis(MemoryModel())
     for number in range(2):
         result = _ok(1.02, 1, 2, 2)
-        verdict = Verdict(TrialState.COMPLETE, 100.0, {})
-        watch(observers.Finished(number, Settled(result, 100.0, None, verdict, {}), baseline=False))
+        told = OptunaTell(TrialState.COMPLETE, 100.0, {})
+        watch(observers.Finished(number, Settled(result, 100.0, None, told, {}), baseline=False))
     assert watch.broken_trials == 2 and watch.broken_warned

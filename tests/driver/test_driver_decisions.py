@@ -32,8 +32,14 @@ from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.driver.tracking import Tracker
 from orchestrator.memory_model import MemoryModel
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import (
+    FailureKind,
+    FailureStage,
+    ServerConfig,
+    TrialRecord,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import MemorySpec, SweepSpec
 from orchestrator.spec_search import make_config
@@ -363,21 +369,18 @@ def test_settle_is_the_one_place_a_result_becomes_a_status_a_tell_and_attributes
     )
     missed = settle(result, strict, pruned_at=None)
     assert missed.result.status is TrialStatus.SLA_MISSED and missed.objective is None
-    assert missed.verdict.state is TrialState.PRUNED and missed.verdict.constraints == {
+    assert missed.tell.state is TrialState.PRUNED and missed.tell.constraints == {
         "oom": 0.0,
         "sla": 1.0,
     }
     assert missed.attrs[TrialAttr.STATUS] == "sla_missed" and not missed.measured
     pruned = settle(result, strict, pruned_at=0)
-    assert pruned.result.status is TrialStatus.OK and pruned.verdict.state is TrialState.PRUNED
+    assert pruned.result.status is TrialStatus.OK and pruned.tell.state is TrialState.PRUNED
     ok = settle(result, oracle.spec, pruned_at=None)
-    assert (
-        ok.verdict.state is TrialState.COMPLETE
-        and ok.verdict.value == ok.objective == result.output_tok_per_s
-    )
+    assert ok.tell.state is TrialState.COMPLETE and ok.tell.value == ok.objective == result.output_tok_per_s
     assert ok.measured and ok.attrs[TrialAttr.CONFIG] == configs["good"].label()
     oom = settle(oracle.evaluate(configs["no_kv"]).result(node_id=NODE), oracle.spec, pruned_at=None)
-    assert oom.verdict.state is TrialState.PRUNED and oom.verdict.constraints == {"oom": 1.0}
+    assert oom.tell.state is TrialState.PRUNED and oom.tell.constraints == {"oom": 1.0}
     assert oom.attrs[TrialAttr.FAILURE_STAGE] == "kv_allocation" and TrialAttr.MEMORY in oom.attrs
 
 

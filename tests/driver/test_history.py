@@ -10,13 +10,13 @@ from orchestrator.driver.history import find_history, seed_study
 from orchestrator.driver.tracking import Tracker
 from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.memory_model import MemoryModel
-from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import (
     Failure,
     FailureKind,
     FailureStage,
     MemoryAccount,
     StageMetrics,
+    TrialRecord,
     TrialResult,
     TrialStatus,
 )

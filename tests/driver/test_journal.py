@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.driver.journal import Journal
-from orchestrator.driver.tracking import TrialRecord
 from orchestrator.records import (
     DatasetMetrics,
     Failure,
@@ -16,6 +15,7 @@ from orchestrator.records import (
     MemoryAccount,
     ResolvedLaunch,
     StageMetrics,
+    TrialRecord,
     TrialResult,
     TrialStatus,
 )

@@ -16,8 +16,7 @@ from orchestrator.bench.greedy import check_requests, compare, greedy_outputs
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.driver.lossless import LosslessCheck
 from orchestrator.driver.tracking import Tracker
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import TrialResult, TrialStatus
+from orchestrator.records import TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec, parse_spec
 from orchestrator.spec_search import make_config
 

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import resolve_profile
 from orchestrator.driver.tracking import Tracker
-from orchestrator.mlflow_schema import LaunchParams, TrialRecord
+from orchestrator.mlflow_schema import LaunchParams
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.records import (
     Failure,
@@ -19,6 +19,7 @@ from orchestrator.records import (
     FailureStage,
     MemoryAccount,
     StageMetrics,
+    TrialRecord,
     TrialResult,
     TrialStatus,
 )

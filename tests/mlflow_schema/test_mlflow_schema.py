@@ -9,7 +9,6 @@ from orchestrator.mlflow_schema import (
     Artifact,
     LaunchParams,
     Param,
-    TrialRecord,
     command_from_params,
     parse_param,
     result_json,
@@ -17,7 +16,14 @@ from orchestrator.mlflow_schema import (
     trial_metrics,
     trial_params,
 )
-from orchestrator.records import MemoryAccount, ResolvedLaunch, StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import (
+    MemoryAccount,
+    ResolvedLaunch,
+    StageMetrics,
+    TrialRecord,
+    TrialResult,
+    TrialStatus,
+)
 from orchestrator.secrets import MASK
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config

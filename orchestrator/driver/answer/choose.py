@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.driver.answer.confirm import candidates, measured
 from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime, StageTiming, calibrate, stage_timing
-from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.records import TrialRecord
 
 
 @dataclass(frozen=True)

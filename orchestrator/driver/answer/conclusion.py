@@ -16,7 +16,8 @@ from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFi
 from orchestrator.driver.answer.choose import Answer, answer_launches, choose_answer
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
 from orchestrator.engines.sglang.command import shell_command
-from orchestrator.mlflow_schema import TEXT_LIMIT, Tag, TrialRecord
+from orchestrator.mlflow_schema import TEXT_LIMIT, Tag
+from orchestrator.records import TrialRecord
 from orchestrator.spec import SweepSpec
 
 BEST_METRIC = "best_output_tok_per_s"  # the parent run's (and summary.json's) figure: the answer's median

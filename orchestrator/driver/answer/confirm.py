@@ -17,8 +17,8 @@ from typing import Any
 
 import optuna
 
-from orchestrator.mlflow_schema import Tag, TrialRecord
-from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.mlflow_schema import Tag
+from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
 from orchestrator.spec import BudgetSpec
 from orchestrator.trial_attrs import TrialAttr
 

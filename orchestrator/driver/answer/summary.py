@@ -16,8 +16,7 @@ from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level
 from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.policy import best_by_concurrency, runtime_policy
 from orchestrator.engines.sglang.command import sglang_flags, shell_script
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import TrialStatus
+from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_attrs import TrialAttr

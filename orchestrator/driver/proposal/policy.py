@@ -49,8 +49,7 @@ from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, StageS
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
 from orchestrator.driver.proposal.trees import Tree, dim_values, trees_of
 from orchestrator.memory_model import MemoryModel
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
 from orchestrator.spec import SweepSpec
 from orchestrator.spec_search import make_config
 from orchestrator.trial_attrs import TrialAttr

@@ -9,8 +9,7 @@ import pytest
 
 from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
 from orchestrator.driver.answer.noise import NoiseSource, Regime
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import ServerConfig, StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec_search import make_config
 
 

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.noise import PRIORS, NoiseSource, Regime
-from orchestrator.mlflow_schema import TrialRecord
+from orchestrator.records import TrialRecord
 
 GRID = Path(__file__).parents[2] / "fixtures" / "sglang" / "0.5.17" / "llama8b-grid"
 _RECORD = TypeAdapter(TrialRecord)

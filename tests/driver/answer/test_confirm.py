@@ -11,8 +11,7 @@ from orchestrator.driver.answer.confirm import (
     reserved_launches,
     to_confirm,
 )
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import StageMetrics, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec import BudgetSpec
 from orchestrator.spec_search import make_config
 

@@ -31,8 +31,7 @@ from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.driver.tracking import Tracker
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import ServerConfig, StageMetrics, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec_search import make_config
 from orchestrator.trial_attrs import TrialAttr

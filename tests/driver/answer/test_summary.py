@@ -21,13 +21,13 @@ from orchestrator.driver.answer.summary import (
     write_best,
 )
 from orchestrator.engines.sglang.command import shell_script
-from orchestrator.mlflow_schema import TrialRecord
 from orchestrator.records import (
     Failure,
     FailureKind,
     FailureStage,
     MemoryAccount,
     StageMetrics,
+    TrialRecord,
     TrialResult,
     TrialStatus,
 )

@@ -24,8 +24,7 @@ from orchestrator.driver.proposal.trees import Tree
 from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.driver.tracking import Tracker
-from orchestrator.mlflow_schema import TrialRecord
-from orchestrator.records import ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_attrs import TrialAttr
