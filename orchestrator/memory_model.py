@@ -120,6 +120,9 @@ class Prediction:
     graph_room_gb: float | None
     graph_need_gb: float | None
     reason: str
+    # The analytic prior refused it (driver.memory.prior_model), not a bound learned from launches: a
+    # value, so that no caller reads it from the reason's words.
+    from_prior: bool = False
 
     @property
     def skip(self) -> bool:

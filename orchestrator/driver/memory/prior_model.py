@@ -44,7 +44,7 @@ from orchestrator.spec import Backend, SweepSpec
 
 log = logging.getLogger(__name__)
 
-PRIOR = "prior: "  # how a prediction of the prior's own starts its reason
+PRIOR = "prior: "  # how the prior's own reasons start (words only: `Prediction.from_prior` says whose)
 FLOOR_MARGIN = 0.005  # of the fraction: launch no closer than this to the predicted minimum viable
 
 
@@ -248,7 +248,16 @@ class PriorMemoryModel(BoundedMemoryModel):
                 f"{PRIOR}the weights ({est.weights_gb:.2f} + {est.draft_weights_gb:.2f} GB) leave no KV pool "
                 f"at fraction {f:.3f} (minimum viable {est.floor_fraction:.4f})"
             )
-            return Prediction(False, True, FailureStage.KV_ALLOCATION, 0.0, est.room_gb, est.graph_gb, reason)
+            return Prediction(
+                False,
+                True,
+                FailureStage.KV_ALLOCATION,
+                0.0,
+                est.room_gb,
+                est.graph_gb,
+                reason,
+                from_prior=True,
+            )
         if self.pressure_rule and self.workload and self._retracts(config, est.kv_tokens):
             per_request = sum(self.workload)
             demand = config.max_running_requests * per_request
@@ -276,14 +285,16 @@ class PriorMemoryModel(BoundedMemoryModel):
                 f"{PRIOR}CUDA graphs need about {est.graph_gb:.2f} GB (+{margin:.2f} margin), "
                 f"{est.room_gb:.2f} GB left{late} at fraction {f:.3f} (ceiling {est.ceiling_fraction:.3f})"
             )
-            return Prediction(False, True, stage, float(est.kv_tokens), est.room_gb, est.graph_gb, reason)
+            return Prediction(
+                False, True, stage, float(est.kv_tokens), est.room_gb, est.graph_gb, reason, from_prior=True
+            )
         return base
 
 
 def from_prior(prediction: Prediction) -> bool:
     """Whether the prior (not a learned bound) refused the configuration: a known-good configuration
     is launched against the learned bounds (they may come from another node), not against the prior."""
-    return prediction.reason.startswith(PRIOR)
+    return prediction.from_prior
 
 
 def _shaped_facts(

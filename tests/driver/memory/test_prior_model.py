@@ -14,6 +14,7 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from orchestrator.driver.memory.prior import estimate, facts_from_shapes
 from orchestrator.driver.memory.prior_model import PriorMemoryModel, build_memory_model, from_prior
+from orchestrator.memory_model import Prediction
 from orchestrator.model_shape import load_shape
 from orchestrator.records import (
     FailureStage,
@@ -73,8 +74,18 @@ def test_before_any_launch_the_floor_and_the_graph_ceiling_are_refused() -> None
     assert "minimum viable 0.1238" in low.reason
     high = model.predict(ServerConfig(0.98, 256, 256, 4, 2, 8))
     assert high.skip and high.stage is FailureStage.DRAFT_GRAPH_CAPTURE
+    assert from_prior(high)
     assert high.figures()["graph_need_gb"] > high.figures()["graph_room_gb"]  # recorded with the figures
     assert not model.predict(ServerConfig(0.85, 64, 64, 3, 1, 4)).skip
+
+
+def test_whether_the_prior_refused_is_a_value_not_the_reason_s_first_word() -> None:
+    """A bound learned from launches may word its reason as it likes (here, like the prior's): a
+    known-good configuration is still launched against it."""
+    learned = Prediction(
+        False, True, FailureStage.KV_ALLOCATION, None, None, None, "prior: trials 3 and 5 OOMed"
+    )
+    assert learned.skip and not from_prior(learned)
 
 
 def _ok(config: ServerConfig, graphs_gb: float, facts_pre: float) -> TrialResult:
