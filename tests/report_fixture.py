@@ -168,7 +168,7 @@ def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -
         assert settled.result.status is p.status
         for key, value in settled.attrs.items():
             trial.set_user_attr(key, value)
-        tell(study, trial, settled.verdict)
+        tell(study, trial, settled.tell)
         done = obs.Finished(trial.number, settled, p.baseline)
         # What the report shows; the real diagnosis would need the memory model's history of the study.
         done.diagnosis = p.diagnosis
