@@ -1,0 +1,80 @@
+"""The proposal policy's sweep on one H200 (tests/fixtures/sglang/0.5.17/llama8b-live), replayed.
+
+`trials/h200-8b.yaml` ran on real SGLang 0.5.17 with the policy in front of Optuna: the known-good
+configuration first (trial 0), then the policy's proposals, with confirmation launches where the time
+budget ended the search (trial 3, then trial 7). The policy keeps no state: from the records alone it must
+decide today what it decided on the GPU, and the sweep's ending must give the answer the console printed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter
+
+from orchestrator.driver.answer.conclusion import conclude
+from orchestrator.driver.memory.prior_model import memory_model_for
+from orchestrator.driver.proposal.policy import Action, ProposalPolicy
+from orchestrator.records import TrialRecord
+from orchestrator.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[3]
+LIVE = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "llama8b-live"
+SPEC = ROOT / "trials" / "h200-8b.yaml"
+_RECORD = TypeAdapter(TrialRecord)
+
+
+def _records() -> list[TrialRecord]:
+    return [
+        _RECORD.validate_python(json.loads(p.read_text())) for p in sorted((LIVE / "records").glob("*.json"))
+    ]
+
+
+def test_the_fixture_is_the_run_the_console_printed() -> None:
+    records = _records()
+    assert [r.number for r in records] == list(range(8))
+    labels = [r.result.config.label() for r in records]
+    console = (LIVE / "console-2-resume.txt").read_text()
+    for record, label in zip(records, labels, strict=True):
+        row = re.search(rf"^{record.number} ok +{record.objective:.1f} .* {re.escape(label)}$", console, re.M)
+        assert row is not None
+
+
+# trial launched next <- the records the policy had (trial 3 and trial 7 were confirmation launches)
+PROPOSED_AFTER = [(1, 1), (2, 2), (4, 4), (5, 5), (6, 6)]
+
+
+@pytest.mark.parametrize(("seen", "launched"), PROPOSED_AFTER)
+def test_the_policy_decides_from_the_records_what_it_launched_on_the_gpu(seen: int, launched: int) -> None:
+    spec = load_spec(SPEC)
+    records = _records()
+    model, _ = memory_model_for(spec, None)
+    for record in records[:seen]:
+        model.observe(record.number, record.result)
+    decision = ProposalPolicy(spec).decide(records[:seen], [], model)
+    assert decision.action is Action.PROPOSE
+    assert decision.config == records[launched].result.config
+
+
+def test_the_structure_comes_first_graphs_and_running_requests_at_the_workload_s_concurrency() -> None:
+    # concurrency 32: graph bs 32 (the smallest searched value at or above it), max running 64 (the
+    # smallest of 16/64/256 at or above it), and the highest fraction the memory prior says fits.
+    for record in _records()[1:]:
+        config = record.result.config
+        assert (config.cuda_graph_max_bs, config.max_running_requests) == (32, 64)
+        assert config.mem_fraction_static == pytest.approx(0.98)
+
+
+def test_the_ending_gives_the_answer_the_gpu_run_printed(tmp_path: Path) -> None:
+    lines = "\n".join(conclude(_records(), load_spec(SPEC), tmp_path).lines)
+    printed = (LIVE / "console-2-resume.txt").read_text()
+    best = next(line for line in printed.splitlines() if line.startswith("best: "))
+    assert best in lines
+    assert "best: trials 4, 7 (one configuration), median 2562.7 tok/s of 2 launches" in best
+    confidence = next(line for line in printed.splitlines() if line.startswith("confidence: "))
+    assert confidence in lines and "clearly ahead" in confidence
+    saved = json.loads((LIVE / "best.json").read_text())
+    assert json.loads((tmp_path / "best.json").read_text())["config"] == saved["config"]
