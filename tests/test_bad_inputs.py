@@ -113,6 +113,9 @@ CASES: dict[str, Bad] = {
     "name missing": Bad("name", edit=deleter("name")),
     "name with a slash": Bad("name", edit=setter("name", "a/b")),
     "backend unknown": Bad("backend", edit=setter("backend", "vllm")),
+    "engine unknown": Bad(
+        "engine: unknown engine 'vllm'; choose one of: sglang", edit=setter("engine", "vllm")
+    ),
     "simulated section missing": Bad("simulated", edit=deleter("simulated")),
     "profile unknown": Bad("simulated.profile", edit=setter("simulated.profile", "no-such-profile")),
     "gpus zero": Bad("node.gpus", edit=setter("node.gpus", 0)),
