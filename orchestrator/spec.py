@@ -60,7 +60,7 @@ class ModelSpec(SpecModel):
     draft_path: str = Field(min_length=1, description="--speculative-draft-model-path on the nodes")
     speculative_algorithm: Literal["EAGLE3", "EAGLE"] = "EAGLE3"
     check_paths: bool = Field(
-        default=True, description="check on each node that the paths exist before launching (sglang backend)"
+        default=True, description="check on each node that the paths exist before launching (real nodes)"
     )
 
 
