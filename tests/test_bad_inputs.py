@@ -125,6 +125,10 @@ CASES: dict[str, Bad] = {
     "model path missing (local sglang)": Bad(
         "model.path", edit=sglang(setter("model.path", "/nonexistent/m"))
     ),
+    "model path missing (local, backend real)": Bad(
+        "model.path",
+        edit=sglang(lambda d: d.update(backend="real", **{"model": {**d["model"], "path": "/no/m"}})),
+    ),
     "draft path missing (local sglang)": Bad(
         "model.draft_path",
         edit=sglang(lambda d: d["model"].update(path=str(ROOT), draft_path="/nonexistent/draft")),
