@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from orchestrator.config_fields import SEARCHED_FLAGS
 from orchestrator.dataset_ref import DatasetRef, parse_ref, resolve_source
+from orchestrator.engines import catalog
+from orchestrator.engines.catalog import EngineName
 from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.secrets import flag_value, secret_values
 from orchestrator.spec_errors import describe
@@ -29,19 +30,8 @@ from orchestrator.spec_search import (
 )
 from orchestrator.spec_yaml import DuplicateKeyError, load_yaml
 
-# Flags the orchestrator owns: a fixed flag may not set them, or the trial would not be what the study
-# thinks it measured.
-OWNED_FLAGS: frozenset[str] = SEARCHED_FLAGS | {
-    "--model-path",
-    "--model",
-    "--tp-size",
-    "--tensor-parallel-size",
-    "--host",
-    "--port",
-    "--speculative-algorithm",
-    "--speculative-draft-model-path",
-    "--speculative-draft-model",
-}
+# The flags SGLang's trials own (each engine has its own: `engines.catalog.owned_flags`).
+OWNED_FLAGS: frozenset[str] = catalog.owned_flags(EngineName.SGLANG)
 
 
 # What a stage needs on real hardware to measure the server rather than its ramp-up.
@@ -50,7 +40,18 @@ MIN_STAGE_TOKENS = 5000
 
 
 class Backend(StrEnum):
+    """Where the engine runs, as the spec's `backend:` says it. `sglang` (SGLang on real GPUs, older
+    specs' word) and `real` are the same node kind; which engine is the spec's `engine:`."""
+
     SGLANG = "sglang"
+    REAL = "real"
+    SIMULATED = "simulated"
+
+
+class NodeKind(StrEnum):
+    """Real GPUs, or the simulated node (the simulated SGLang server on fake GPUs)."""
+
+    REAL = "real"
     SIMULATED = "simulated"
 
 
@@ -59,7 +60,7 @@ class ModelSpec(SpecModel):
     draft_path: str = Field(min_length=1, description="--speculative-draft-model-path on the nodes")
     speculative_algorithm: Literal["EAGLE3", "EAGLE"] = "EAGLE3"
     check_paths: bool = Field(
-        default=True, description="check on each node that the paths exist before launching (sglang backend)"
+        default=True, description="check on each node that the paths exist before launching (real nodes)"
     )
 
 
@@ -113,17 +114,10 @@ class ServerSpec(SpecModel):
     def api_key(self) -> str | None:
         return flag_value(self.flags, "--api-key")
 
-    @field_validator("flags")
-    @classmethod
-    def _no_owned_flags(cls, flags: list[str]) -> list[str]:
-        for flag in flags:
-            name = flag.split("=", 1)[0]
-            if name in OWNED_FLAGS:
-                raise ValueError(
-                    f"{name} is set by the sweep (searched, or fixed by the spec's model/node sections); "
-                    "remove it from server.flags"
-                )
-        return flags
+    def owned_flag(self, owned: frozenset[str]) -> str | None:
+        """The first of `flags` that the engine's trials set themselves (None if none is)."""
+        names = (flag.split("=", 1)[0] for flag in self.flags)
+        return next((name for name in names if name in owned), None)
 
 
 class SimulatedSpec(SpecModel):
@@ -248,6 +242,8 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 class SweepSpec(SpecModel):
     name: str = Field(min_length=1, pattern=NAME_PATTERN)
+    # Declared before `server`: its flags are checked against this engine's own.
+    engine: str = Field(default=EngineName.SGLANG.value, description="the inference engine a trial launches")
     backend: Backend
     node: NodeSpec
     model: ModelSpec
@@ -262,13 +258,48 @@ class SweepSpec(SpecModel):
     timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
     sampler_seed: int = 0
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        if engine not in catalog.names():
+            raise ValueError(f"unknown engine {engine!r}; choose one of: {', '.join(catalog.names())}")
+        return engine
+
+    @field_validator("server")
+    @classmethod
+    def _no_owned_flags(cls, server: ServerSpec, info: ValidationInfo) -> ServerSpec:
+        engine = info.data.get("engine")
+        if engine is None:  # itself invalid, and reported as such
+            return server
+        name = server.owned_flag(catalog.owned_flags(engine))
+        if name is not None:
+            raise ValueError(
+                f"{name} is set by the sweep (searched, or fixed by the spec's model/node sections); "
+                "remove it from server.flags"
+            )
+        return server
+
     @model_validator(mode="after")
     def _backend_section(self) -> SweepSpec:
         if self.backend is Backend.SIMULATED and self.simulated is None:
             raise ValueError(
                 "backend is 'simulated' but there is no 'simulated:' section; add one with a profile"
             )
+        if self.backend is Backend.SIMULATED and self.engine != EngineName.SGLANG:
+            raise ValueError(
+                f"backend 'simulated' simulates SGLang only, and engine is {self.engine!r}; "
+                "use backend: real, or engine: sglang"
+            )
+        if self.backend is Backend.SGLANG and self.engine != EngineName.SGLANG:
+            raise ValueError(
+                f"backend 'sglang' means SGLang on real GPUs, and engine is {self.engine!r}; "
+                "write backend: real"
+            )
         return self
+
+    @property
+    def node_kind(self) -> NodeKind:
+        return NodeKind.SIMULATED if self.backend is Backend.SIMULATED else NodeKind.REAL
 
 
 def short_stage_warning(spec: SweepSpec) -> str:

@@ -113,6 +113,9 @@ CASES: dict[str, Bad] = {
     "name missing": Bad("name", edit=deleter("name")),
     "name with a slash": Bad("name", edit=setter("name", "a/b")),
     "backend unknown": Bad("backend", edit=setter("backend", "vllm")),
+    "engine unknown": Bad(
+        "engine: unknown engine 'vllm'; choose one of: sglang", edit=setter("engine", "vllm")
+    ),
     "simulated section missing": Bad("simulated", edit=deleter("simulated")),
     "profile unknown": Bad("simulated.profile", edit=setter("simulated.profile", "no-such-profile")),
     "gpus zero": Bad("node.gpus", edit=setter("node.gpus", 0)),
@@ -121,6 +124,10 @@ CASES: dict[str, Bad] = {
     "model path empty": Bad("model.path", edit=setter("model.path", "")),
     "model path missing (local sglang)": Bad(
         "model.path", edit=sglang(setter("model.path", "/nonexistent/m"))
+    ),
+    "model path missing (local, backend real)": Bad(
+        "model.path",
+        edit=sglang(lambda d: d.update(backend="real", **{"model": {**d["model"], "path": "/no/m"}})),
     ),
     "draft path missing (local sglang)": Bad(
         "model.draft_path",

@@ -31,7 +31,8 @@ from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.space import suggest_config
-from orchestrator.engines.sglang.command import launch_plan, parse_version
+from orchestrator.engines.launch import launch_plan
+from orchestrator.engines.sglang.command import parse_version
 from orchestrator.mlflow_schema import LaunchParams, Param, trial_params
 from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec import OWNED_FLAGS, SweepSpec, load_spec, parse_spec

@@ -11,7 +11,8 @@ import optuna
 import pytest
 import yaml
 
-from orchestrator.spec import Backend, load_spec, parse_spec
+from orchestrator.engines.catalog import EngineName
+from orchestrator.spec import Backend, NodeKind, load_spec, parse_spec
 from orchestrator.spec_search import SpecError, make_config
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
@@ -237,3 +238,39 @@ def test_every_setting_of_the_demo_spec_is_commented() -> None:
         if "#" not in line and not lines[i - 1].lstrip().startswith("#"):
             bare.append(key.group(1))
     assert not bare, f"keys without a comment: {bare}"
+
+
+SPEC_FILES = sorted(
+    p
+    for folder in ("trials", "tests")
+    for p in (DEMO.parents[1] / folder).rglob("*.yaml")
+    if re.search(r"^backend:", p.read_text(), re.MULTILINE)
+)
+
+
+@pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: str(p.relative_to(DEMO.parents[1])))
+def test_every_spec_without_an_engine_key_means_sglang_on_its_node_kind(path: Path) -> None:
+    # Specs written before `engine:` existed read as they did: `backend: simulated` is SGLang simulated,
+    # `backend: sglang` SGLang on real GPUs.
+    data = yaml.safe_load(path.read_text())
+    assert "engine" not in data
+    try:
+        spec = load_spec(path)
+    except SpecError:
+        pytest.skip("a spec that is invalid on purpose")
+    assert spec.engine == EngineName.SGLANG
+    assert spec.node_kind is (NodeKind.SIMULATED if data["backend"] == "simulated" else NodeKind.REAL)
+
+
+def test_backend_real_is_sglangs_real_node_and_the_engine_may_be_named() -> None:
+    data = demo_data()
+    data.pop("simulated")
+    kinds = set()
+    for backend, engine in (("sglang", None), ("real", None), ("real", "sglang"), ("sglang", "sglang")):
+        data["backend"] = backend
+        data.pop("engine", None)
+        if engine:
+            data["engine"] = engine
+        spec = parse_spec(data)
+        kinds.add((spec.engine, spec.node_kind))
+    assert kinds == {(EngineName.SGLANG, NodeKind.REAL)}

@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from orchestrator.bench.workload import RequestSpec
+from orchestrator.engines.engine import Endpoints
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,7 @@ async def run_stage(
     requests: Sequence[RequestSpec],
     concurrency: int,
     *,
+    endpoints: Endpoints,
     timeout_s: float,
     session: aiohttp.ClientSession | None = None,
     min_duration_s: float = 0.0,
@@ -209,7 +211,7 @@ async def run_stage(
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     if not requests:
         return [], 0.0
-    url = base_url.rstrip("/") + "/generate"
+    url = endpoints.url(base_url, endpoints.generate)
     # Serialized before the clock starts: the measurement is of the server, not of json.dumps.
     bodies = [_generate_body(r) for r in requests]
     prompt_lens = [len(r.input_ids) for r in requests]

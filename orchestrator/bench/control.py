@@ -14,16 +14,23 @@ from typing import Any
 import aiohttp
 
 from orchestrator.bench.client import describe_error
+from orchestrator.engines.engine import Endpoints
 
 log = logging.getLogger(__name__)
 _CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
 async def flush_cache(
-    base_url: str, session: aiohttp.ClientSession, *, attempts: int = 20, delay_s: float = 0.5
+    base_url: str,
+    session: aiohttp.ClientSession,
+    *,
+    endpoints: Endpoints,
+    attempts: int = 20,
+    delay_s: float = 0.5,
 ) -> bool:
-    """POST /flush_cache. SGLang answers 400 while requests are still pending, so retry briefly."""
-    url = base_url.rstrip("/") + "/flush_cache"
+    """POST the engine's flush_cache. SGLang answers 400 while requests are still pending, so retry
+    briefly."""
+    url = endpoints.url(base_url, endpoints.flush_cache)
     for _ in range(attempts):
         try:
             async with session.post(url, timeout=_CONTROL_TIMEOUT) as resp:
@@ -40,12 +47,14 @@ async def flush_cache(
     return False
 
 
-async def server_info(base_url: str, session: aiohttp.ClientSession) -> dict[str, Any] | None:
-    """GET /server_info, or /get_server_info for servers before 0.5.9 (0.5.17 deprecates it)."""
-    base = base_url.rstrip("/")
-    for path in ("/server_info", "/get_server_info"):
+async def server_info(
+    base_url: str, session: aiohttp.ClientSession, *, endpoints: Endpoints
+) -> dict[str, Any] | None:
+    """GET the engine's server info, from the first of its paths that answers (SGLang: /server_info, or
+    /get_server_info for servers before 0.5.9)."""
+    for path in endpoints.server_info:
         try:
-            async with session.get(base + path, timeout=_CONTROL_TIMEOUT) as resp:
+            async with session.get(endpoints.url(base_url, path), timeout=_CONTROL_TIMEOUT) as resp:
                 if resp.status != 200:
                     continue
                 data = await resp.json(content_type=None)
@@ -57,10 +66,12 @@ async def server_info(base_url: str, session: aiohttp.ClientSession) -> dict[str
     return None
 
 
-async def server_accept_length(base_url: str, session: aiohttp.ClientSession) -> float | None:
+async def server_accept_length(
+    base_url: str, session: aiohttp.ClientSession, *, endpoints: Endpoints
+) -> float | None:
     """The server's own average accept length since the last /flush_cache (warm-up included),
     ``internal_states[0].avg_spec_accept_length``; None without speculation or when unreadable."""
-    info = await server_info(base_url, session)
+    info = await server_info(base_url, session, endpoints=endpoints)
     states = info.get("internal_states") if info else None
     if not isinstance(states, list) or not states or not isinstance(states[0], dict):
         return None
@@ -71,10 +82,15 @@ async def server_accept_length(base_url: str, session: aiohttp.ClientSession) ->
 
 
 async def wait_healthy(
-    base_url: str, session: aiohttp.ClientSession, timeout_s: float, *, poll_s: float = 1.0
+    base_url: str,
+    session: aiohttp.ClientSession,
+    timeout_s: float,
+    *,
+    endpoints: Endpoints,
+    poll_s: float = 1.0,
 ) -> bool:
-    """Poll GET /health until it answers 200 (503 while the server starts); False after ``timeout_s``."""
-    url = base_url.rstrip("/") + "/health"
+    """Poll GET health until it answers 200 (503 while the server starts); False after ``timeout_s``."""
+    url = endpoints.url(base_url, endpoints.health)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while (remaining := deadline - loop.time()) > 0:

@@ -11,6 +11,7 @@ import aiohttp
 
 from orchestrator.bench.traffic import build_requests
 from orchestrator.bench.workload import RequestSpec
+from orchestrator.engines.engine import Endpoints
 from orchestrator.spec import SweepSpec
 
 NUM_PROMPTS = 4
@@ -27,10 +28,10 @@ def check_requests(spec: SweepSpec) -> list[RequestSpec]:
 
 
 async def greedy_outputs(
-    base_url: str, session: aiohttp.ClientSession, requests: Sequence[RequestSpec]
+    base_url: str, session: aiohttp.ClientSession, requests: Sequence[RequestSpec], *, endpoints: Endpoints
 ) -> tuple[tuple[int, ...], ...]:
     """Each prompt's greedy output ids (one request at a time, so batching cannot change numerics)."""
-    url = base_url.rstrip("/") + "/generate"
+    url = endpoints.url(base_url, endpoints.generate)
     out = []
     for r in requests:
         body = {
@@ -40,7 +41,9 @@ async def greedy_outputs(
         async with session.post(url, json=body, timeout=_TIMEOUT) as resp:
             data: Any = await resp.json(content_type=None)
         if resp.status != 200 or not isinstance(data, dict) or not isinstance(data.get("output_ids"), list):
-            raise RuntimeError(f"lossless check: /generate answered {resp.status}: {str(data)[:200]}")
+            raise RuntimeError(
+                f"lossless check: {endpoints.generate} answered {resp.status}: {str(data)[:200]}"
+            )
         out.append(tuple(int(i) for i in data["output_ids"]))
     return tuple(out)
 

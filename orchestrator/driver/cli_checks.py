@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from orchestrator.driver.destinations import check_study_name
-from orchestrator.spec import Backend, SweepSpec
+from orchestrator.spec import NodeKind, SweepSpec
 from orchestrator.spec_search import SpecError
 
 # The package's checkout: the default spec is found from any folder, not only the repository's root.
@@ -39,7 +39,7 @@ def check_run_flags(args: argparse.Namespace) -> None:
 def check_local_model_paths(spec: SweepSpec, ray_address: str | None) -> None:
     """With no --ray-address the trial node is this machine: a missing model is found before Ray starts
     (on a cluster, each node is asked once Ray is up, before any GPU is claimed)."""
-    if ray_address or spec.backend is not Backend.SGLANG or not spec.model.check_paths:
+    if ray_address or spec.node_kind is not NodeKind.REAL or not spec.model.check_paths:
         return
     for field, value in (("model.path", spec.model.path), ("model.draft_path", spec.model.draft_path)):
         if not Path(value).exists():

@@ -23,7 +23,7 @@ from orchestrator.driver.placement import TRIAL_SLOT, pinned_to
 from orchestrator.errors import TrialError, TrialLost
 from orchestrator.node.trial import run_trial
 from orchestrator.records import FailureStage, TrialResult
-from orchestrator.spec import Backend, SweepSpec
+from orchestrator.spec import Backend, NodeKind, SweepSpec
 from orchestrator.trial_channel import EventFeed, phase_hook, stage_hook
 from orchestrator.trial_events import TrialEvent, TrialRequest
 
@@ -156,7 +156,7 @@ def _check_paths(paths: list[str]) -> list[str]:
 def preflight_paths(spec: SweepSpec) -> dict[str, list[str]]:
     """Model paths missing on each trial node, found with a zero-resource task per node: nothing is
     claimed, so a wrong path is reported before any GPU is."""
-    if spec.backend is not Backend.SGLANG or not spec.model.check_paths:
+    if spec.node_kind is not NodeKind.REAL or not spec.model.check_paths:
         return {}
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

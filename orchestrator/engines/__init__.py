@@ -1,3 +1,41 @@
 """The inference engines a trial launches: each engine's own command line, process, log and endpoints.
 
-`engines/sglang/` holds SGLang's (its launch plan, its server process, its log parser)."""
+`engines.engine.Engine` is what an engine gives the rest of the product; `register` adds one and
+`engine_for` finds the spec's. `engines/sglang/` holds SGLang's (its launch plan, its server process, its
+log parser), registered on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.engines import catalog
+
+if TYPE_CHECKING:
+    from orchestrator.engines.engine import Engine
+
+_REGISTRY: dict[str, Engine] = {}
+
+
+def register(engine: Engine) -> None:
+    """Make ``engine`` the one named ``engine.name``: the spec accepts `engine: <name>` from now on."""
+    _REGISTRY[str(engine.name)] = engine
+    catalog.declare(engine.name, engine.owned_flags)
+
+
+def engine_for(name: str) -> Engine:
+    """The registered engine called ``name``; KeyError naming the known ones otherwise."""
+    _register_builtins()
+    try:
+        return _REGISTRY[str(name)]
+    except KeyError:
+        raise KeyError(f"no engine {name!r} registered; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def _register_builtins() -> None:
+    # Imported on first use, not at the top: the spec imports `engines.catalog` (and so this package),
+    # and SGLang's engine imports the spec.
+    if catalog.EngineName.SGLANG.value not in _REGISTRY:
+        from orchestrator.engines.sglang.engine import SGLANG
+
+        register(SGLANG)

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator import adaptive
-from orchestrator.engines.sglang.command import flag_name, shell_command
+from orchestrator.engines import engine_for
+from orchestrator.engines.catalog import EngineName
+from orchestrator.engines.sglang.command import shell_command
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
     MEMORY_FIGURES,
@@ -63,16 +65,19 @@ def numbers(values: Any) -> dict[str, float]:
     return {str(k): float(v) for k, v in items if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
-def command_from_params(params: Mapping[str, float | str], version: str) -> str:
+def command_from_params(
+    params: Mapping[str, float | str], version: str, engine_name: str = EngineName.SGLANG.value
+) -> str:
     """A launch command rebuilt from a trial's params, when its launch_command.sh is out of reach."""
-    argv = ["python", "-m", "sglang.launch_server"]
+    engine = engine_for(engine_name)
+    argv = ["python", "-m", engine.launch_module]
     for key, value in params.items():
         if key in NOT_FLAGS or (key == Param.SPECULATIVE_ALGORITHM and value == NO_SPECULATION):
             continue
         if key == Param.SPECULATIVE_ADAPTIVE:
             if value != adaptive.AdaptiveMode.OFF.value:
-                argv.append(flag_name(key, version))  # its tiers file is the run's artifact
+                argv.append(engine.flag_name(key, version))  # its tiers file is the run's artifact
             continue
-        flag = flag_name(key, version)
+        flag = engine.flag_name(key, version)
         argv.extend([flag] if value == FLAG_SET else [flag, str(value)])
     return shell_command(argv)

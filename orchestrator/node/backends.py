@@ -1,7 +1,7 @@
-"""What a trial needs to know about the node it runs on, per backend.
+"""What a trial needs to know about the node it runs on, per node kind.
 
-`SglangNode` drives the real server and reads the real NVML; `SimulatedNode` starts the simulated
-server with the same flags and reads its fake NVML. Everything else in a trial is shared.
+`RealNode` drives the spec's engine on real GPUs and reads the real NVML; `SimulatedNode` starts the
+simulated SGLang server with the same flags and reads its fake NVML. Everything else in a trial is shared.
 """
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ import os
 import random
 import socket
 import tempfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator import adaptive
-from orchestrator.engines.sglang.command import LaunchPlan, launch_plan
+from orchestrator.engines import engine_for
+from orchestrator.engines.engine import Engine
+from orchestrator.engines.launch import launch_plan
+from orchestrator.engines.sglang.command import LaunchPlan
 from orchestrator.gpu import GpuProbe, NvmlProbe, visible_indices
 from orchestrator.records import ServerConfig
-from orchestrator.spec import Backend, SweepSpec
+from orchestrator.spec import NodeKind, SweepSpec
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +60,16 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-class SglangNode:
-    def __init__(self, spec: SweepSpec, node_id: str) -> None:
+class RealNode:
+    """The spec's engine on this node's real GPUs."""
+
+    def __init__(self, spec: SweepSpec, node_id: str, engine: Engine | None = None) -> None:
         self.spec = spec
         self.node_id = node_id
+        self.engine = engine if engine is not None else engine_for(spec.engine)
 
     def version(self) -> str:
-        try:
-            return metadata.version("sglang")
-        except metadata.PackageNotFoundError:
-            # A spec may point server.python at another environment; ask that interpreter.
-            return _version_from_interpreter(self.spec.server.python) or "unknown"
+        return self.engine.installed_version(self.spec.server.python)
 
     def probe(self) -> GpuProbe:
         return NvmlProbe(visible_indices(self.spec.node.gpus)[: self.spec.node.gpus])
@@ -87,24 +88,6 @@ class SglangNode:
         if not self.spec.model.check_paths:
             return []
         return [p for p in (self.spec.model.path, self.spec.model.draft_path) if not Path(p).exists()]
-
-
-def _version_from_interpreter(python: str) -> str:
-    if not python:
-        return ""
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.stdout.strip()
 
 
 def sim_state_dir(node_id: str) -> Path:
@@ -164,8 +147,8 @@ def launch_profile(spec: SweepSpec, profile: dict[str, Any] | None, number: int)
 
 
 def make_node(spec: SweepSpec, node_id: str, profile: dict[str, Any] | None) -> NodeBackend:
-    if spec.backend is Backend.SGLANG:
-        return SglangNode(spec, node_id)
+    if spec.node_kind is NodeKind.REAL:
+        return RealNode(spec, node_id)
     assert profile is not None, "the driver resolves the simulated profile"
     return SimulatedNode(spec, node_id, profile)
 

@@ -23,8 +23,10 @@ from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
-from orchestrator.engines.sglang.command import LaunchPlan, parse_version
-from orchestrator.engines.sglang.logparse import LogEvent, LogParser, LogReport
+from orchestrator.engines import engine_for
+from orchestrator.engines.engine import LogReader
+from orchestrator.engines.sglang.command import LaunchPlan
+from orchestrator.engines.sglang.logparse import LogEvent, LogReport
 from orchestrator.engines.sglang.process import LogFollower, ServerProcess
 from orchestrator.errors import TrialError
 from orchestrator.gpu import wait_clean
@@ -103,7 +105,9 @@ class TrialRun:
         self.server: ServerId | None = None  # once launched: sent with every phase event
         self.workdir = fresh_folder(Path(request.workdir))
         self.log_path = self.workdir / "server.log"
-        self.parser = LogParser()
+        self.engine = engine_for(self.spec.engine)
+        self.endpoints = self.engine.endpoints
+        self.parser: LogReader = self.engine.log_parser()
         self.t0 = time.monotonic()
         self.t0_unix = time.time()
         self.notes: list[str] = []
@@ -142,7 +146,7 @@ class TrialRun:
                 ),
             )
         version = self.node.version()
-        refused = adaptive.unsupported(self.req.config, version, parse_version(version))
+        refused = self.engine.unsupported(self.req.config, version)
         if refused:
             return self._result(
                 TrialStatus.FAILED, failure=Failure(FailureStage.LAUNCH, FailureKind.CRASH, refused)
@@ -278,9 +282,9 @@ class TrialRun:
         key = self.spec.server.api_key()
         headers = {"Authorization": f"Bearer {key}"} if key else None
         async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
-            if not await wait_healthy(url, session, timeout_s=60.0):
+            if not await wait_healthy(url, session, timeout_s=60.0, endpoints=self.endpoints):
                 status, failure = self._under_load_failure(
-                    server, "server never answered /health after ready"
+                    server, f"server never answered {self.endpoints.health} after ready"
                 )
                 return status, failure, (), None
             if wl.warmup_prompts:
@@ -292,7 +296,14 @@ class TrialRun:
                     wl.vocab_size,
                     wl.seed + 7,
                 )
-                await run_stage(url, warm, concurrency=wl.warmup_prompts, timeout_s=120.0, session=session)
+                await run_stage(
+                    url,
+                    warm,
+                    concurrency=wl.warmup_prompts,
+                    endpoints=self.endpoints,
+                    timeout_s=120.0,
+                    session=session,
+                )
             pressure = await self._kv_probe(url, session)
             if pressure is not None:
                 return TrialStatus.KV_PRESSURE, pressure, (), None
@@ -300,11 +311,12 @@ class TrialRun:
             accept: float | None = None
             for step, concurrency in enumerate(wl.concurrency):
                 self._enter(Phase.BENCHMARK, step)
-                await flush_cache(url, session)
+                await flush_cache(url, session, endpoints=self.endpoints)
                 outcomes, duration = await run_stage(
                     url,
                     requests,
                     concurrency,
+                    endpoints=self.endpoints,
                     timeout_s=self.spec.timeouts.benchmark_s,
                     session=session,
                     min_duration_s=wl.min_stage_s,
@@ -320,20 +332,28 @@ class TrialRun:
                     status, failure = self._under_load_failure(server, "; ".join(metrics.errors))
                     return status, failure, tuple(self._stages_done), None
                 if self.req.config.speculative:
-                    accept = await server_accept_length(url, session)
+                    accept = await server_accept_length(url, session, endpoints=self.endpoints)
                 if self.on_stage is not None and not self.on_stage(step, metrics):
                     self.notes.append(f"pruned after stage {step} (concurrency {concurrency})")
                     break
             if self.spec.budget.baseline:  # the lossless check: compared with the baseline's on the driver
                 try:
-                    self._greedy = await greedy_outputs(url, session, check_requests(self.spec))
+                    self._greedy = await greedy_outputs(
+                        url, session, check_requests(self.spec), endpoints=self.endpoints
+                    )
                 except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
                     self.notes.append(f"lossless check: no greedy outputs: {err}")
         return TrialStatus.OK, None, tuple(self._stages_done), accept
 
     async def _kv_probe(self, url: str, session: aiohttp.ClientSession) -> Failure | None:
         failure, note = await kv_probe(
-            url, session, self.spec, self.req.config, self._read_log, lambda: self._enter(Phase.KV_PROBE)
+            url,
+            session,
+            self.spec,
+            self.req.config,
+            self._read_log,
+            lambda: self._enter(Phase.KV_PROBE),
+            self.endpoints,
         )
         if note:
             self.notes.append(note)
@@ -346,7 +366,7 @@ class TrialRun:
     def _drain_log(self) -> None:
         follower = LogFollower(self.log_path)
         # Re-reading from the start is cheap next to a benchmark stage and keeps the parser in one place.
-        parser = LogParser()
+        parser = self.engine.log_parser()
         for line in follower.new_lines():
             parser.feed(line)
         self.parser = parser

@@ -12,6 +12,7 @@ import aiohttp
 
 from orchestrator.bench.client import run_stage
 from orchestrator.bench.workload import synthetic_requests
+from orchestrator.engines.engine import Endpoints
 from orchestrator.engines.sglang.logparse import LogReport
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialStatus
 from orchestrator.spec import SweepSpec
@@ -24,6 +25,7 @@ async def kv_probe(
     config: ServerConfig,
     read_log: Callable[[], LogReport],
     on_probe: Callable[[], None],
+    endpoints: Endpoints,
 ) -> tuple[Failure | None, str]:
     """Can the configuration serve its own max_running_requests? A too-small KV pool does not crash
     SGLang: it retracts requests again and again and re-prefills them, and throughput falls off a
@@ -42,7 +44,9 @@ async def kv_probe(
         return None, ""
     on_probe()
     probe = synthetic_requests(mrr, wl.input_len, wl.output_len, wl.vocab_size, wl.seed + 11)
-    outcomes, _ = await run_stage(url, probe, mrr, timeout_s=spec.timeouts.benchmark_s, session=session)
+    outcomes, _ = await run_stage(
+        url, probe, mrr, endpoints=endpoints, timeout_s=spec.timeouts.benchmark_s, session=session
+    )
     retracted = max(sum(o.num_retractions for o in outcomes), read_log().retractions)
     note = f"KV probe: {kv_tokens} KV tokens for {demand} asked, {retracted} retraction(s)"
     if retracted == 0:

@@ -20,6 +20,7 @@ from orchestrator.bench.client import RequestOutcome, StageTimeout, StreamAccumu
 from orchestrator.bench.control import flush_cache, server_accept_length, wait_healthy
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.workload import RequestSpec
+from orchestrator.engines.sglang.engine import SGLANG_ENDPOINTS
 
 T = TypeVar("T")
 
@@ -254,7 +255,9 @@ def test_cumulative_speculative_stream_over_http_with_metrics() -> None:
 
     async def scenario() -> tuple[list[RequestOutcome], float, FakeSglang]:
         async with fake_sglang(scripts) as (fake, url):
-            outcomes, duration = await run_stage(url, [req(1), req(2)], 2, timeout_s=5)
+            outcomes, duration = await run_stage(
+                url, [req(1), req(2)], 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5
+            )
             return outcomes, duration, fake
 
     outcomes, duration, fake = run(scenario)
@@ -295,7 +298,7 @@ def test_token_counts_over_http_whatever_the_chunk_shape(variant: str) -> None:
 
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang({1: script}) as (_, url):
-            outcomes, _ = await run_stage(url, [req(1)], 1, timeout_s=5)
+            outcomes, _ = await run_stage(url, [req(1)], 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
             return outcomes
 
     (o,) = run(scenario)
@@ -310,7 +313,7 @@ def test_a_chunk_far_larger_than_aiohttps_line_buffer_is_read() -> None:
 
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang({1: script}) as (_, url):
-            outcomes, _ = await run_stage(url, [req(1)], 1, timeout_s=5)
+            outcomes, _ = await run_stage(url, [req(1)], 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
             return outcomes
 
     (o,) = run(scenario)
@@ -323,7 +326,7 @@ def test_concurrency_limit_is_respected_and_reached() -> None:
 
     async def scenario() -> tuple[list[RequestOutcome], FakeSglang]:
         async with fake_sglang(scripts) as (fake, url):
-            outcomes, _ = await run_stage(url, [req(1)] * 12, 3, timeout_s=5)
+            outcomes, _ = await run_stage(url, [req(1)] * 12, 3, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
             return outcomes, fake
 
     outcomes, fake = run(scenario)
@@ -337,7 +340,9 @@ def test_ttft_starts_when_the_request_is_sent_not_while_it_waits_for_a_slot() ->
 
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang(scripts) as (_, url):
-            outcomes, duration = await run_stage(url, [req(1)] * 3, 1, timeout_s=5)
+            outcomes, duration = await run_stage(
+                url, [req(1)] * 3, 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5
+            )
             assert duration >= 3 * 0.07
             return outcomes
 
@@ -353,7 +358,13 @@ def test_a_stage_cycles_its_prompts_until_its_minimum_duration_and_tokens() -> N
     async def scenario(min_s: float, min_tokens: int) -> tuple[list[RequestOutcome], float]:
         async with fake_sglang(scripts) as (_, url):
             return await run_stage(
-                url, [req(1), req(2)], 2, timeout_s=5, min_duration_s=min_s, min_tokens=min_tokens
+                url,
+                [req(1), req(2)],
+                2,
+                endpoints=SGLANG_ENDPOINTS,
+                timeout_s=5,
+                min_duration_s=min_s,
+                min_tokens=min_tokens,
             )
 
     outcomes, duration = run(lambda: scenario(0.3, 0))
@@ -375,7 +386,9 @@ def test_cycling_stops_at_the_first_failed_request() -> None:
 
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang(scripts) as (_, url):
-            outcomes, _ = await run_stage(url, [req(1), req(2)], 1, timeout_s=5, min_duration_s=30.0)
+            outcomes, _ = await run_stage(
+                url, [req(1), req(2)], 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5, min_duration_s=30.0
+            )
             return outcomes
 
     outcomes = run(scenario)
@@ -392,7 +405,9 @@ def test_failing_requests_are_data_and_do_not_abort_the_stage() -> None:
 
     async def scenario() -> tuple[list[RequestOutcome], float]:
         async with fake_sglang(scripts) as (_, url):
-            return await run_stage(url, [req(1), req(2), req(3), req(4), req(1)], 2, timeout_s=5)
+            return await run_stage(
+                url, [req(1), req(2), req(3), req(4), req(1)], 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5
+            )
 
     outcomes, duration = run(scenario)
     assert [o.success for o in outcomes] == [True, False, False, False, True]
@@ -411,7 +426,7 @@ def test_a_dead_server_gives_failed_outcomes_not_an_exception() -> None:
     async def scenario() -> list[RequestOutcome]:
         async with serving(web.Application()) as url:
             pass  # closed: nothing listens on the port any more
-        outcomes, _ = await run_stage(url, [req(1), req(1)], 2, timeout_s=5)
+        outcomes, _ = await run_stage(url, [req(1), req(1)], 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
         return outcomes
 
     outcomes = run(scenario)
@@ -427,7 +442,9 @@ def test_a_stalled_stream_ends_the_stage_with_a_timeout_keeping_finished_outcome
         async with fake_sglang(scripts) as (_, url):
             began = time.perf_counter()
             with pytest.raises(StageTimeout) as caught:
-                await run_stage(url, [req(1), req(2), req(1)], 3, timeout_s=timeout_s)
+                await run_stage(
+                    url, [req(1), req(2), req(1)], 3, endpoints=SGLANG_ENDPOINTS, timeout_s=timeout_s
+                )
             return caught.value, time.perf_counter() - began
 
     err, elapsed = run(scenario)
@@ -441,7 +458,7 @@ def test_a_stalled_stream_ends_the_stage_with_a_timeout_keeping_finished_outcome
 
 def test_stage_rejects_a_concurrency_below_one() -> None:
     with pytest.raises(ValueError, match="concurrency"):
-        run(lambda: run_stage("http://127.0.0.1:9", [req(1)], 0, timeout_s=1))
+        run(lambda: run_stage("http://127.0.0.1:9", [req(1)], 0, endpoints=SGLANG_ENDPOINTS, timeout_s=1))
 
 
 # --- control endpoints ----------------------------------------------------------------------------
@@ -476,9 +493,13 @@ def test_flush_cache_retries_while_requests_are_pending() -> None:
         paths = {"/flush_cache": [400, 400, 200], "/busy/flush_cache": [400], "/broken/flush_cache": [500]}
         app = control_app(paths, calls)
         async with serving(app) as url, new_session() as session:
-            ok = await flush_cache(url, session, delay_s=0.01)
-            busy = await flush_cache(url + "/busy", session, attempts=3, delay_s=0.01)
-            broken = await flush_cache(url + "/broken", session, attempts=3, delay_s=0.01)
+            ok = await flush_cache(url, session, endpoints=SGLANG_ENDPOINTS, delay_s=0.01)
+            busy = await flush_cache(
+                url + "/busy", session, endpoints=SGLANG_ENDPOINTS, attempts=3, delay_s=0.01
+            )
+            broken = await flush_cache(
+                url + "/broken", session, endpoints=SGLANG_ENDPOINTS, attempts=3, delay_s=0.01
+            )
             return ok, busy or broken, calls
 
     ok, refused, calls = run(scenario)
@@ -492,10 +513,10 @@ def test_server_accept_length_falls_back_to_get_server_info() -> None:
     async def scenario() -> tuple[float | None, float | None]:
         old = control_app({"/server_info": [404], "/get_server_info": [200]}, {})
         async with serving(old) as url, new_session() as session:
-            fallback = await server_accept_length(url, session)
+            fallback = await server_accept_length(url, session, endpoints=SGLANG_ENDPOINTS)
         broken = control_app({"/server_info": [500], "/get_server_info": [500]}, {})
         async with serving(broken) as url, new_session() as session:
-            missing = await server_accept_length(url, session)
+            missing = await server_accept_length(url, session, endpoints=SGLANG_ENDPOINTS)
         return fallback, missing
 
     fallback, missing = run(scenario)
@@ -508,12 +529,14 @@ def test_wait_healthy_waits_through_503_and_gives_up_at_its_deadline() -> None:
         calls: dict[str, int] = {}
         app = control_app({"/health": [503, 503, 200], "/never/health": [503]}, calls)
         async with serving(app) as url, aiohttp.ClientSession() as session:
-            up = await wait_healthy(url, session, 5, poll_s=0.01)
+            up = await wait_healthy(url, session, 5, endpoints=SGLANG_ENDPOINTS, poll_s=0.01)
             began = time.perf_counter()
-            down = await wait_healthy(url + "/never", session, 0.3, poll_s=0.05)
+            down = await wait_healthy(url + "/never", session, 0.3, endpoints=SGLANG_ENDPOINTS, poll_s=0.05)
             elapsed = time.perf_counter() - began
         async with aiohttp.ClientSession() as session:
-            nobody = await wait_healthy(url, session, 0.2, poll_s=0.05)  # server gone: refused
+            nobody = await wait_healthy(
+                url, session, 0.2, endpoints=SGLANG_ENDPOINTS, poll_s=0.05
+            )  # server gone: refused
         assert calls["/health"] == 3
         return up, down, nobody, elapsed
 
@@ -533,7 +556,9 @@ def test_a_cycled_stage_is_broken_down_by_each_outcomes_own_request() -> None:
 
     async def scenario() -> tuple[list[RequestOutcome], float]:
         async with fake_sglang(scripts) as (_, url):
-            return await run_stage(url, requests, 2, timeout_s=5, min_duration_s=0.3)
+            return await run_stage(
+                url, requests, 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5, min_duration_s=0.3
+            )
 
     outcomes, duration = run(scenario)
     assert len(outcomes) > len(requests)

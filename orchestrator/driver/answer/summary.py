@@ -15,7 +15,8 @@ from orchestrator.adaptive import CONFIG_FILE
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level
 from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.policy import best_by_concurrency, runtime_policy
-from orchestrator.engines.sglang.command import sglang_flags, shell_script
+from orchestrator.engines import engine_for
+from orchestrator.engines.sglang.command import shell_script
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import SweepSpec
@@ -28,13 +29,22 @@ WIDTH = 100  # the table and its notes fit a 100-column terminal
 
 
 def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
-    """The real SGLang command for a configuration, whichever backend measured it, with the Python the
-    node ran the trial with (the one SGLang is installed in there), not whatever `python` is on PATH."""
+    """The real engine's command for a configuration, whichever node kind measured it, with the Python
+    the node ran the trial with (the one the engine is installed in there), not whatever `python` is on
+    PATH."""
+    engine = engine_for(spec.engine)
     version = record.result.server_version or "0.5.17"
-    flags = sglang_flags(spec, record.result.config, version=version, port=30000, tp_size=spec.node.gpus)
+    flags = engine.flags(
+        spec,
+        record.result.config,
+        version=version,
+        port=30000,
+        tp_size=spec.node.gpus,
+        adaptive_config_path=CONFIG_FILE,
+    )
     ran = record.result.command
     python = ran[0] if ran else (spec.server.python or sys.executable)
-    return list(mask_argv([python, "-m", "sglang.launch_server", *flags], spec.server.secret_flags))
+    return list(mask_argv([python, "-m", engine.launch_module, *flags], spec.server.secret_flags))
 
 
 def write_best(

@@ -1,2 +1,3 @@
-"""SGLang's own: its command line (`command`), its server process (`process`) and its log (`logparse`,
+"""SGLang's own: the engine (`engine`: `SglangEngine`, what the product asks of it), the flags the sweep owns
+(`flags`), its command line (`command`), its server process (`process`) and its log (`logparse`,
 `logrecords`, `startup_account`, `sglang_lines`, `ranks`, `pyrepr`)."""

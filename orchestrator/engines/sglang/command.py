@@ -1,14 +1,13 @@
-"""The launch command, rendered for the SGLang version installed on the node.
+"""SGLang's command line, rendered for the SGLang version installed on the node.
 
-The simulated node takes exactly the same flags, so both backends go through `sglang_flags`: a bug in
-the flags shows up on the laptop too.
+The simulated node takes exactly the same flags, so both node kinds go through `sglang_flags`: a bug in
+the flags shows up on the laptop too. `engines.launch.launch_plan` puts them after the module to run.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from orchestrator import adaptive, config_codec
 from orchestrator.config_fields import SearchedField
 from orchestrator.records import ServerConfig
 from orchestrator.secrets import mask_argv
-from orchestrator.spec import Backend, SweepSpec
+from orchestrator.spec import SweepSpec
 
 # The simulated server's own flags start so; SGLang has none, so no SGLang setting is named so.
 SIM_FLAG_PREFIX = "--sim-"
@@ -103,40 +102,3 @@ def sglang_flags(
     flags += list(spec.server.flags)
     flags += ["--host", spec.server.host, "--port", str(port)]
     return flags
-
-
-def launch_plan(
-    spec: SweepSpec,
-    config: ServerConfig,
-    *,
-    version: str,
-    port: int,
-    tp_size: int,
-    sim_profile_path: str = "",
-    sim_state_dir: str = "",
-    adaptive_config_path: str = adaptive.CONFIG_FILE,
-) -> LaunchPlan:
-    python = spec.server.python or sys.executable
-    flags = sglang_flags(
-        spec, config, version=version, port=port, tp_size=tp_size, adaptive_config_path=adaptive_config_path
-    )
-    if spec.backend is Backend.SGLANG:
-        argv = [python, "-m", "sglang.launch_server", *flags]
-    else:
-        argv = [
-            python,
-            "-m",
-            "orchestrator.sim.server",
-            *flags,
-            f"{SIM_FLAG_PREFIX}profile",
-            sim_profile_path,
-            f"{SIM_FLAG_PREFIX}state-dir",
-            sim_state_dir,
-        ]
-    return LaunchPlan(
-        argv=tuple(argv),
-        host=spec.server.host,
-        port=port,
-        env=tuple(sorted(spec.server.env.items())),
-        secret_flags=tuple(spec.server.secret_flags),
-    )

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.engines.sglang.command import launch_plan, parse_version, sglang_flags
+from orchestrator.engines.launch import launch_plan
+from orchestrator.engines.sglang.command import parse_version, sglang_flags
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import Backend, load_spec
 from orchestrator.spec_search import make_config

@@ -1,0 +1,84 @@
+"""SGLang as an `engines.engine.Engine`: each member delegates to SGLang's own modules beside it."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+
+from orchestrator import adaptive
+from orchestrator.engines.catalog import EngineName
+from orchestrator.engines.engine import Endpoints
+from orchestrator.engines.sglang import command
+from orchestrator.engines.sglang.flags import OWNED_FLAGS
+from orchestrator.engines.sglang.logparse import LogParser
+from orchestrator.records import ServerConfig
+from orchestrator.spec import SweepSpec
+
+# SGLang's native API. /server_info is 0.5.9's name for /get_server_info (0.5.17 deprecates the old one).
+SGLANG_ENDPOINTS = Endpoints(
+    generate="/generate",
+    health="/health",
+    flush_cache="/flush_cache",
+    server_info=("/server_info", "/get_server_info"),
+)
+
+
+@dataclass(frozen=True)
+class SglangEngine:
+    name: str = EngineName.SGLANG.value
+    launch_module: str = "sglang.launch_server"
+    distribution: str = "sglang"
+    owned_flags: frozenset[str] = OWNED_FLAGS
+    endpoints: Endpoints = SGLANG_ENDPOINTS
+
+    def installed_version(self, python: str) -> str:
+        try:
+            return metadata.version(self.distribution)
+        except metadata.PackageNotFoundError:
+            # A spec may point server.python at another environment; ask that interpreter.
+            return self._version_from_interpreter(python) or "unknown"
+
+    def _version_from_interpreter(self, python: str) -> str:
+        if not python:
+            return ""
+        code = f"import importlib.metadata as m; print(m.version({self.distribution!r}))"
+        try:
+            out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return out.stdout.strip()
+
+    def parse_version(self, text: str) -> tuple[int, ...]:
+        return command.parse_version(text)
+
+    def unsupported(self, config: ServerConfig, version: str) -> str:
+        return adaptive.unsupported(config, version, command.parse_version(version))
+
+    def flags(
+        self,
+        spec: SweepSpec,
+        config: ServerConfig,
+        *,
+        version: str,
+        port: int,
+        tp_size: int,
+        adaptive_config_path: str,
+    ) -> list[str]:
+        return command.sglang_flags(
+            spec,
+            config,
+            version=version,
+            port=port,
+            tp_size=tp_size,
+            adaptive_config_path=adaptive_config_path,
+        )
+
+    def flag_name(self, param: str, version: str) -> str:
+        return command.flag_name(param, version)
+
+    def log_parser(self) -> LogParser:
+        return LogParser()
+
+
+SGLANG = SglangEngine()
