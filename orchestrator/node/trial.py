@@ -59,6 +59,11 @@ log = logging.getLogger(__name__)
 StageHook = Callable[[int, StageMetrics], bool]  # (step, metrics) -> keep going?
 
 
+# How long a stage whose requests failed waits for the server's log or exit to say why: SGLang writes its
+# traceback when its scheduler raises, before the connections drop, so this is rarely waited out.
+STAGE_FAILURE_GRACE_S = 8.0
+
+
 @dataclass
 class _Startup:
     ready: bool = False
@@ -327,9 +332,8 @@ class TrialRun:
                     metrics, by_dataset=dataset_breakdown(concurrency, requests, outcomes, duration)
                 )
                 self._stages_done.append(metrics)
-                self._drain_log()
-                if server.poll() is not None or metrics.completed == 0:
-                    status, failure = self._under_load_failure(server, "; ".join(metrics.errors))
+                if await self._stage_failed(server, metrics):
+                    status, failure = self._under_load_failure(server, self._stage_errors(metrics))
                     return status, failure, tuple(self._stages_done), None
                 if self.req.config.speculative:
                     accept = await server_accept_length(url, session, endpoints=self.endpoints)
@@ -344,6 +348,34 @@ class TrialRun:
                 except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
                     self.notes.append(f"lossless check: no greedy outputs: {err}")
         return TrialStatus.OK, None, tuple(self._stages_done), accept
+
+    async def _stage_failed(self, server: ServerProcess, metrics: StageMetrics) -> bool:
+        """Whether the server failed during the stage: it exited, served nothing, its log reports a
+        failure, or requests failed. A dying SGLang keeps its process for seconds after its scheduler
+        raised (0.5.17 out of memory under load: SIGQUIT, 5 s before its crash diagnostics, then its
+        tree is killed), so the stage can end on dropped connections while the server still runs and
+        whole requests completed before (the llama8b-live fixture, trial 2): the log, not the process,
+        says what happened, and it is given a moment to say it."""
+        deadline = time.monotonic() + STAGE_FAILURE_GRACE_S
+        while True:
+            report = self._read_log()
+            if server.poll() is not None or metrics.completed == 0:
+                return True
+            if report.failure is not None or report.runtime_oom:
+                return True
+            if not metrics.failed:
+                return False
+            if time.monotonic() >= deadline:
+                return True  # requests failed and nothing says why: the stage did not measure the server
+            await asyncio.sleep(0.25)
+
+    @staticmethod
+    def _stage_errors(metrics: StageMetrics) -> str:
+        errors = "; ".join(metrics.errors)
+        if metrics.failed and metrics.completed:
+            failed = f"{metrics.failed} of {metrics.num_requests} requests failed"
+            return f"{failed} at concurrency {metrics.concurrency}: {errors}"
+        return errors
 
     async def _kv_probe(self, url: str, session: aiohttp.ClientSession) -> Failure | None:
         failure, note = await kv_probe(

@@ -41,6 +41,7 @@ class SimServer(Protocol):
     probs_by_kind: dict[PromptKind, list[float]]
     ready: bool
     draining: bool
+    open_streams: set[asyncio.BaseTransport]  # cut when the server dies serving
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -259,6 +260,8 @@ def make_app(server: SimServer) -> web.Application:
         await resp.prepare(request)
         log.line(access_line(request, 200))
         sent = 0
+        if request.transport is not None:
+            server.open_streams.add(request.transport)
         try:
             while True:
                 await req.changed.wait()
@@ -277,6 +280,9 @@ def make_app(server: SimServer) -> web.Application:
         except asyncio.CancelledError:
             server.scheduler.abort(req)
             raise
+        finally:
+            if request.transport is not None:
+                server.open_streams.discard(request.transport)
         return resp
 
     def deprecated(old: str, new: str) -> None:

@@ -324,3 +324,28 @@ def decode_line(
 
 def retract_line(reqs: int, gained: int) -> str:
     return f"KV cache pool is full. Retract requests. #retracted_reqs: {reqs}, #new_tokens_gained: {gained}"
+
+
+# Where 0.5.17 ran out of memory serving (the llama8b-live fixture, trial 2): the draft's extend of a new
+# prefill, in its MLP, with the scheduler's event loop above it.
+_SERVING = [
+    (_SCHED, 4947, "run_scheduler_process", "scheduler.run_event_loop()"),
+    (_SCHED, 1662, "run_event_loop", "dispatch_event_loop(self)"),
+    (_SCHED, 1763, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
+    (_SCHED, 3594, "run_batch", "batch_result = self.model_worker.forward_batch_generation("),
+    (f"{SITE}/srt/speculative/eagle_worker_v2.py", 811, "_draft_extend_for_prefill",
+     "logits_output = self.draft_runner.forward(forward_batch).logits_output"),
+    (_RUNNER, 1427, "forward", "output = self._forward_raw("),
+    (f"{SITE}/srt/layers/activation.py", 145, "forward_cuda",
+     "out = torch.empty(output_shape, dtype=x.dtype, device=x.device)"),
+]  # fmt: skip
+
+
+def serving_oom(oom: str) -> str:
+    """An out-of-memory error in a forward while serving: the scheduler dies, the server still listens."""
+    return "Traceback (most recent call last):\n" + _frames(_SERVING) + f"torch.OutOfMemoryError: {oom}\n"
+
+
+SIGQUIT_LINE = "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
+CRASH_SLEEP_LINE = "Sleeping 5 seconds before crash diagnostics to let GPU activity settle."
+NO_SCHEDULER_LINE = "No live scheduler processes found; skipping py-spy and CUDA coredump."

@@ -129,6 +129,17 @@ class SimProfile(BaseModel):
     prefill_graph_min_free_gib: float = Field(default=4.0, ge=0)
     """SGLang skips the prefill graphs when less than this is free after the KV pools."""
 
+    # --- serving memory: what a forward allocates beyond the pools and graphs --------------------
+    serving_gib_per_token: float = Field(default=0.0, ge=0)
+    """Transient memory a forward takes per token it runs (a prefill's prompt tokens; a verify's batch x
+    draft tokens; a decode's batch), out of what start-up left free; 0 models none. On the H200 the
+    8B shape at fraction 0.98 served s1k2d2 at concurrency 32 (64 tokens a verify) but ran out of memory
+    under load with s4k2d8 (256), 3.3 GB being free after start-up (the llama8b-live fixture)."""
+    serving_oom_after_requests: int = Field(default=0, ge=0)
+    """Requests the server completes before a forward needing more than is free fails: the allocator's
+    cache holds out for a while (the real run completed a whole wave of 32 before failing); 0 fails the
+    first such forward."""
+
     # --- start-up times (real world; scaled by startup_time_scale) -----------------------------
     startup_time_scale: float = Field(default=0.015, ge=0)
     """Simulated seconds per real-world second of start-up, so a start takes about a second."""

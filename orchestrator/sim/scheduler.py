@@ -16,6 +16,7 @@ import random
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
@@ -94,6 +95,17 @@ class Stats:
         return self.life_tokens / self.life_verify if self.life_verify else 0.0
 
 
+@dataclass(frozen=True)
+class ServingMemory:
+    """What a forward may allocate while serving (`SimProfile.serving_gib_per_token`), and who is told
+    when one runs out."""
+
+    free_gib: float  # free once start-up is done
+    gib_per_token: float
+    after_requests: int  # completed before a forward over the limit fails
+    on_oom: Callable[[float], None]  # the need in GiB of the forward that failed
+
+
 class Scheduler:
     """Runs as one asyncio task inside the server's event loop."""
 
@@ -111,8 +123,12 @@ class Scheduler:
         log: SglangLog,
         lossy_rate: float = 0.0,
         tiers: TierController | None = None,
+        serving: ServingMemory | None = None,
     ) -> None:
         self.speed = speed
+        self.serving = serving
+        self.dead = False  # a forward ran out of memory: the scheduler process is gone
+        self._completed = 0  # requests completed over the server's life
         self.probs = probs
         self.lossy_rate = lossy_rate
         self.tiers = tiers
@@ -189,7 +205,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------------------------------
     async def run(self) -> None:
-        while True:
+        while not self.dead:
             if self.waiting and len(self.running) < self.max_running:
                 batch = self._admit()
                 if batch:
@@ -235,8 +251,21 @@ class Scheduler:
             budget -= need
         return batch
 
+    def _out_of_memory(self, tokens: int) -> bool:
+        """Whether a forward of ``tokens`` tokens runs out of memory (then the scheduler is dead)."""
+        if self.serving is None or self.dead:
+            return self.dead
+        need = tokens * self.serving.gib_per_token
+        if need <= self.serving.free_gib or self._completed < self.serving.after_requests:
+            return False
+        self.dead = True
+        self.serving.on_oom(need)
+        return True
+
     async def _prefill(self, batch: list[SimRequest]) -> None:
         tokens = sum(r.prefill_len for r in batch)
+        if self._out_of_memory(tokens):
+            return
         await self._sleep(self._noisy(self.speed.prefill_time(tokens)))
         running_before = len(self.running)
         for req in batch:
@@ -269,6 +298,7 @@ class Scheduler:
             if req in self.running:
                 self.running.remove(req)
             req.kv = 0
+            self._completed += 1
             req.done.set()
 
     def _retract_for(self, per_req: int) -> None:
@@ -293,7 +323,7 @@ class Scheduler:
         spec = self.speed.spec
         self._retract_for(spec.draft_tokens if spec is not None else 1)
         batch = len(self.running)
-        if batch == 0:
+        if batch == 0 or self._out_of_memory(batch * (spec.draft_tokens if spec is not None else 1)):
             return
         speed, steps = self.speed, None
         if self.tiers is not None and spec is not None:

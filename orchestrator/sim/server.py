@@ -32,7 +32,7 @@ from orchestrator.sim.memory import MemFailure, MemStep, OomKind, StepKind, plan
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.sim.prompts import probs_by_kind
-from orchestrator.sim.scheduler import Scheduler
+from orchestrator.sim.scheduler import Scheduler, ServingMemory
 from orchestrator.sim.server_args_text import render_server_args, server_args_items
 from orchestrator.sim.speed import SpeedModel, broken_draft_reason, position_probs
 from orchestrator.sim.startup_figures import startup_times
@@ -69,6 +69,7 @@ class SimServer:
         self._stop_kind = ""
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.open_streams: set[asyncio.BaseTransport] = set()  # streaming responses' connections
 
     # ---------------------------------------------------------------- the process's life -------
     async def run(self) -> int:
@@ -264,7 +265,7 @@ class SimServer:
             speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
             max_running=plan.max_running_requests, chunked_prefill=a.chunked_prefill_size,
             decode_log_interval=a.decode_log_interval, vocab=p.vocab_size, seed=a.random_seed, log=log,
-            lossy_rate=p.lossy_rate, tiers=tiers,
+            lossy_rate=p.lossy_rate, tiers=tiers, serving=self._serving_memory(),
         )  # fmt: skip
         self._tasks.add(asyncio.create_task(self.scheduler.run()))
         await self._wait(p.server_start_s)
@@ -286,6 +287,50 @@ class SimServer:
             await req.done.wait()
         self.ready = True
         log.line(FIRED_UP)
+
+    def _serving_memory(self) -> ServingMemory | None:
+        if self.profile.serving_gib_per_token <= 0:
+            return None
+
+        def on_oom(need_gib: float) -> None:
+            task = asyncio.get_running_loop().create_task(self._serving_oom(need_gib))
+            self._tasks.add(task)
+
+        return ServingMemory(
+            self.plan.final_avail,
+            self.profile.serving_gib_per_token,
+            self.profile.serving_oom_after_requests,
+            on_oom,
+        )
+
+    async def _serving_oom(self, need_gib: float) -> None:
+        """SGLang 0.5.17's end after a forward ran out of memory while serving (the llama8b-live fixture):
+        the scheduler dies, the launcher sleeps 5 s before its crash diagnostics while the requests in
+        flight hang, then kills its tree; the clients' connections drop a moment before it is gone."""
+        free = max(0.0, self.plan.final_avail - need_gib / 2)
+        total = self.plan.torch_total_gib
+        oom = logtext.torch_oom(
+            tried_mib=need_gib * 1024 / 2,
+            total_gib=total,
+            free_mib=min(free * 1024, 14.31),
+            in_use_gib=total,
+            context_gib=self.profile.cuda_context_gib + self.profile.dist_init_gib,
+            graphs=True,
+        )
+        self.log.line("Scheduler hit an exception: " + logtext.serving_oom(oom), rank=True)
+        self.log.line(logtext.SIGQUIT_LINE)
+        self.log.line(logtext.CRASH_SLEEP_LINE)
+        await self._wait(5.0)
+        self.log.line(logtext.NO_SCHEDULER_LINE)
+        self.log.line(f"kill_process_tree called: parent_pid={self.pid}, include_parent=True, pid={self.pid}")
+        for transport in list(self.open_streams):  # the streams end mid-payload, the port closes
+            transport.close()
+        if self._runner is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._runner.cleanup(), 1.0)
+        await asyncio.sleep(1.0)  # the launcher's own teardown, after its children's
+        self.gpus.remove()
+        os.kill(self.pid, signal.SIGKILL)
 
     async def _hang(self, err: OSError) -> None:
         """Port taken: SGLang logs the bind error after the whole start-up, keeps its GPU memory and

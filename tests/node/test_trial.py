@@ -356,3 +356,36 @@ def test_a_trial_whose_own_code_raises_stops_its_server_and_says_where_it_was(
     assert server is not None
     assert not psutil.pid_exists(server.pid) or psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
     assert_clean(SimulatedNode(spec, current_node_id(), resolve_profile(spec) or {}))
+
+
+def test_running_out_of_memory_while_serving_is_an_oom_under_load_though_requests_completed(
+    tmp_path: Path,
+) -> None:
+    """The H200 sweep's trial 2 (tests/fixtures/sglang/0.5.17/llama8b-live): s4k2d8 at fraction 0.98 ran
+    out of memory under load after whole requests had completed; SGLang then kept its port for 5 s and
+    exited a moment after the connections dropped, so the stage ended with the server still alive. It was
+    recorded as ok at 898.4 tok/s. It is an OOM under load: learned as infeasible, never the answer."""
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 5.0, "stop_s": 2.0}),
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 64, "output_len": 32, "concurrency": [4]}
+            ),
+        }
+    )
+    # every forward needs more than start-up left free; the first to fail comes after 12 requests (the
+    # server's and the trial's warm-ups, then two waves of the stage)
+    serving = {"serving_gib_per_token": 100.0, "serving_oom_after_requests": 12}
+    profile = {**(resolve_profile(spec) or {}), **serving}
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile)
+    request = TrialRequest(spec, make_config(0.88, 128, 16, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    result = TrialRun(request, node, None).run()
+    log = (tmp_path / "t" / "server.log").read_text()
+    assert "torch.OutOfMemoryError" in log and "SIGQUIT received" in log
+    assert result.stages and result.stages[-1].completed > 0  # the case: requests completed before it
+    assert result.status is TrialStatus.OOM_UNDER_LOAD, result.failure
+    assert result.status.infeasible
+    assert result.failure is not None
+    assert (result.failure.stage, result.failure.kind) == (FailureStage.UNDER_LOAD, FailureKind.OOM)
+    assert_clean(node)
