@@ -1,4 +1,4 @@
-"""Two more memory rules learned from a sweep's own failures, on top of `MemoryModel`.
+"""Three more memory rules learned from a sweep's own failures, on top of `MemoryModel`.
 
 `MemoryModel` predicts the KV pool and the CUDA-graph room from the trials' memory figures, which covers
 start-up OOMs at low fractions (no KV pool) and at large graph widths. Two kinds of failure it does not
@@ -17,6 +17,13 @@ predict keep costing launches in the search benchmark:
   That failure sets a ceiling: every higher fraction fails the same way. (From 0.5.14 both models load
   first, the failure comes before any pool, and no ceiling is learned: the rule follows the failure's
   own figures, not a version number, so figures from one version are not misapplied to another.)
+
+- **Out of memory while serving.** A server that started with little memory left runs out of it under
+  load, in a forward's own buffers (on the H200, s4k2d8 at fraction 0.98 with 3.3 GB left after
+  start-up failed at concurrency 32, while s1k2d2 at the same fraction served). What a forward takes grows
+  with the tokens it runs, running requests x draft tokens a verify: once a configuration failed this
+  way, any configuration predicted to leave no more memory after start-up and running at least as many
+  tokens a verify will too.
 
 The product uses this by constructing `BoundedMemoryModel()` where it constructs `MemoryModel()`.
 """
@@ -40,6 +47,8 @@ class BoundedMemoryModel(MemoryModel):
         # (KV pool tokens, running requests asked, tree) of each configuration that failed under load
         self.pressure: list[tuple[float, int, Tree]] = []
         self.draft_ceiling: float | None = None  # the lowest fraction seen to leave the draft no room
+        # (GB left after start-up, tokens a verify runs, trial) of each configuration out of memory serving
+        self.serving: list[tuple[float, int, int]] = []
 
     def observe(self, number: int, result: TrialResult, tp: int | None = None) -> list[Correction]:
         corrections = super().observe(number, result, tp)
@@ -55,6 +64,12 @@ class BoundedMemoryModel(MemoryModel):
             FailureStage.WEIGHT_LOADING,
             FailureStage.KV_ALLOCATION,
         )
+        if result.status is TrialStatus.OOM_UNDER_LOAD:
+            left = self._left_gb(super().predict(result.config))
+            if left is None:
+                left = result.memory.avail_end_gb
+            if left is not None:
+                self.serving.append((left, _verify_tokens(result.config), number))
         if result.status is TrialStatus.OOM and draft_side and pool:
             # The target's pool was allocated, then the draft did not fit in what was left.
             self.draft_ceiling = f if self.draft_ceiling is None else min(self.draft_ceiling, f)
@@ -76,6 +91,21 @@ class BoundedMemoryModel(MemoryModel):
                 f"mem_fraction_static {f:.3f} is at or above {self.draft_ceiling:.3f}, which left the draft "
                 "no room",
             )
+        left = self._left_gb(base)
+        tokens = _verify_tokens(config)
+        failed = [s for s in self.serving if left is not None and left <= s[0] and tokens >= s[1]]
+        if failed:
+            gb, runs, number = min(failed, key=lambda s: s[1])
+            return Prediction(
+                False,
+                True,
+                FailureStage.UNDER_LOAD,
+                base.kv_tokens,
+                base.graph_room_gb,
+                base.graph_need_gb,
+                f"about {left:.2f} GB left after start-up for {tokens} tokens a verify; trial {number} ran "
+                f"out of memory under load with {gb:.2f} GB for {runs}",
+            )
         if self.pressure and self.ready:
             pool = self.kv_tokens(f)
             tree, running = _tree(config), config.max_running_requests
@@ -92,3 +122,19 @@ class BoundedMemoryModel(MemoryModel):
                     "with the same tree and no more requests already retracted under load",
                 )
         return base
+
+    @staticmethod
+    def _left_gb(prediction: Prediction) -> float | None:
+        """Memory left after start-up, as the model predicts it (what a forward's buffers come out of)."""
+        if prediction.graph_room_gb is None or prediction.graph_need_gb is None:
+            return None
+        return prediction.graph_room_gb - prediction.graph_need_gb
+
+
+def _verify_tokens(config: ServerConfig) -> int:
+    """Tokens one forward runs at full load: running requests x the tokens each verifies (1 without
+    speculation)."""
+    if not config.speculative:
+        return config.max_running_requests
+    per_request = config.speculative_num_draft_tokens or (config.speculative_num_steps or 0) + 1
+    return config.max_running_requests * per_request
