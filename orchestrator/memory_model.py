@@ -111,6 +111,14 @@ class Line:
         return (y - a) / b if abs(b) > 1e-12 else None
 
 
+def started(result: TrialResult) -> bool:
+    """Whether the trial's start-up completed (all its graphs captured), so its memory account is whole:
+    it served, or failed only under load (out of memory, retractions, latency, a crash while serving)."""
+    if result.status is TrialStatus.OK:
+        return True
+    return result.failure is not None and result.failure.stage is FailureStage.UNDER_LOAD
+
+
 @dataclass(frozen=True)
 class Prediction:
     fits: bool
@@ -204,7 +212,7 @@ class MemoryModel:
             # pool that does not fit after the target's, as in SGLang <= 0.5.9, fails at *high*
             # fractions instead, so it sets no floor.)
             self.kv_floor = max(self.kv_floor, f)
-        if result.status is TrialStatus.OK and need > 0:
+        if started(result) and need > 0:
             self.graph_need.add(width, need)
         if graph_oom and room is not None:
             self.graph_floor.append((width, room))

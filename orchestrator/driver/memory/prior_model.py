@@ -35,7 +35,7 @@ from orchestrator.driver.memory.prior import (
     with_graph_scale,
     without_prefill_graphs,
 )
-from orchestrator.memory_model import Correction, Prediction, kv_heads_of, kv_shards
+from orchestrator.memory_model import Correction, Prediction, kv_heads_of, kv_shards, started
 from orchestrator.model_shape import ModelShape, ShapeError, load_shape
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.secrets import flag_value
@@ -214,7 +214,7 @@ class PriorMemoryModel(BoundedMemoryModel):
             FailureStage.TARGET_GRAPH_CAPTURE,
             FailureStage.DRAFT_GRAPH_CAPTURE,
         )
-        if result.status is TrialStatus.OK and m.avail_end_gb is not None:
+        if started(result) and m.avail_end_gb is not None:
             ratio = (m.avail_after_kv_gb - m.avail_end_gb - late) / raw.graph_gb
             self.graph_scale = ratio if self.graph_scale is None else max(self.graph_scale, ratio)
         elif result.status is TrialStatus.OOM and graph_oom:

@@ -88,6 +88,7 @@ RUNTIME_OOM = re.compile(
 )
 CUDA_OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY"
+    r"|Triton Error \[CUDA\]: out of memory"  # a Triton kernel launch under load (0.5.17, H200)
     r"|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED"
 )
 GRAPH_FAILED = "Capture cuda graph failed"

@@ -64,3 +64,43 @@ def test_the_failed_configuration_and_heavier_ones_with_no_more_room_are_not_lau
 )
 def test_lighter_or_roomier_configurations_are_still_launched(config: object) -> None:
     assert not _learned().predict(config).skip  # type: ignore[arg-type]
+
+
+TRITON = (
+    ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "llama8b-h200" / "f98b32s4k2d8-triton-oom-under-load"
+)
+
+
+def _triton_oom_as_the_node_records_it() -> TrialRecord:
+    """The same configuration launched again on the H200 (the spec of trials/h200-8b.yaml with it as its
+    known-good configuration): it served, then ran out of memory in a Triton kernel at concurrency 32.
+    That run recorded it as failed; the node classifies it from its log now."""
+    from orchestrator.engines.sglang.logparse import LogParser
+    from orchestrator.node.trial_load import under_load_failure
+
+    record = _RECORD.validate_python(json.loads(TRITON.with_suffix(".record.json").read_text()))
+    parser = LogParser()
+    for line in TRITON.with_suffix(".log").read_text().splitlines():
+        parser.feed(line)
+    status, failure = under_load_failure(parser.report(), server_exited=False, why="")
+    return replace(record, result=replace(record.result, status=status, failure=failure))
+
+
+def test_a_launch_out_of_memory_under_load_still_teaches_its_start_up() -> None:
+    """Its start-up completed, so its memory account (KV pool, graphs, what was left) is as good as a
+    served launch's: the next tree is launched at the highest fraction that fits, not a guess between
+    the fractions nobody ruled out (the H200 run launched s3k1d4 at 0.56 next)."""
+    from orchestrator.driver.proposal.structure import choose_structure, fitting_config
+    from orchestrator.driver.proposal.trees import Tree
+
+    spec = load_spec(SPEC)
+    record = _triton_oom_as_the_node_records_it()
+    assert record.result.status is TrialStatus.OOM_UNDER_LOAD
+    model, _ = memory_model_for(spec, None)
+    model.observe(record.number, record.result)
+    lighter = model.predict(make_config(0.98, 32, 64, 3, 1, 4))
+    assert lighter.confident and lighter.fits
+    assert model.predict(record.result.config).skip  # and the failed one is learned
+    structure = choose_structure(spec.search, spec.workload.concurrency)
+    config = fitting_config(structure, Tree(3, 1, 4), model)
+    assert config is not None and config.mem_fraction_static == pytest.approx(0.98)

@@ -84,6 +84,9 @@ OUTCOMES = [
     ("0.5.17/llama8b-h200", "f98b256s4k2d8.log", False, S.DRAFT_GRAPH_CAPTURE, K.OOM),
     ("0.5.17/llama8b-h200", "f96b256s4k2d8.log", True, None, None),
     ("0.5.17/llama8b-h200", "f97b256s4k2d8.log", True, None, None),
+    # served, then out of memory under load at concurrency 32 in a Triton kernel (a RuntimeError, not
+    # torch's OutOfMemoryError): the same configuration as llama8b-live's trial 2, launched again
+    ("0.5.17/llama8b-h200", "f98b32s4k2d8-triton-oom-under-load.log", True, S.UNDER_LOAD, K.OOM),
     # the ground-truth grid measured on the H200: every launch started, served both stages and stopped
     *[(f"0.5.17/llama8b-grid/trials/{n:04d}", "server.log", True, None, None) for n in range(14)],
     *[(f"0.5.17/llama8b-grid/repeat/trials/{n:04d}", "server.log", True, None, None) for n in range(2)],
