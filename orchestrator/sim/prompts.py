@@ -22,8 +22,9 @@ import zlib
 from collections.abc import Sequence
 from enum import StrEnum
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.profile import SimProfile
-from orchestrator.sim.speed import SpecShape, position_probs
+from orchestrator.sim.speed import position_probs
 
 MIN_TEXT_TOKENS = 8  # below this, repetition says too little to call a prompt text
 
@@ -46,7 +47,7 @@ def prompt_kind(ids: Sequence[int]) -> PromptKind:
 
 
 def probs_by_kind(
-    profile: SimProfile, shape: SpecShape | None, *, broken: bool
+    profile: SimProfile, shape: DraftTree | None, *, broken: bool
 ) -> dict[PromptKind, list[float]]:
     """Each kind's per-position acceptance; text uses the profile's text figures where it has them."""
     if shape is None:

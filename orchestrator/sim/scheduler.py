@@ -18,8 +18,9 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
-from orchestrator.sim.speed import SlowNoise, SpecShape, SpeedModel, sample_accepted
+from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
 from orchestrator.sim.tiers import TierController
 
 INIT_NEW_TOKEN_RATIO = 0.7
@@ -350,7 +351,7 @@ class Scheduler:
         """The speed of a step at ``steps`` (0: plain decoding), each tier with its own graphs."""
         speed = self._tier_speeds.get(steps)
         if speed is None:
-            shape = SpecShape(steps, 1, steps + 1) if steps > 0 else None
+            shape = DraftTree(steps, 1, steps + 1) if steps > 0 else None
             speed = self._tier_speeds[steps] = replace(self.speed, spec=shape)
         return speed
 

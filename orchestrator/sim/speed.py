@@ -15,20 +15,9 @@ import bisect
 import random
 from dataclasses import dataclass
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.args import SimArgs
 from orchestrator.sim.profile import SimProfile
-
-
-@dataclass(frozen=True)
-class SpecShape:
-    steps: int
-    topk: int
-    draft_tokens: int
-
-    @property
-    def max_accepted(self) -> int:
-        """Draft tokens that can be accepted in one step: the chain depth, bounded by the tree's size."""
-        return max(0, min(self.steps, self.draft_tokens - 1))
 
 
 def broken_draft_reason(profile: SimProfile, args: SimArgs) -> str:
@@ -43,7 +32,7 @@ def broken_draft_reason(profile: SimProfile, args: SimArgs) -> str:
     return ""
 
 
-def position_probs(profile: SimProfile, shape: SpecShape, *, broken: bool = False) -> list[float]:
+def position_probs(profile: SimProfile, shape: DraftTree, *, broken: bool = False) -> list[float]:
     """Acceptance probability of each draft position, given the previous ones were accepted."""
     if broken:
         return [0.0] * shape.max_accepted
@@ -81,7 +70,7 @@ class SpeedModel:
 
     profile: SimProfile
     tp_size: int
-    spec: SpecShape | None
+    spec: DraftTree | None
     captured: tuple[int, ...]  # decode/verify batch sizes with a CUDA graph (empty: all eager)
     prefill_graphs: bool = True
 
@@ -95,7 +84,7 @@ class SpeedModel:
                 args.speculative_num_draft_tokens,
             )
             assert steps is not None and topk is not None and draft is not None
-            spec = SpecShape(steps, topk, draft)
+            spec = DraftTree(steps, topk, draft)
         graphs = () if args.disable_cuda_graph else tuple(sorted(captured))
         return cls(profile, args.tp_size, spec, graphs, not args.disable_prefill_graph)
 

@@ -26,9 +26,10 @@ from benchmarks.regret import paired, score, summary_row
 from benchmarks.replay import ReplayOracle, Unmeasured, load_records, replay, replay_rows
 from benchmarks.search import Truth
 from benchmarks.search_run import SearchRun
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
 from benchmarks.strategies import TOP_TREES, informed_bound
 from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.space import space_configs
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import load_spec
@@ -43,7 +44,7 @@ GRID_SPEC = ROOT / "trials" / "h200-8b-grid.yaml"
 @pytest.fixture(scope="module")
 def tight() -> tuple[Oracle, list[ServerConfig]]:
     case = CASES["tight"]
-    return Oracle(case_spec(case, gpus=1), load_profile(case.name)), enumerate_space(case.space)
+    return Oracle(case_spec(case, gpus=1), load_profile(case.name)), space_configs(case.space)
 
 
 def _spread(oracle: Oracle, config: ServerConfig, regime: Regime) -> float:

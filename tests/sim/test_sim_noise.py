@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import io
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.scheduler import Scheduler
-from orchestrator.sim.speed import SlowNoise, SpecShape, SpeedModel, position_probs
+from orchestrator.sim.speed import SlowNoise, SpeedModel, position_probs
 
-SHAPE = SpecShape(3, 1, 4)
+SHAPE = DraftTree(3, 1, 4)
 
 
 def test_same_launch_seed_same_noise_and_other_seeds_differ() -> None:

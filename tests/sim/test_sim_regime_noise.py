@@ -22,14 +22,15 @@ from typing import Any
 
 import pytest
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.answer.noise import PRIORS, Regime
 from orchestrator.sim import scheduler as scheduler_module
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.scheduler import Scheduler
-from orchestrator.sim.speed import SpecShape, SpeedModel, position_probs
+from orchestrator.sim.speed import SpeedModel, position_probs
 
-SHAPE = SpecShape(3, 1, 4)
+SHAPE = DraftTree(3, 1, 4)
 GRAPHS = (1, 2, 4, 8, 16, 32)
 LAUNCHES = 16
 STAGES = 3

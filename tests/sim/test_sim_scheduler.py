@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import io
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.scheduler import Scheduler, SimRequest
-from orchestrator.sim.speed import SpecShape, SpeedModel, position_probs
+from orchestrator.sim.speed import SpeedModel, position_probs
 
 PROFILE = load_profile({"base": "h200-tiny", "accept_p0": 0.8, "step_noise": 0.0})
-SHAPE = SpecShape(3, 1, 4)
+SHAPE = DraftTree(3, 1, 4)
 
 
 def run(pool: int, prompts: list[tuple[int, int]], seed: int = 0) -> tuple[list[SimRequest], str, float]:
