@@ -42,6 +42,8 @@ BEST_TO_TRY = 3
 
 @dataclass(frozen=True)
 class PastTrial:
+    """A trial of an earlier study read back from its MLflow run: what a warm start learns from."""
+
     experiment: str
     config: ServerConfig
     status: TrialStatus

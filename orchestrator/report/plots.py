@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from orchestrator.records import TrialStatus
-from orchestrator.report.data import Outcome, TrialRow, best_so_far, pareto_front
+from orchestrator.report.data import Outcome, RunReadBack, best_so_far, pareto_front
 
 LABELS = {
     "mem_fraction_static": "mem_fraction_static",
@@ -48,7 +48,7 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return format(value, spec) if value is not None else "-"
 
 
-def hover(row: TrialRow) -> str:
+def hover(row: RunReadBack) -> str:
     lines = [f"trial {row.number}: {row.status}{' (baseline)' if row.baseline else ''}", row.config]
     if row.tok_s is not None:
         lines.append(f"{row.tok_s:.1f} tok/s, accept {_fmt(row.accept_length, '.2f')}")
@@ -62,11 +62,11 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def _ok(rows: Sequence[TrialRow]) -> list[TrialRow]:
+def _ok(rows: Sequence[RunReadBack]) -> list[RunReadBack]:
     return [r for r in rows if r.status == TrialStatus.OK.value and r.tok_s is not None]
 
 
-def integer_ticks(rows: Sequence[TrialRow], name: str) -> dict[str, object]:
+def integer_ticks(rows: Sequence[RunReadBack], name: str) -> dict[str, object]:
     """Ticks at the values tried for a value that only takes integers (top-k 1.5 means nothing);
     nothing for a fraction, whose axis plotly ticks well by itself."""
     values = sorted({v for r in rows if (v := r.value(name)) is not None})
@@ -77,7 +77,7 @@ def integer_ticks(rows: Sequence[TrialRow], name: str) -> dict[str, object]:
     return {"tickmode": "array", "tickvals": [int(v) for v in values]}
 
 
-def feasibility_figure(rows: Sequence[TrialRow]) -> go.Figure:
+def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     titles = [f"{LABELS[x]} / {LABELS[y]}" for x, y in FEASIBILITY_PAIRS]
     fig = make_subplots(rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16)
     shown: set[Outcome] = set()
@@ -123,7 +123,7 @@ def feasibility_figure(rows: Sequence[TrialRow]) -> go.Figure:
     return fig if rows else _empty(fig, "no trial recorded")
 
 
-def latency_figure(rows: Sequence[TrialRow]) -> go.Figure:
+def latency_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     metrics = ("itl_p99_ms", "ttft_p99_ms")
     fig = make_subplots(
         rows=1,
@@ -177,7 +177,7 @@ def latency_figure(rows: Sequence[TrialRow]) -> go.Figure:
     return fig if _ok(rows) else _empty(fig, "no trial completed a benchmark")
 
 
-def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
+def acceptance_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     pts = [
         r
         for r in rows
@@ -254,7 +254,7 @@ def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
     return fig if pts else _empty(fig, "no speculative trial reported an acceptance length")
 
 
-def history_figure(rows: Sequence[TrialRow]) -> go.Figure:
+def history_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     fig = go.Figure()
     ok = _ok(rows)
     groups = (
