@@ -88,6 +88,12 @@ def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str,
 # -- every configuration a space holds, enumerated through suggest_config ----------------------------------
 
 
+def stepped(low: float, high: float, step: float) -> list[float]:
+    """The values of a stepped float range, ascending, `high` included when a step lands on it."""
+    count = math.floor((high - low) / step + 1e-9) + 1
+    return [round(low + k * step, 10) for k in range(count)]
+
+
 class PathTrial:
     """Stands in for an `optuna.Trial` and answers each suggestion with the option a path picks.
 
@@ -116,8 +122,7 @@ class PathTrial:
             return low
         if step is None:
             raise ValueError(f"{name}: a continuous range cannot be enumerated; give it a step")
-        count = math.floor((high - low) / step + 1e-9) + 1
-        return float(self._pick(name, [round(low + k * step, 10) for k in range(count)]))
+        return float(self._pick(name, stepped(low, high, step)))
 
     def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int:
         return int(self._pick(name, range(low, high + 1, step)))

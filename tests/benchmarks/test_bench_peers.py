@@ -33,7 +33,7 @@ from orchestrator.driver.space import space_configs
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec_search import IntRange, make_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 ROOT = Path(__file__).resolve().parents[2]
@@ -276,3 +276,14 @@ def test_replay_rows_join_search_json(tmp_path: Path) -> None:
     assert {r["set"] for r in rows} == {"real grid"} and {r["regime"] for r in rows} == {"gpu_bound"}
     assert "specsweep" in {r["strategy"] for r in rows} and any("auto_benchmark" in n for n in notes)
     assert replay_rows(tmp_path / "nothing")[0] == []
+
+
+def test_auto_benchmark_lists_only_values_inside_a_range_its_step_does_not_divide() -> None:
+    # 8..30 in steps of 8 is 8, 16, 24: a tier-2 user lists no 32, which the range does not hold.
+    case = CASES["tight"]
+    space = case.space.model_copy(update={"max_running_requests": IntRange(low=8, high=30, step=8)})
+    spec = case_spec(case, gpus=1).model_copy(update={"search": space})
+    oracle = Oracle(spec, load_profile(case.name))
+    launcher = Launcher(oracle, 3, budget_gpu_s=math.inf, max_launches=100, regime=Regime.GPU_BOUND)
+    run = auto_benchmark(launcher, space_configs(space))
+    assert {lc.config.max_running_requests for lc in run.launches} <= {8, 16, 24}

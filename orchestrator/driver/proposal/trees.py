@@ -8,25 +8,21 @@ A tree (`draft_tree.DraftTree`) is (steps, top-k, draft tokens) after SGLang's r
 
 from __future__ import annotations
 
-import math
-
 from orchestrator.draft_tree import DraftTree
-from orchestrator.driver.space import space_configs
+from orchestrator.driver.space import space_configs, stepped
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
 
 # A continuous fraction range is searched by the policy on this grid (SGLang reads two decimals well).
 FRACTION_GRID = 0.01
 
 
-def dim_values(dim: FloatRange | IntRange | Choices, *, integer: bool) -> list[float]:
+def dim_values(dim: FloatRange | IntRange | Choices, *, integer: bool = False) -> list[float]:
     """Every value of a dimension, ascending (a continuous float range on `FRACTION_GRID`)."""
     if isinstance(dim, Choices):
         return sorted({int(c) if integer else float(c) for c in dim.choices})
     if isinstance(dim, IntRange):
         return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
-    step = dim.step or FRACTION_GRID
-    count = math.floor((dim.high - dim.low) / step + 1e-9) + 1
-    return [round(dim.low + k * step, 10) for k in range(count)]
+    return stepped(dim.low, dim.high, dim.step or FRACTION_GRID)
 
 
 # Not enumerated: the memory values are the structure's choice, and adaptive speculation changes no tree.
