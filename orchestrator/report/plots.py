@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -177,6 +178,33 @@ def latency_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     return fig if _ok(rows) else _empty(fig, "no trial completed a benchmark")
 
 
+_ACCEPTANCE_AXES = ("speculative_num_steps", "speculative_eagle_topk")
+
+
+def _acceptance_panel(
+    fig: go.Figure, pts: Sequence[RunReadBack], group_by: str, label: str, marker: dict[str, Any], *, col: int
+) -> None:
+    """One panel of the acceptance figure: acceptance length against the other speculative value, one
+    trace (and one entry of the panel's own legend) per value of `group_by`."""
+    x_name = next(name for name in _ACCEPTANCE_AXES if name != group_by)
+    for value in sorted({r.value(group_by) or 0.0 for r in pts}):
+        sel = [r for r in pts if r.value(group_by) == value]
+        fig.add_trace(
+            go.Scatter(
+                x=[r.value(x_name) for r in sel],
+                y=[r.accept_length for r in sel],
+                mode="markers",
+                marker=marker,
+                name=f"{label} {value:g}",
+                legend="legend" if col == 1 else f"legend{col}",
+                text=[hover(r) for r in sel],
+                hovertemplate="%{text}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+
+
 def acceptance_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     pts = [
         r
@@ -192,25 +220,9 @@ def acceptance_figure(rows: Sequence[RunReadBack]) -> go.Figure:
         subplot_titles=["acceptance length against speculative steps", "acceptance length against top-k"],
         horizontal_spacing=0.12,
     )
-    topks = sorted({r.value("speculative_eagle_topk") or 0.0 for r in pts})
     steps = sorted({r.value("speculative_num_steps") or 0.0 for r in pts})
     # Each panel has its own legend: the left groups by top-k, the right by steps.
-    for k in topks:
-        sel = [r for r in pts if r.value("speculative_eagle_topk") == k]
-        fig.add_trace(
-            go.Scatter(
-                x=[r.value("speculative_num_steps") for r in sel],
-                y=[r.accept_length for r in sel],
-                mode="markers",
-                marker={"size": 10},
-                name=f"top-k {k:g}",
-                legend="legend",
-                text=[hover(r) for r in sel],
-                hovertemplate="%{text}<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
+    _acceptance_panel(fig, pts, "speculative_eagle_topk", "top-k", {"size": 10}, col=1)
     if steps:
         fig.add_trace(
             go.Scatter(
@@ -225,22 +237,7 @@ def acceptance_figure(rows: Sequence[RunReadBack]) -> go.Figure:
             row=1,
             col=1,
         )
-    for s in steps:
-        sel = [r for r in pts if r.value("speculative_num_steps") == s]
-        fig.add_trace(
-            go.Scatter(
-                x=[r.value("speculative_eagle_topk") for r in sel],
-                y=[r.accept_length for r in sel],
-                mode="markers",
-                marker={"size": 10, "symbol": "diamond"},
-                name=f"steps {s:g}",
-                legend="legend2",
-                text=[hover(r) for r in sel],
-                hovertemplate="%{text}<extra></extra>",
-            ),
-            row=1,
-            col=2,
-        )
+    _acceptance_panel(fig, pts, "speculative_num_steps", "steps", {"size": 10, "symbol": "diamond"}, col=2)
     fig.update_xaxes(title_text="speculative steps", dtick=1, row=1, col=1)
     fig.update_xaxes(title_text="top-k", dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="acceptance length (tokens per verify)", row=1, col=1)
