@@ -7,13 +7,13 @@ tree's size, [steps + 1, top-k * steps + 1].
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
+from orchestrator.driver.grid import stepped
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
 from orchestrator.trial_attrs import TrialAttr
@@ -86,12 +86,6 @@ def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str,
 
 
 # -- every configuration a space holds, enumerated through suggest_config ----------------------------------
-
-
-def stepped(low: float, high: float, step: float) -> list[float]:
-    """The values of a stepped float range, ascending, `high` included when a step lands on it."""
-    count = math.floor((high - low) / step + 1e-9) + 1
-    return [round(low + k * step, 10) for k in range(count)]
 
 
 class PathTrial:

@@ -9,7 +9,8 @@ A tree (`draft_tree.DraftTree`) is (steps, top-k, draft tokens) after SGLang's r
 from __future__ import annotations
 
 from orchestrator.draft_tree import DraftTree
-from orchestrator.driver.space import space_configs, stepped
+from orchestrator.driver.grid import grid_values, stepped
+from orchestrator.driver.space import space_configs
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
 
 # A continuous fraction range is searched by the policy on this grid (SGLang reads two decimals well).
@@ -18,11 +19,11 @@ FRACTION_GRID = 0.01
 
 def dim_values(dim: FloatRange | IntRange | Choices, *, integer: bool = False) -> list[float]:
     """Every value of a dimension, ascending (a continuous float range on `FRACTION_GRID`)."""
-    if isinstance(dim, Choices):
-        return sorted({int(c) if integer else float(c) for c in dim.choices})
-    if isinstance(dim, IntRange):
-        return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
-    return stepped(dim.low, dim.high, dim.step or FRACTION_GRID)
+    values = grid_values(dim, integer=integer)
+    if values is None:
+        assert isinstance(dim, FloatRange)  # only a float range without a step is continuous
+        return stepped(dim.low, dim.high, FRACTION_GRID)
+    return values
 
 
 # Not enumerated: the memory values are the structure's choice, and adaptive speculation changes no tree.
