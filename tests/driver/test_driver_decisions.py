@@ -18,6 +18,7 @@ import pytest
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from benchmarks.driver import NoTracking
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.adaptive import AdaptiveMode
@@ -37,7 +38,6 @@ from orchestrator.records import (
     FailureKind,
     FailureStage,
     ServerConfig,
-    TrialRecord,
     TrialResult,
     TrialStatus,
 )
@@ -110,11 +110,6 @@ class InProcessExecutor:
         return sum(1 for r in self.submitted if r.config == config)
 
 
-class _NoTracking:
-    def log_trial(self, record: TrialRecord) -> str | None:
-        return None
-
-
 @pytest.fixture(scope="module")
 def oracle() -> Oracle:
     case = CASES["tight"]
@@ -150,7 +145,7 @@ def _sweep(
     n_trials: int,
     workdir: Path | None = None,
 ) -> Sweep:
-    tracker = cast(Tracker, _NoTracking())
+    tracker = cast(Tracker, NoTracking())
     return Sweep(
         spec,
         study,

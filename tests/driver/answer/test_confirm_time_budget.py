@@ -20,6 +20,7 @@ from typing import Any, cast
 import pytest
 from optuna.storages import InMemoryStorage
 
+from benchmarks.driver import NoTracking
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.driver import sweep as sweep_module
@@ -89,11 +90,6 @@ class ClockedExecutor:
         pass
 
 
-class _NoTracking:
-    def log_trial(self, record: TrialRecord) -> str | None:
-        return None
-
-
 @pytest.fixture(scope="module")
 def oracle() -> Oracle:
     case = CASES["tight"]
@@ -114,7 +110,7 @@ def _sweep(
     sweep = Sweep(
         spec,
         study,
-        cast(Tracker, _NoTracking()),
+        cast(Tracker, NoTracking()),
         n_trials=100,  # far more than the time allows: the time budget ends the sweep
         workdir=Path(tempfile.mkdtemp(prefix="sweep-")),
         sim_profile=None,

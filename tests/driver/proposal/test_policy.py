@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import oracle_sweep, run_on_oracle
+from benchmarks.driver import NoTracking, oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
@@ -25,18 +25,13 @@ from orchestrator.driver.space import space_configs
 from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.driver.tracking import Tracker
-from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_attrs import TrialAttr
 from tests.driver.test_driver_decisions import InProcessExecutor
 
 BUDGET = 30
-
-
-class _NoTracking:
-    def log_trial(self, record: TrialRecord) -> str | None:
-        return None
 
 
 class NoisyExecutor(InProcessExecutor):
@@ -72,7 +67,7 @@ def _run(
     sweep = Sweep(
         spec,
         study,
-        cast(Tracker, _NoTracking()),
+        cast(Tracker, NoTracking()),
         n_trials=BUDGET,
         workdir=Path(tempfile.mkdtemp(prefix="policy-")),
         sim_profile=None,
