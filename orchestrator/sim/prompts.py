@@ -47,10 +47,10 @@ def prompt_kind(ids: Sequence[int]) -> PromptKind:
 
 
 def probs_by_kind(
-    profile: SimProfile, shape: DraftTree | None, *, broken: bool
+    profile: SimProfile, tree: DraftTree | None, *, broken: bool
 ) -> dict[PromptKind, list[float]]:
     """Each kind's per-position acceptance; text uses the profile's text figures where it has them."""
-    if shape is None:
+    if tree is None:
         return {kind: [] for kind in PromptKind}
     text = profile.model_copy(
         update={
@@ -61,8 +61,8 @@ def probs_by_kind(
         }
     )
     return {
-        PromptKind.RANDOM: position_probs(profile, shape, broken=broken),
-        PromptKind.TEXT: position_probs(text, shape, broken=broken),
+        PromptKind.RANDOM: position_probs(profile, tree, broken=broken),
+        PromptKind.TEXT: position_probs(text, tree, broken=broken),
     }
 
 

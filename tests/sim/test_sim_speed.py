@@ -25,7 +25,7 @@ def rate(profile: str | dict[str, object], batch: int, *flags: str) -> float:
     prof = load_profile(profile)
     model = SpeedModel.for_args(prof, args, p.capture_sizes)
     probs = (
-        position_probs(prof, model.spec, broken=bool(broken_draft_reason(prof, args))) if model.spec else None
+        position_probs(prof, model.tree, broken=bool(broken_draft_reason(prof, args))) if model.tree else None
     )
     return model.expected_tokens_per_s(batch, probs)
 
