@@ -128,7 +128,7 @@ class OracleExecutor:
         self.launcher.pay(ref.evaluation, stages_run=ref.stages_run, objective=value)
 
 
-class _NoTracking:
+class NoTracking:
     """MLflow stays out of the search benchmark: it measures decisions, not logging."""
 
     def log_trial(self, record: TrialRecord) -> str | None:
@@ -147,7 +147,7 @@ def oracle_sweep(spec: SweepSpec, launcher: Launcher, n_trials: int | None = Non
     sweep = Sweep(
         spec,
         study,
-        cast(Tracker, _NoTracking()),
+        cast(Tracker, NoTracking()),
         n_trials=n_trials or launcher.max_launches,
         workdir=Path("unused"),  # no trial runs in a folder: the oracle answers in process
         sim_profile=None,

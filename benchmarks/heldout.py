@@ -14,7 +14,8 @@ import random
 from typing import Any
 
 from benchmarks.oracle import Oracle
-from benchmarks.spaces import _SPEC_DIMS, BenchCase, case_spec, enumerate_space
+from benchmarks.spaces import _SPEC_DIMS, BenchCase, case_spec
+from orchestrator.driver.space import space_configs
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec_search import Choices, FloatRange, SearchSpace
 
@@ -71,7 +72,7 @@ def feasible_share(case: BenchCase, sample: int = 300) -> float:
     """The share of (a fixed sample of) the grid that starts and serves without running out of memory."""
     profile = case.load_profile()
     oracle = Oracle(case_spec(case, gpus=profile.gpu_count), profile)
-    configs = enumerate_space(case.space)
+    configs = space_configs(case.space)
     picked = random.Random(0).sample(configs, min(sample, len(configs)))
     return sum(oracle.evaluate(c).objective is not None for c in picked) / len(picked)
 

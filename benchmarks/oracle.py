@@ -198,11 +198,11 @@ class Oracle:
         )
         speed = SpeedModel.for_args(p, args, plan.capture_sizes)
         probs = (
-            position_probs(p, speed.spec, broken=bool(broken_draft_reason(p, args)))
-            if speed.spec is not None
+            position_probs(p, speed.tree, broken=bool(broken_draft_reason(p, args)))
+            if speed.tree is not None
             else []
         )
-        accept = expected_accept_length(probs) if speed.spec is not None else 1.0
+        accept = expected_accept_length(probs) if speed.tree is not None else 1.0
         model = _StageModel(
             speed, accept, plan.kv_tokens, plan.max_running_requests, args.chunked_prefill_size
         )
@@ -216,7 +216,7 @@ class Oracle:
         mrr = plan.max_running_requests
         demand = mrr * (wl.input_len + wl.output_len)
         if plan.kv_tokens < demand:
-            per_step = speed.spec.draft_tokens if speed.spec is not None else 1
+            per_step = speed.tree.draft_tokens if speed.tree is not None else 1
             pre += model.stage_s(mrr, mrr, wl.input_len, wl.output_len)
             if retracts(plan.kv_tokens, mrr, wl.input_len, wl.output_len, per_step, accept):
                 failure = Failure(
@@ -238,7 +238,7 @@ class Oracle:
             startup,
             pre,
             STOP_S,
-            accept_length=accept if speed.spec is not None else None,
+            accept_length=accept if speed.tree is not None else None,
         )
 
 
@@ -290,5 +290,5 @@ class _StageModel:
             itl_p50_ms=1000.0 * step / self.accept,
             itl_p99_ms=1000.0 * step,
             tpot_p50_ms=1000.0 * step / self.accept,
-            accept_length=self.accept if self.speed.spec is not None else None,
+            accept_length=self.accept if self.speed.tree is not None else None,
         )

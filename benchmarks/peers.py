@@ -51,9 +51,10 @@ from collections.abc import Sequence
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.search_run import SearchRun, done
+from orchestrator.driver.proposal.trees import dim_values
 from orchestrator.records import ServerConfig
 from orchestrator.sim.args import build_parser, resolve
-from orchestrator.spec_search import Choices, FloatRange, IntRange, make_config
+from orchestrator.spec_search import make_config
 
 MAX_CANDIDATES = 8  # auto_benchmark_lib.DEFAULT_MAX_CANDIDATES
 TIER2_VALUES = 3  # tier 2 keeps each flag's first three values
@@ -62,14 +63,6 @@ USUAL_TREE = (3, 1, 4)  # SGLang's EAGLE-3 tree when none is given: steps 3, top
 VLLM_START_UTIL = 0.98  # auto_tune.sh: gpu_memory_utilization=0.98, then - 0.01 while the start fails
 
 Flags = dict[str, float]
-
-
-def values(dim: FloatRange | IntRange | Choices) -> list[float]:
-    if isinstance(dim, Choices):
-        return sorted(float(c) for c in dim.choices)
-    step = dim.step or 1
-    count = round((dim.high - dim.low) / step) + 1
-    return [round(dim.low + k * step, 6) for k in range(count)]
 
 
 def nearest(options: list[float], target: float) -> float:
@@ -92,10 +85,10 @@ def sglang_defaults(oracle: Oracle, *, speculative: bool = True) -> tuple[float,
         ]  # fmt: skip
     args = resolve(build_parser().parse_args(argv), profile, frozenset())
     space = spec.search
-    requests = values(space.max_running_requests)
+    requests = dim_values(space.max_running_requests)
     return (
-        nearest(values(space.mem_fraction_static), args.mem_fraction_static),
-        int(nearest(values(space.cuda_graph_max_bs), args.cuda_graph_max_bs)),
+        nearest(dim_values(space.mem_fraction_static), args.mem_fraction_static),
+        int(nearest(dim_values(space.cuda_graph_max_bs), args.cuda_graph_max_bs)),
         int(
             nearest(requests, float(args.max_running_requests)) if args.max_running_requests else requests[-1]
         ),
@@ -143,17 +136,17 @@ def sglang_tree(steps: int, topk: int, draft: int) -> tuple[int, int, int]:
 def _tree_space(oracle: Oracle) -> list[tuple[str, list[float]]]:
     s = oracle.spec.search
     return [
-        ("speculative_num_steps", three(values(s.speculative_num_steps))),
-        ("speculative_eagle_topk", three(values(s.speculative_eagle_topk))),
-        ("speculative_num_draft_tokens", three(values(s.speculative_num_draft_tokens))),
+        ("speculative_num_steps", three(dim_values(s.speculative_num_steps))),
+        ("speculative_eagle_topk", three(dim_values(s.speculative_eagle_topk))),
+        ("speculative_num_draft_tokens", three(dim_values(s.speculative_num_draft_tokens))),
     ]
 
 
 def usual_tree(oracle: Oracle) -> tuple[int, int, int]:
     s = oracle.spec.search
-    steps = int(nearest(values(s.speculative_num_steps), USUAL_TREE[0]))
-    topk = int(nearest(values(s.speculative_eagle_topk), USUAL_TREE[1]))
-    draft = int(nearest(values(s.speculative_num_draft_tokens), USUAL_TREE[2]))
+    steps = int(nearest(dim_values(s.speculative_num_steps), USUAL_TREE[0]))
+    topk = int(nearest(dim_values(s.speculative_eagle_topk), USUAL_TREE[1]))
+    draft = int(nearest(dim_values(s.speculative_num_draft_tokens), USUAL_TREE[2]))
     return sglang_tree(steps, topk, draft)
 
 
@@ -162,9 +155,9 @@ def auto_benchmark(launcher: Launcher, configs: Sequence[ServerConfig]) -> Searc
     s = oracle.spec.search
     plain = _flags(sglang_defaults(oracle, speculative=False))
     server_space = [
-        ("mem_fraction_static", three(values(s.mem_fraction_static))),
-        ("cuda_graph_max_bs", three(values(s.cuda_graph_max_bs))),
-        ("max_running_requests", three(values(s.max_running_requests))),
+        ("mem_fraction_static", three(dim_values(s.mem_fraction_static))),
+        ("cuda_graph_max_bs", three(dim_values(s.cuda_graph_max_bs))),
+        ("max_running_requests", three(dim_values(s.max_running_requests))),
     ]
     # The base flags set nothing searched: SGLang's defaults fill in what a candidate leaves unset (all of
     # it for the first, empty candidate), and the best base's *flags* carry on to the speculative stage,
@@ -208,10 +201,10 @@ def auto_benchmark(launcher: Launcher, configs: Sequence[ServerConfig]) -> Searc
 def vllm_auto_tune(launcher: Launcher, configs: Sequence[ServerConfig]) -> SearchRun:
     oracle = launcher.oracle
     s = oracle.spec.search
-    seqs = [int(v) for v in values(s.max_running_requests)]  # NUM_SEQS_LIST
-    batched = [int(v) for v in values(s.cuda_graph_max_bs)]  # NUM_BATCHED_TOKENS_LIST
+    seqs = [int(v) for v in dim_values(s.max_running_requests)]  # NUM_SEQS_LIST
+    batched = [int(v) for v in dim_values(s.cuda_graph_max_bs)]  # NUM_BATCHED_TOKENS_LIST
     tree = usual_tree(oracle)
-    fractions = [f for f in sorted(values(s.mem_fraction_static), reverse=True) if f <= VLLM_START_UTIL]
+    fractions = [f for f in sorted(dim_values(s.mem_fraction_static), reverse=True) if f <= VLLM_START_UTIL]
     chosen: float | None = None
     for mem in fractions:
         if launcher.exhausted:

@@ -38,10 +38,11 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import STOP_S, Evaluation, Oracle
 from benchmarks.regret import RunScore, score, summary_row
 from benchmarks.search import SearchSettings, Truth, strategies
-from benchmarks.spaces import DEMO_SPEC, enumerate_space
+from benchmarks.spaces import DEMO_SPEC
 from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
 from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.space import space_configs
 from orchestrator.engines.sglang.logparse import MemoryAccount
 from orchestrator.records import ServerConfig, TrialRecord
 from orchestrator.sim.profile import load_profile
@@ -150,7 +151,7 @@ def replay(
     oracle = ReplayOracle(spec, load_records(folder))
     # the spec's whole space: a cell SGLang makes the same server as a measured one is a configuration a
     # strategy can propose, launched (and drawn) on its own
-    configs = enumerate_space(spec.search)
+    configs = space_configs(spec.search)
     # The truth is the best of the searched space; the no-speculation baseline (measured beside it) is
     # not in it, and is reported on its own (`baseline_tok_s`).
     measured = {

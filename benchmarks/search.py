@@ -30,11 +30,12 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.regret import RunScore, score, summary_row
 from benchmarks.search_notes import NO_BUDGET, REGIMES, not_leading, pooled_notes, table_rows
-from benchmarks.spaces import CASES, BenchCase, case_spec, enumerate_space
+from benchmarks.spaces import CASES, BenchCase, case_spec
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import BOUNDS, HAS_TORCH, PEERS, Strategy, quiet_optuna
 from benchmarks.table import Row
 from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.space import space_configs
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import make_config
 
@@ -177,7 +178,7 @@ def run_case(
 ) -> CaseResult:
     profile = case.load_profile()
     oracle = Oracle(case_spec(case, gpus=profile.gpu_count), profile)
-    configs = enumerate_space(case.space)
+    configs = space_configs(case.space)
     evaluations = [oracle.evaluate(c) for c in configs]
     grid_truth = {e.config: e.objective for e in evaluations if e.objective is not None}
     truth = Truth(oracle, grid_truth)

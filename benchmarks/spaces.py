@@ -9,16 +9,10 @@ study can propose (SGLang's draft-token rules included), no more and no fewer.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import optuna
-
-from orchestrator.driver.space import suggest_config
-from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.spec import SimulatedSpec, SweepSpec, WorkloadSpec, load_spec
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
@@ -106,56 +100,3 @@ def case_spec(case: BenchCase, *, seed: int = 0, gpus: int, base: Path = DEMO_SP
             "sampler_seed": seed,
         }
     )
-
-
-# -- enumerating the space through suggest_config -------------------------------------------------------
-
-
-class _PathTrial:
-    """Stands in for an `optuna.Trial` and answers each suggestion with the option a path picks.
-
-    Walking every path enumerates the tree of suggestions, so the draft-token range that depends on steps
-    and top-k is handled by `suggest_config` itself.
-    """
-
-    def __init__(self, path: Sequence[int]) -> None:
-        self.path = path
-        self.sizes: list[int] = []
-        self.user_attrs: dict[str, Any] = {}
-
-    def _pick(self, options: Sequence[Any]) -> Any:
-        depth = len(self.sizes)
-        self.sizes.append(len(options))
-        return options[self.path[depth] if depth < len(self.path) else 0]
-
-    def suggest_float(
-        self, name: str, low: float, high: float, *, step: float | None = None, log: bool = False
-    ) -> float:
-        if step is None:
-            raise ValueError(f"{name}: a continuous range cannot be enumerated; give it a step")
-        count = math.floor((high - low) / step + 1e-9) + 1
-        return float(self._pick([round(low + k * step, 10) for k in range(count)]))
-
-    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int:
-        return int(self._pick(list(range(low, high + 1, step))))
-
-    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
-        return self._pick(list(choices))
-
-
-def enumerate_space(space: SearchSpace) -> list[ServerConfig]:
-    """Every distinct configuration `suggest_config` can return for `space`, in depth-first order (the
-    order of the dimensions in the spec, each ascending): the order an exhaustive grid runs them."""
-    seen: dict[ServerConfig, None] = {}
-
-    def explore(prefix: list[int]) -> None:
-        trial = _PathTrial(prefix)
-        config = suggest_config(cast(optuna.Trial, trial), space)
-        if len(prefix) >= len(trial.sizes):
-            seen.setdefault(config, None)
-            return
-        for k in range(trial.sizes[len(prefix)]):
-            explore([*prefix, k])
-
-    explore([])
-    return list(seen)

@@ -96,7 +96,7 @@ def bucket_key(config: dict[str, dict[str, Any]], batch: int) -> str:
     return str(below[-1] if below else keys[0])
 
 
-def trial_config(config: ServerConfig) -> dict[str, dict[str, Any]] | None:
+def tiers_of(config: ServerConfig) -> dict[str, dict[str, Any]] | None:
     """The tiers a configuration runs with (its steps are already the launch's, the largest tier)."""
     if not config.speculative_adaptive or config.speculative_num_steps is None:
         return None
@@ -112,7 +112,7 @@ def saved_config(folder: Path) -> str:
 def write_config(config: ServerConfig, folder: Path) -> str:
     """Write the trial's ``--speculative-adaptive-config`` file (tiers mode) and return its path."""
     path = folder / CONFIG_FILE
-    tiers = trial_config(config)
+    tiers = tiers_of(config)
     if tiers is not None and config.speculative_adaptive == AdaptiveMode.TIERS:
         path.write_text(json.dumps(tiers, indent=1) + "\n")
     return str(path)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from orchestrator.adaptive import candidate_steps, trial_config
+from orchestrator.adaptive import candidate_steps, tiers_of
 from orchestrator.model_shape import ShapeError, read_config
 from orchestrator.records import FailureStage, MemoryAccount, ServerConfig, TrialResult, TrialStatus
 
@@ -37,7 +37,7 @@ def graph_width(config: ServerConfig) -> float:
     launch captures graphs for every tier, so each other tier adds its own tokens per request."""
     bs = min(config.cuda_graph_max_bs, config.max_running_requests)
     per_req = config.speculative_num_draft_tokens or 1
-    tiers = trial_config(config)
+    tiers = tiers_of(config)
     if tiers is not None:
         per_req += sum(s + 1 for s in candidate_steps(tiers) if s != config.speculative_num_steps)
     return float(bs * per_req)

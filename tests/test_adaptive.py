@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.adaptive import AdaptiveMode, bucket_key, proposed_config, trial_config, write_config
+from orchestrator.adaptive import AdaptiveMode, bucket_key, proposed_config, tiers_of, write_config
 from orchestrator.driver.policy import best_by_concurrency, runtime_policy
 from orchestrator.engines.sglang.command import sglang_flags
 from orchestrator.engines.sglang.logparse import parse_log
@@ -31,7 +31,7 @@ def test_adaptive_launches_at_its_largest_tier_with_top_k_1_only() -> None:
     assert (default.speculative_num_steps, default.speculative_num_draft_tokens) == (7, 8)  # SGLang's [1,3,7]
     tiers = make_config(0.88, 128, 48, 5, 1, None, AdaptiveMode.TIERS)
     assert tiers.speculative_num_steps == 5 and tiers.speculative_adaptive == "tiers"
-    assert trial_config(tiers) == proposed_config(5)
+    assert tiers_of(tiers) == proposed_config(5)
     with pytest.raises(SpecError, match=r"speculative_adaptive: .*topk 1 only"):
         make_config(0.88, 128, 48, 3, 2, 6, AdaptiveMode.TIERS)
 

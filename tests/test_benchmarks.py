@@ -24,13 +24,13 @@ from benchmarks.overhead import OverheadSettings
 from benchmarks.regret import score
 from benchmarks.scale import ScaleSettings
 from benchmarks.search import SearchSettings
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_defaults
 from benchmarks.table import Row, Table, median, ratio
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.memory.kv_admission import retracts
-from orchestrator.driver.space import suggest_config
+from orchestrator.driver.space import space_configs, suggest_config
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
@@ -53,7 +53,7 @@ TINY_SPACE = SearchSpace(
 
 
 def test_grid_is_exactly_what_suggest_config_can_propose() -> None:
-    grid = enumerate_space(TINY_SPACE)
+    grid = space_configs(TINY_SPACE)
     # Per memory point: top-k 1 gives d = s + 1 (2 trees); top-k 2 gives d in [s+1, 2s+1] within 2..4:
     # s1 -> 2, 3 and s2 -> 3, 4. So 6 trees x 3 fractions x 2 graph sizes.
     assert len(grid) == len(set(grid)) == 6 * 3 * 2
@@ -68,7 +68,7 @@ def test_grid_is_exactly_what_suggest_config_can_propose() -> None:
 def test_grid_refuses_a_continuous_range() -> None:
     space = TINY_SPACE.model_copy(update={"mem_fraction_static": FloatRange(low=0.8, high=0.9)})
     with pytest.raises(ValueError, match="step"):
-        enumerate_space(space)
+        space_configs(space)
 
 
 def _sim_trial(tmp_path: Path, spec: Any, profile: dict[str, Any], config: ServerConfig) -> Any:
@@ -167,7 +167,7 @@ def test_sglang_defaults_follow_the_profile() -> None:
 def tight() -> tuple[Oracle, list[ServerConfig], float]:
     case = CASES["tight"]
     oracle = Oracle(case_spec(case, gpus=1), load_profile(case.name))
-    grid = enumerate_space(case.space)
+    grid = space_configs(case.space)
     best = max(oracle.evaluate(c).objective or 0.0 for c in grid)
     return oracle, grid, best
 

@@ -13,16 +13,22 @@ from orchestrator.spec_search import Choices, FloatRange, IntRange
 Dim = FloatRange | IntRange | Choices
 
 
-def grid_values(dim: Dim) -> list[float] | None:
-    """Every value of a discrete field, ascending; None for a continuous range."""
+def stepped(low: float, high: float, step: float) -> list[float]:
+    """The values of a stepped float range, ascending, `high` included when a step lands on it."""
+    count = math.floor((high - low) / step + 1e-9) + 1
+    return [round(low + k * step, 10) for k in range(count)]
+
+
+def grid_values(dim: Dim, *, integer: bool = False) -> list[float] | None:
+    """Every value of a discrete field, ascending, each once (choices as ints with `integer`); None for a
+    continuous range."""
     if isinstance(dim, Choices):
-        return sorted(float(c) for c in dim.choices)
+        return sorted({int(c) if integer else float(c) for c in dim.choices})
     if isinstance(dim, IntRange):
         return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
     if dim.step is None:
         return None
-    n = math.floor((dim.high - dim.low) / dim.step + 1e-9)
-    return [round(dim.low + i * dim.step, 10) for i in range(n + 1)]
+    return stepped(dim.low, dim.high, dim.step)
 
 
 def at_most(dim: Dim, value: float) -> float | None:

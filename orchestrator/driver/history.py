@@ -42,6 +42,8 @@ BEST_TO_TRY = 3
 
 @dataclass(frozen=True)
 class PastTrial:
+    """A trial of an earlier study read back from its MLflow run: what a warm start learns from."""
+
     experiment: str
     config: ServerConfig
     status: TrialStatus
@@ -49,6 +51,14 @@ class PastTrial:
     memory: MemoryAccount = field(default_factory=MemoryAccount)
     failure_stage: str = ""
     gpus: int = 0  # GPUs per node (the tp) of its sweep; 0 when unknown
+
+    def result(self) -> TrialResult:
+        """What the memory model learns from: the run's configuration, status and memory account (a
+        failure's stage only: the run keeps no more of it)."""
+        failure = None
+        if self.failure_stage:
+            failure = Failure(FailureStage(self.failure_stage), FailureKind.OOM, "from history")
+        return TrialResult(self.config, self.status, "", (), failure=failure, memory=self.memory)
 
 
 def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastTrial]:
@@ -112,17 +122,12 @@ def seed_study(
     other_tp = [p for p in past if p.gpus and p.gpus != model.tp]
     for item in other_tp:
         if item.status is TrialStatus.OK and item.memory.kv_cache_tokens:
-            model.observe(-1, TrialResult(item.config, item.status, "", (), memory=item.memory), tp=item.gpus)
+            model.observe(-1, item.result(), tp=item.gpus)
             counts["memory_points"] += 1
     past = [p for p in past if not (p.gpus and p.gpus != model.tp)]
     for item in past:
         if item.memory.avail_at_start_gb:
-            failure = None
-            if item.failure_stage:
-                failure = Failure(FailureStage(item.failure_stage), FailureKind.OOM, "from history")
-            model.observe(
-                -1, TrialResult(item.config, item.status, "", (), failure=failure, memory=item.memory)
-            )
+            model.observe(-1, item.result())
             counts["memory_points"] += 1
         shape = _distributions(space, item.config)
         if shape is None or item.status is TrialStatus.PREDICTED_OOM:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.adaptive import CONFIG_FILE, AdaptiveMode, trial_config
+from orchestrator.adaptive import CONFIG_FILE, AdaptiveMode, tiers_of
 from orchestrator.config_fields import SPECULATIVE_FIELDS, SearchedField
 from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
 
@@ -54,7 +54,7 @@ def best_by_concurrency(records: Sequence[TrialRecord]) -> list[dict[str, Any]]:
 def runtime_policy(best: TrialRecord, levels: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The speculation policy to launch with, for ``best.json``."""
     config = best.result.config
-    tiers = trial_config(config)
+    tiers = tiers_of(config)
     if tiers is not None:
         policy: dict[str, Any] = {
             "speculative_adaptive": config.speculative_adaptive,

@@ -7,11 +7,13 @@ tree's size, [steps + 1, top-k * steps + 1].
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, cast
 
 from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
+from orchestrator.driver.grid import stepped
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
 from orchestrator.trial_attrs import TrialAttr
@@ -81,3 +83,61 @@ def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str,
         "cuda_graph_max_bs": int(middle(space.cuda_graph_max_bs)),
         "max_running_requests": int(middle(space.max_running_requests)),
     }
+
+
+# -- every configuration a space holds, enumerated through suggest_config ----------------------------------
+
+
+class PathTrial:
+    """Stands in for an `optuna.Trial` and answers each suggestion with the option a path picks.
+
+    Walking every path enumerates the tree of suggestions, so the draft-token range that depends on steps
+    and top-k is handled by `suggest_config` itself. A held dimension is not enumerated: it takes its first
+    option (a range's low end).
+    """
+
+    def __init__(self, path: Sequence[int], held: Collection[str] = ()) -> None:
+        self.path = path
+        self.held = held
+        self.sizes: list[int] = []
+        self.user_attrs: dict[str, Any] = {}
+
+    def _pick(self, name: str, options: Sequence[Any]) -> Any:
+        if name in self.held:
+            return options[0]
+        depth = len(self.sizes)
+        self.sizes.append(len(options))
+        return options[self.path[depth] if depth < len(self.path) else 0]
+
+    def suggest_float(
+        self, name: str, low: float, high: float, *, step: float | None = None, log: bool = False
+    ) -> float:
+        if name in self.held:
+            return low
+        if step is None:
+            raise ValueError(f"{name}: a continuous range cannot be enumerated; give it a step")
+        return float(self._pick(name, stepped(low, high, step)))
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int:
+        return int(self._pick(name, range(low, high + 1, step)))
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        return self._pick(name, list(choices))
+
+
+def space_configs(space: SearchSpace, held: Collection[str] = ()) -> list[ServerConfig]:
+    """Every distinct configuration `suggest_config` can return for `space`, in depth-first order (the
+    order of the dimensions in the spec, each ascending), the dimensions in `held` at their first option."""
+    seen: dict[ServerConfig, None] = {}
+
+    def explore(prefix: list[int]) -> None:
+        trial = PathTrial(prefix, held)
+        config = suggest_config(cast(BaseTrial, trial), space)
+        if len(prefix) >= len(trial.sizes):
+            seen.setdefault(config, None)
+            return
+        for k in range(trial.sizes[len(prefix)]):
+            explore([*prefix, k])
+
+    explore([])
+    return list(seen)

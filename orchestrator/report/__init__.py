@@ -7,7 +7,7 @@ fANOVA importances from the Optuna study, `plots` draws the figures and `page` w
 
 from orchestrator.report.page import (
     ReportError,
-    TrialRow,
+    RunReadBack,
     best_so_far,
     load_trials,
     main,
@@ -18,7 +18,7 @@ from orchestrator.report.page import (
 
 __all__ = [
     "ReportError",
-    "TrialRow",
+    "RunReadBack",
     "best_so_far",
     "load_trials",
     "main",

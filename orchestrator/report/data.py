@@ -69,8 +69,8 @@ def outcome_of(status: str) -> Outcome:
 
 
 @dataclass(frozen=True)
-class TrialRow:
-    """One trial run as MLflow holds it; params parsed to numbers where they are numbers."""
+class RunReadBack:
+    """One trial's MLflow run read back for the report; params parsed to numbers where they are numbers."""
 
     number: int
     run_id: str
@@ -129,7 +129,7 @@ def current_sweeps(parents: Sequence[tuple[str, int, bool]]) -> set[str]:
     return chosen
 
 
-def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
+def rows_from_runs(runs: Sequence[Run]) -> list[RunReadBack]:
     """The trial runs of the current study, one per trial number (the newest wins), by number."""
     parents = [
         (r.info.run_id, r.info.start_time or 0, r.data.tags.get(Tag.RESUME) == "true")
@@ -137,7 +137,7 @@ def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
         if is_sweep(r.data.tags)
     ]
     current = current_sweeps(parents)
-    by_number: dict[int, TrialRow] = {}
+    by_number: dict[int, RunReadBack] = {}
     for run in runs:
         tags = run.data.tags
         if is_sweep(tags):
@@ -150,7 +150,7 @@ def rows_from_runs(runs: Sequence[Run]) -> list[TrialRow]:
             log.warning("run %s has no %s tag; left out", run.info.run_id, Tag.TRIAL_NUMBER.value)
             continue
         pruned = tags.get(Tag.PRUNED_AT_STAGE)
-        row = TrialRow(
+        row = RunReadBack(
             number=number,
             run_id=run.info.run_id,
             status=tags.get(Tag.STATUS, TrialStatus.FAILED.value),
@@ -181,7 +181,7 @@ def sqlite_missing(url: str) -> bool:
     return url.startswith(prefix) and not Path(url[len(prefix) :]).exists()
 
 
-def load_trials(tracking_uri: str, experiment: str) -> list[TrialRow]:
+def load_trials(tracking_uri: str, experiment: str) -> list[RunReadBack]:
     if sqlite_missing(tracking_uri):
         raise ReportError(f"no MLflow store at {tracking_uri}")
     client = MlflowClient(tracking_uri=tracking_uri)
@@ -235,7 +235,7 @@ class BestConfig:
     """The sweep's answer as the report shows it: the configuration, its launches and their median (as
     `driver.answer.choose` chose them), and the launch whose command and memory account are shown."""
 
-    row: TrialRow  # the representative launch: its figure is the median (the lower middle one)
+    row: RunReadBack  # the representative launch: its figure is the median (the lower middle one)
     command: str
     command_source: str  # where the command came from, said under it in the report
     memory: tuple[tuple[str, float], ...]
@@ -247,7 +247,7 @@ class BestConfig:
     verdict: Verdict | None = None  # best.json's: how sure the sweep is
 
 
-def answer_from_rows(rows: Sequence[TrialRow]) -> Answer | None:
+def answer_from_rows(rows: Sequence[RunReadBack]) -> Answer | None:
     """The answer `driver.answer.choose` gives for the runs read back: the same choice as the sweep's
     (measured, not the baseline, not pruned, no lossy draft; best median of a configuration's launches)."""
     launches = [
@@ -262,7 +262,7 @@ def answer_from_rows(rows: Sequence[TrialRow]) -> Answer | None:
     return choose_answer(launches)
 
 
-def find_best(rows: Sequence[TrialRow], study_dir: Path, tracking_uri: str) -> BestConfig | None:
+def find_best(rows: Sequence[RunReadBack], study_dir: Path, tracking_uri: str) -> BestConfig | None:
     """The sweep's answer: its best.json when that speaks of launches of this study (it holds the real
     SGLang command whichever backend measured it), else the same choice made from the runs, with the
     representative run's own artifacts."""
@@ -283,7 +283,7 @@ def find_best(rows: Sequence[TrialRow], study_dir: Path, tracking_uri: str) -> B
     )
 
 
-def _best_from_json(rows: Sequence[TrialRow], study_dir: Path) -> BestConfig | None:
+def _best_from_json(rows: Sequence[RunReadBack], study_dir: Path) -> BestConfig | None:
     best = BestFile.read(study_dir)
     if best is None:
         return None
@@ -314,7 +314,7 @@ def _best_from_json(rows: Sequence[TrialRow], study_dir: Path) -> BestConfig | N
     )
 
 
-def _best_from_run(row: TrialRow, tracking_uri: str) -> BestConfig:
+def _best_from_run(row: RunReadBack, tracking_uri: str) -> BestConfig:
     command, source = "", ""
     memory: dict[str, float] = {}
     client = MlflowClient(tracking_uri=tracking_uri)

@@ -28,7 +28,7 @@ from orchestrator.records import TrialStatus
 from orchestrator.report.data import (
     BestConfig,
     ReportError,
-    TrialRow,
+    RunReadBack,
     best_so_far,
     find_best,
     load_trials,
@@ -46,7 +46,7 @@ from orchestrator.spec_search import SEARCHED_PARAMS
 
 __all__ = [
     "ReportError",
-    "TrialRow",
+    "RunReadBack",
     "best_so_far",
     "load_trials",
     "pareto_front",
@@ -176,7 +176,7 @@ def memory_section(best: BestConfig | None) -> str:
     return intro + _table(["figure", "value", "unit", "what it is"], body)
 
 
-def trials_section(rows: Sequence[TrialRow]) -> str:
+def trials_section(rows: Sequence[RunReadBack]) -> str:
     head = ["#", "status", "tok/s", "objective", "accept", "p99 TTFT", "p99 ITL", "start-up s"]
     head += ["KV tokens", "configuration", "failure", "diagnosis / failure message"]
     body = []
@@ -205,7 +205,7 @@ def trials_section(rows: Sequence[TrialRow]) -> str:
     return _table(head, body, [r.outcome.value for r in rows])
 
 
-def traffic_section(rows: Sequence[TrialRow]) -> str:
+def traffic_section(rows: Sequence[RunReadBack]) -> str:
     """Per trial: the dataset mix, the speculation policy, acceptance and tok/s per dataset, and the
     lossless check's verdict (a mismatch in red, with the prompt, position and both tokens)."""
     lossy = [r for r in rows if r.lossless == Lossless.MISMATCH]
@@ -259,7 +259,7 @@ def _plot(fig: object, div_id: str) -> str:
 
 
 def render_html(
-    study_name: str, rows: Sequence[TrialRow], best: BestConfig | None, importances: Importances
+    study_name: str, rows: Sequence[RunReadBack], best: BestConfig | None, importances: Importances
 ) -> str:
     counts = Counter(r.status for r in rows)
     summary = ", ".join(f"{n} {_e(s)}" for s, n in counts.most_common())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from orchestrator.records import TrialStatus
-from orchestrator.report.data import Outcome, TrialRow, best_so_far, pareto_front
+from orchestrator.report.data import Outcome, RunReadBack, best_so_far, pareto_front
 
 LABELS = {
     "mem_fraction_static": "mem_fraction_static",
@@ -48,7 +49,7 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return format(value, spec) if value is not None else "-"
 
 
-def hover(row: TrialRow) -> str:
+def hover(row: RunReadBack) -> str:
     lines = [f"trial {row.number}: {row.status}{' (baseline)' if row.baseline else ''}", row.config]
     if row.tok_s is not None:
         lines.append(f"{row.tok_s:.1f} tok/s, accept {_fmt(row.accept_length, '.2f')}")
@@ -62,11 +63,11 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def _ok(rows: Sequence[TrialRow]) -> list[TrialRow]:
+def _ok(rows: Sequence[RunReadBack]) -> list[RunReadBack]:
     return [r for r in rows if r.status == TrialStatus.OK.value and r.tok_s is not None]
 
 
-def integer_ticks(rows: Sequence[TrialRow], name: str) -> dict[str, object]:
+def integer_ticks(rows: Sequence[RunReadBack], name: str) -> dict[str, object]:
     """Ticks at the values tried for a value that only takes integers (top-k 1.5 means nothing);
     nothing for a fraction, whose axis plotly ticks well by itself."""
     values = sorted({v for r in rows if (v := r.value(name)) is not None})
@@ -77,7 +78,7 @@ def integer_ticks(rows: Sequence[TrialRow], name: str) -> dict[str, object]:
     return {"tickmode": "array", "tickvals": [int(v) for v in values]}
 
 
-def feasibility_figure(rows: Sequence[TrialRow]) -> go.Figure:
+def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     titles = [f"{LABELS[x]} / {LABELS[y]}" for x, y in FEASIBILITY_PAIRS]
     fig = make_subplots(rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16)
     shown: set[Outcome] = set()
@@ -123,7 +124,7 @@ def feasibility_figure(rows: Sequence[TrialRow]) -> go.Figure:
     return fig if rows else _empty(fig, "no trial recorded")
 
 
-def latency_figure(rows: Sequence[TrialRow]) -> go.Figure:
+def latency_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     metrics = ("itl_p99_ms", "ttft_p99_ms")
     fig = make_subplots(
         rows=1,
@@ -177,7 +178,34 @@ def latency_figure(rows: Sequence[TrialRow]) -> go.Figure:
     return fig if _ok(rows) else _empty(fig, "no trial completed a benchmark")
 
 
-def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
+_ACCEPTANCE_AXES = ("speculative_num_steps", "speculative_eagle_topk")
+
+
+def _acceptance_panel(
+    fig: go.Figure, pts: Sequence[RunReadBack], group_by: str, label: str, marker: dict[str, Any], *, col: int
+) -> None:
+    """One panel of the acceptance figure: acceptance length against the other speculative value, one
+    trace (and one entry of the panel's own legend) per value of `group_by`."""
+    x_name = next(name for name in _ACCEPTANCE_AXES if name != group_by)
+    for value in sorted({r.value(group_by) or 0.0 for r in pts}):
+        sel = [r for r in pts if r.value(group_by) == value]
+        fig.add_trace(
+            go.Scatter(
+                x=[r.value(x_name) for r in sel],
+                y=[r.accept_length for r in sel],
+                mode="markers",
+                marker=marker,
+                name=f"{label} {value:g}",
+                legend="legend" if col == 1 else f"legend{col}",
+                text=[hover(r) for r in sel],
+                hovertemplate="%{text}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+
+
+def acceptance_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     pts = [
         r
         for r in rows
@@ -192,25 +220,9 @@ def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
         subplot_titles=["acceptance length against speculative steps", "acceptance length against top-k"],
         horizontal_spacing=0.12,
     )
-    topks = sorted({r.value("speculative_eagle_topk") or 0.0 for r in pts})
     steps = sorted({r.value("speculative_num_steps") or 0.0 for r in pts})
     # Each panel has its own legend: the left groups by top-k, the right by steps.
-    for k in topks:
-        sel = [r for r in pts if r.value("speculative_eagle_topk") == k]
-        fig.add_trace(
-            go.Scatter(
-                x=[r.value("speculative_num_steps") for r in sel],
-                y=[r.accept_length for r in sel],
-                mode="markers",
-                marker={"size": 10},
-                name=f"top-k {k:g}",
-                legend="legend",
-                text=[hover(r) for r in sel],
-                hovertemplate="%{text}<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
+    _acceptance_panel(fig, pts, "speculative_eagle_topk", "top-k", {"size": 10}, col=1)
     if steps:
         fig.add_trace(
             go.Scatter(
@@ -225,22 +237,7 @@ def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
             row=1,
             col=1,
         )
-    for s in steps:
-        sel = [r for r in pts if r.value("speculative_num_steps") == s]
-        fig.add_trace(
-            go.Scatter(
-                x=[r.value("speculative_eagle_topk") for r in sel],
-                y=[r.accept_length for r in sel],
-                mode="markers",
-                marker={"size": 10, "symbol": "diamond"},
-                name=f"steps {s:g}",
-                legend="legend2",
-                text=[hover(r) for r in sel],
-                hovertemplate="%{text}<extra></extra>",
-            ),
-            row=1,
-            col=2,
-        )
+    _acceptance_panel(fig, pts, "speculative_num_steps", "steps", {"size": 10, "symbol": "diamond"}, col=2)
     fig.update_xaxes(title_text="speculative steps", dtick=1, row=1, col=1)
     fig.update_xaxes(title_text="top-k", dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="acceptance length (tokens per verify)", row=1, col=1)
@@ -254,7 +251,7 @@ def acceptance_figure(rows: Sequence[TrialRow]) -> go.Figure:
     return fig if pts else _empty(fig, "no speculative trial reported an acceptance length")
 
 
-def history_figure(rows: Sequence[TrialRow]) -> go.Figure:
+def history_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     fig = go.Figure()
     ok = _ok(rows)
     groups = (

@@ -76,9 +76,9 @@ def meta_info(server: SimServer, req: SimRequest, *, final: bool) -> dict[str, A
     }
     if final:
         meta["e2e_latency"] = time.monotonic() - req.created
-        spec = server.speed.spec
-        if spec is not None:
-            proposed = req.verify_ct * max(0, spec.draft_tokens - 1)
+        tree = server.speed.tree
+        if tree is not None:
+            proposed = req.verify_ct * max(0, tree.draft_tokens - 1)
             meta.update(
                 spec_accept_rate=req.accepted_drafts / proposed if proposed else 0.0,
                 spec_accept_length=len(req.output_ids) / max(1, req.verify_ct),
@@ -153,12 +153,12 @@ def server_info(server: SimServer) -> dict[str, Any]:
             "startup_available": round(plan.final_avail, 3),
             "token_capacity": plan.kv_tokens,
             "token_capacity_swa": None,
-            "graph": {k: round(v, 3) for k, v in graph_usage(plan, server.speed.spec is not None).items()},
+            "graph": {k: round(v, 3) for k, v in graph_usage(plan, server.speed.tree is not None).items()},
         },
-        startup_time=startup_times(plan, server.profile, server.speed.spec is not None),
+        startup_time=startup_times(plan, server.profile, server.speed.tree is not None),
         effective_max_running_requests_per_dp=plan.max_running_requests,
     )
-    if server.speed.spec is not None and server.scheduler is not None:
+    if server.speed.tree is not None and server.scheduler is not None:
         internal["avg_spec_accept_length"] = server.scheduler.stats.avg_accept_length
     context_len = server.args.context_length or server.profile.context_len
     return {
@@ -166,7 +166,7 @@ def server_info(server: SimServer) -> dict[str, Any]:
         "status": "ready" if server.ready else "starting",
         "max_total_num_tokens": plan.kv_tokens,
         "max_req_input_len": context_len - 6,
-        "startup_time": startup_times(plan, server.profile, server.speed.spec is not None),
+        "startup_time": startup_times(plan, server.profile, server.speed.tree is not None),
         "internal_states": [internal],
         "version": server.profile.sglang_version,
         "kv_events": None,
@@ -197,9 +197,9 @@ def metrics_text(server: SimServer) -> str:
         ("token_usage", "The token usage.", sched.used / sched.pool if sched else 0.0),
         ("gen_throughput", "The generation throughput (token/s).", stats.last_gen_throughput if stats else 0),
         ("spec_accept_length", "The average acceptance length of speculative decoding.",
-         sched.stats.last_accept_len if sched and server.speed.spec else 0.0),
+         sched.stats.last_accept_len if sched and server.speed.tree else 0.0),
         ("spec_accept_rate", "The average acceptance rate of speculative decoding.",
-         sched.stats.last_accept_rate if sched and server.speed.spec else 0.0),
+         sched.stats.last_accept_rate if sched and server.speed.tree else 0.0),
         ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
          server.plan.kv_tokens),
     ]  # fmt: skip

@@ -22,8 +22,9 @@ import zlib
 from collections.abc import Sequence
 from enum import StrEnum
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.profile import SimProfile
-from orchestrator.sim.speed import SpecShape, position_probs
+from orchestrator.sim.speed import position_probs
 
 MIN_TEXT_TOKENS = 8  # below this, repetition says too little to call a prompt text
 
@@ -46,10 +47,10 @@ def prompt_kind(ids: Sequence[int]) -> PromptKind:
 
 
 def probs_by_kind(
-    profile: SimProfile, shape: SpecShape | None, *, broken: bool
+    profile: SimProfile, tree: DraftTree | None, *, broken: bool
 ) -> dict[PromptKind, list[float]]:
     """Each kind's per-position acceptance; text uses the profile's text figures where it has them."""
-    if shape is None:
+    if tree is None:
         return {kind: [] for kind in PromptKind}
     text = profile.model_copy(
         update={
@@ -60,8 +61,8 @@ def probs_by_kind(
         }
     )
     return {
-        PromptKind.RANDOM: position_probs(profile, shape, broken=broken),
-        PromptKind.TEXT: position_probs(text, shape, broken=broken),
+        PromptKind.RANDOM: position_probs(profile, tree, broken=broken),
+        PromptKind.TEXT: position_probs(text, tree, broken=broken),
     }
 
 

@@ -19,8 +19,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
-from orchestrator.sim.speed import SlowNoise, SpecShape, SpeedModel, sample_accepted
+from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
 from orchestrator.sim.tiers import TierController
 
 INIT_NEW_TOKEN_RATIO = 0.7
@@ -320,13 +321,13 @@ class Scheduler:
         self.log.line(retract_line(len(victims), gained), rank=True)
 
     async def _decode_step(self) -> None:
-        spec = self.speed.spec
-        self._retract_for(spec.draft_tokens if spec is not None else 1)
+        tree = self.speed.tree
+        self._retract_for(tree.draft_tokens if tree is not None else 1)
         batch = len(self.running)
-        if batch == 0 or self._out_of_memory(batch * (spec.draft_tokens if spec is not None else 1)):
+        if batch == 0 or self._out_of_memory(batch * (tree.draft_tokens if tree is not None else 1)):
             return
         speed, steps = self.speed, None
-        if self.tiers is not None and spec is not None:
+        if self.tiers is not None and tree is not None:
             steps = self.tiers.steps_for(batch)  # adaptive: this bucket's current tier
             if self._runtime_steps is not None and steps != self._runtime_steps:
                 # As 0.5.17 prints it each time the batch moves to a bucket at another tier.
@@ -345,7 +346,7 @@ class Scheduler:
             if req.aborted:
                 continue
             gained, wrong_at = 1, -1
-            if spec is not None:
+            if tree is not None:
                 probs = self.probs if req.probs is None else req.probs
                 accepted = sample_accepted(req.rng, probs if steps is None else probs[:steps])
                 accepted_now.append(accepted)
@@ -380,18 +381,18 @@ class Scheduler:
         """The speed of a step at ``steps`` (0: plain decoding), each tier with its own graphs."""
         speed = self._tier_speeds.get(steps)
         if speed is None:
-            shape = SpecShape(steps, 1, steps + 1) if steps > 0 else None
-            speed = self._tier_speeds[steps] = replace(self.speed, spec=shape)
+            tree = DraftTree(steps, 1, steps + 1) if steps > 0 else None
+            speed = self._tier_speeds[steps] = replace(self.speed, tree=tree)
         return speed
 
     def _log_decode(self, batch: int, tokens: int, verifies: int, start: float, graph: bool) -> None:
         elapsed = max(time.monotonic() - start, 1e-6)
         self.stats.last_gen_throughput = tokens / elapsed
         accept_len = accept_rate = None
-        spec = self.speed.spec
-        if spec is not None and verifies:
+        tree = self.speed.tree
+        if tree is not None and verifies:
             accept_len = tokens / verifies
-            accept_rate = (accept_len - 1) / max(1, spec.draft_tokens - 1)
+            accept_rate = (accept_len - 1) / max(1, tree.draft_tokens - 1)
             self.stats.last_accept_len, self.stats.last_accept_rate = accept_len, accept_rate
         self.log.line(
             decode_line(

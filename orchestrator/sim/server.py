@@ -51,9 +51,9 @@ class SimServer:
         self.plan = plan_startup(profile, args)
         self.speed = SpeedModel.for_args(profile, args, self.plan.capture_sizes)
         self.broken_draft = broken_draft_reason(profile, args)
-        spec = self.speed.spec
-        self.probs = position_probs(profile, spec, broken=bool(self.broken_draft)) if spec else []
-        self.probs_by_kind = probs_by_kind(profile, spec, broken=bool(self.broken_draft))
+        tree = self.speed.tree
+        self.probs = position_probs(profile, tree, broken=bool(self.broken_draft)) if tree else []
+        self.probs_by_kind = probs_by_kind(profile, tree, broken=bool(self.broken_draft))
         self.scale = args.sim_startup_time_scale
         if self.scale is None:
             self.scale = profile.startup_time_scale
@@ -249,7 +249,7 @@ class SimServer:
             "hierarchical=False streaming_wrapped=False",
             rank=True,
         )
-        t = startup_times(self.plan, self.profile, self.speed.spec is not None)
+        t = startup_times(self.plan, self.profile, self.speed.tree is not None)
         graphs = ", ".join(f"{k}={v:.2f}" for k, v in t["cuda_graph"].items())
         log.line(
             f"Engine startup timings (s): load_weight={t['load_weight']:.2f}, kv_cache_allocation="

@@ -15,20 +15,9 @@ import bisect
 import random
 from dataclasses import dataclass
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.args import SimArgs
 from orchestrator.sim.profile import SimProfile
-
-
-@dataclass(frozen=True)
-class SpecShape:
-    steps: int
-    topk: int
-    draft_tokens: int
-
-    @property
-    def max_accepted(self) -> int:
-        """Draft tokens that can be accepted in one step: the chain depth, bounded by the tree's size."""
-        return max(0, min(self.steps, self.draft_tokens - 1))
 
 
 def broken_draft_reason(profile: SimProfile, args: SimArgs) -> str:
@@ -43,14 +32,14 @@ def broken_draft_reason(profile: SimProfile, args: SimArgs) -> str:
     return ""
 
 
-def position_probs(profile: SimProfile, shape: SpecShape, *, broken: bool = False) -> list[float]:
+def position_probs(profile: SimProfile, tree: DraftTree, *, broken: bool = False) -> list[float]:
     """Acceptance probability of each draft position, given the previous ones were accepted."""
     if broken:
-        return [0.0] * shape.max_accepted
-    shrink = shape.topk ** (-profile.topk_gain) if shape.topk > 1 else 1.0
+        return [0.0] * tree.max_accepted
+    shrink = tree.topk ** (-profile.topk_gain) if tree.topk > 1 else 1.0
     probs = []
     p = profile.accept_p0
-    for _ in range(shape.max_accepted):
+    for _ in range(tree.max_accepted):
         probs.append(1.0 - (1.0 - p) * shrink)
         p *= profile.accept_decay
     return probs
@@ -81,13 +70,13 @@ class SpeedModel:
 
     profile: SimProfile
     tp_size: int
-    spec: SpecShape | None
+    tree: DraftTree | None
     captured: tuple[int, ...]  # decode/verify batch sizes with a CUDA graph (empty: all eager)
     prefill_graphs: bool = True
 
     @classmethod
     def for_args(cls, profile: SimProfile, args: SimArgs, captured: tuple[int, ...]) -> SpeedModel:
-        spec = None
+        tree = None
         if args.speculative:
             steps, topk, draft = (
                 args.speculative_num_steps,
@@ -95,9 +84,9 @@ class SpeedModel:
                 args.speculative_num_draft_tokens,
             )
             assert steps is not None and topk is not None and draft is not None
-            spec = SpecShape(steps, topk, draft)
+            tree = DraftTree(steps, topk, draft)
         graphs = () if args.disable_cuda_graph else tuple(sorted(captured))
-        return cls(profile, args.tp_size, spec, graphs, not args.disable_prefill_graph)
+        return cls(profile, args.tp_size, tree, graphs, not args.disable_prefill_graph)
 
     def _allreduce(self) -> float:
         # Ring all-reduce time grows with 2(tp-1)/tp; the profile's figure is for its own GPU count.
@@ -128,10 +117,10 @@ class SpeedModel:
             t = base + per_token * tokens + extra
             return t * p.eager_factor + p.eager_overhead_s if eager else t
 
-        if self.spec is None:
+        if self.tree is None:
             t = fwd(p.target_step_base_s, p.target_step_per_token_s, b, self._allreduce())
         else:
-            s = self.spec
+            s = self.tree
             t = fwd(p.target_step_base_s, p.target_step_per_token_s, b * s.draft_tokens, self._allreduce())
             t += s.steps * fwd(p.draft_step_base_s, p.draft_step_per_token_s, b * s.topk)
             t += fwd(p.draft_step_base_s, p.draft_step_per_token_s, b * s.draft_tokens)
@@ -141,13 +130,13 @@ class SpeedModel:
         """Seconds for a prefill batch of ``tokens`` prompt tokens (the draft prefills them too)."""
         p = self.profile
         t = p.prefill_base_s + p.prefill_per_token_s * tokens + self._allreduce()
-        if self.spec is not None:
+        if self.tree is not None:
             t += p.draft_step_base_s + p.draft_step_per_token_s * tokens
         return t
 
     def expected_tokens_per_s(self, batch: int, probs: list[float] | None = None) -> float:
         """Steady-state generation rate of ``batch`` requests (for tests and reports, not the server)."""
-        per_step = expected_accept_length(probs) if (self.spec is not None and probs is not None) else 1.0
+        per_step = expected_accept_length(probs) if (self.tree is not None and probs is not None) else 1.0
         return batch * per_step / self.step_time(batch)
 
 

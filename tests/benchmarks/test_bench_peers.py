@@ -26,13 +26,14 @@ from benchmarks.regret import paired, score, summary_row
 from benchmarks.replay import ReplayOracle, Unmeasured, load_records, replay, replay_rows
 from benchmarks.search import Truth
 from benchmarks.search_run import SearchRun
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
 from benchmarks.strategies import TOP_TREES, informed_bound
 from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.space import space_configs
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec_search import IntRange, make_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ GRID_SPEC = ROOT / "trials" / "h200-8b-grid.yaml"
 @pytest.fixture(scope="module")
 def tight() -> tuple[Oracle, list[ServerConfig]]:
     case = CASES["tight"]
-    return Oracle(case_spec(case, gpus=1), load_profile(case.name)), enumerate_space(case.space)
+    return Oracle(case_spec(case, gpus=1), load_profile(case.name)), space_configs(case.space)
 
 
 def _spread(oracle: Oracle, config: ServerConfig, regime: Regime) -> float:
@@ -275,3 +276,14 @@ def test_replay_rows_join_search_json(tmp_path: Path) -> None:
     assert {r["set"] for r in rows} == {"real grid"} and {r["regime"] for r in rows} == {"gpu_bound"}
     assert "specsweep" in {r["strategy"] for r in rows} and any("auto_benchmark" in n for n in notes)
     assert replay_rows(tmp_path / "nothing")[0] == []
+
+
+def test_auto_benchmark_lists_only_values_inside_a_range_its_step_does_not_divide() -> None:
+    # 8..30 in steps of 8 is 8, 16, 24: a tier-2 user lists no 32, which the range does not hold.
+    case = CASES["tight"]
+    space = case.space.model_copy(update={"max_running_requests": IntRange(low=8, high=30, step=8)})
+    spec = case_spec(case, gpus=1).model_copy(update={"search": space})
+    oracle = Oracle(spec, load_profile(case.name))
+    launcher = Launcher(oracle, 3, budget_gpu_s=math.inf, max_launches=100, regime=Regime.GPU_BOUND)
+    run = auto_benchmark(launcher, space_configs(space))
+    assert {lc.config.max_running_requests for lc in run.launches} <= {8, 16, 24}

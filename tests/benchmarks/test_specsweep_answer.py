@@ -16,10 +16,11 @@ import pytest
 
 from benchmarks.noise import Launcher, best_draw
 from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
 from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from orchestrator.driver.answer.conclusion import conclude
+from orchestrator.driver.space import space_configs
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.trial_attrs import TrialAttr
@@ -33,7 +34,7 @@ SEED = 1  # a run in which the best single draw and the product answer different
 @pytest.fixture(scope="module")
 def tight() -> tuple[Oracle, list[ServerConfig]]:
     case = CASES["tight"]
-    return Oracle(case_spec(case, gpus=1), load_profile(case.name)), enumerate_space(case.space)
+    return Oracle(case_spec(case, gpus=1), load_profile(case.name)), space_configs(case.space)
 
 
 def _launcher(oracle: Oracle, grid: list[ServerConfig], launches: float, seed: int = SEED) -> Launcher:

@@ -18,8 +18,9 @@ import pytest
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from benchmarks.driver import NoTracking
 from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
 from orchestrator.adaptive import AdaptiveMode
 from orchestrator.config_codec import config_from_optuna, optuna_params
 from orchestrator.driver.answer.confirm import rank
@@ -28,6 +29,7 @@ from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.driver.restore import restore
 from orchestrator.driver.settle import settle
+from orchestrator.driver.space import space_configs
 from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import LOST_IN_A_ROW, Sweep
 from orchestrator.driver.tracking import Tracker
@@ -36,7 +38,6 @@ from orchestrator.records import (
     FailureKind,
     FailureStage,
     ServerConfig,
-    TrialRecord,
     TrialResult,
     TrialStatus,
 )
@@ -109,11 +110,6 @@ class InProcessExecutor:
         return sum(1 for r in self.submitted if r.config == config)
 
 
-class _NoTracking:
-    def log_trial(self, record: TrialRecord) -> str | None:
-        return None
-
-
 @pytest.fixture(scope="module")
 def oracle() -> Oracle:
     case = CASES["tight"]
@@ -132,7 +128,7 @@ def _status(oracle: Oracle, config: ServerConfig) -> tuple[TrialStatus, FailureS
 def configs(oracle: Oracle) -> dict[str, ServerConfig]:
     """`good` runs; `no_kv` fails allocating its KV pool; `lower` has a lower memory fraction than `no_kv`
     (so a model that saw `no_kv` fail knows `lower` cannot start either)."""
-    grid = enumerate_space(CASES["tight"].space)
+    grid = space_configs(CASES["tight"].space)
     good = next(c for c in grid if _status(oracle, c)[0] is TrialStatus.OK)
     no_kv = max(
         (c for c in grid if _status(oracle, c) == (TrialStatus.OOM, FailureStage.KV_ALLOCATION)),
@@ -149,7 +145,7 @@ def _sweep(
     n_trials: int,
     workdir: Path | None = None,
 ) -> Sweep:
-    tracker = cast(Tracker, _NoTracking())
+    tracker = cast(Tracker, NoTracking())
     return Sweep(
         spec,
         study,
@@ -457,7 +453,7 @@ def test_a_tree_that_accepts_nothing_is_a_poor_tree_once_the_draft_worked_in_the
 ) -> None:
     """The sweep passes the draft's best acceptance so far to the diagnosis: after a tree that accepts
     well, one that accepts nothing is a poor tree, not the broken-draft alarm."""
-    grid = [c for c in enumerate_space(CASES["tight"].space) if c.speculative]
+    grid = [c for c in space_configs(CASES["tight"].space) if c.speculative]
     working, poor = [c for c in grid if oracle.evaluate(c).result().status is TrialStatus.OK][:2]
     study = open_study(oracle.spec, "tree", InMemoryStorage(), resume=False)
     for config in (working, poor):

@@ -16,7 +16,7 @@ from orchestrator.mlflow_schema import memory_from_metrics, parse_param
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
 from orchestrator.report.data import (
     Outcome,
-    TrialRow,
+    RunReadBack,
     current_sweeps,
     find_best,
     outcome_of,
@@ -37,7 +37,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 @pytest.fixture(scope="module")
-def rows(store: Store) -> list[TrialRow]:
+def rows(store: Store) -> list[RunReadBack]:
     return load_trials(store.tracking_uri, STUDY)
 
 
@@ -110,7 +110,7 @@ def test_parse_script_reads_back_the_trackers_launch_command() -> None:
 # -- MLflow and Optuna ---------------------------------------------------------------------------------
 
 
-def test_load_trials_reads_the_current_sweep_one_row_per_trial(rows: list[TrialRow]) -> None:
+def test_load_trials_reads_the_current_sweep_one_row_per_trial(rows: list[RunReadBack]) -> None:
     assert [r.number for r in rows] == [p.number for p in PLAN]  # the older sweep's trial 1 is left out
     by = {r.number: r for r in rows}
     assert by[1].config != "stale" and by[1].status == "ok"
@@ -128,7 +128,7 @@ def test_load_trials_reads_the_current_sweep_one_row_per_trial(rows: list[TrialR
 
 
 def test_find_best_without_best_json_makes_the_sweeps_choice_from_the_runs(
-    rows: list[TrialRow], store: Store, tmp_path: Path
+    rows: list[RunReadBack], store: Store, tmp_path: Path
 ) -> None:
     best = find_best(rows, tmp_path, store.tracking_uri)  # no best.json there
     assert best is not None and best.row.number == BEST
@@ -160,7 +160,7 @@ def best_file(label: str, argv: list[str], verdict: Verdict | None = None) -> Be
 
 
 def test_find_best_prefers_best_json_but_not_a_stale_one(
-    rows: list[TrialRow], store: Store, tmp_path: Path
+    rows: list[RunReadBack], store: Store, tmp_path: Path
 ) -> None:
     label = next(p.config for p in PLAN if p.number == BEST).label()
     argv = ["python", "-m", "sglang.launch_server", "--tp-size", "8", "--api-key", "***"]
@@ -177,7 +177,7 @@ def test_find_best_prefers_best_json_but_not_a_stale_one(
 
 
 def test_the_best_section_states_the_answer_and_the_verdict_of_best_json(
-    rows: list[TrialRow], store: Store, tmp_path: Path
+    rows: list[RunReadBack], store: Store, tmp_path: Path
 ) -> None:
     from orchestrator.report.page import best_section
 
@@ -237,7 +237,7 @@ def test_importances_with_too_few_trials_say_so() -> None:
 # -- figures ---------------------------------------------------------------------------------------------
 
 
-def test_feasibility_map_draws_each_outcome_with_its_own_symbol(rows: list[TrialRow]) -> None:
+def test_feasibility_map_draws_each_outcome_with_its_own_symbol(rows: list[RunReadBack]) -> None:
     fig = feasibility_figure(rows)
     first = [t for t in fig.data if t.xaxis == "x"]  # the mem_fraction_static / cuda_graph_max_bs panel
     symbols = {t.legendgroup: t.marker.symbol for t in first}
@@ -249,7 +249,7 @@ def test_feasibility_map_draws_each_outcome_with_its_own_symbol(rows: list[Trial
     assert list(oom.x) == [0.95] and list(oom.y) == [512]
 
 
-def test_a_trial_that_missed_its_sla_is_drawn_as_such(rows: list[TrialRow]) -> None:
+def test_a_trial_that_missed_its_sla_is_drawn_as_such(rows: list[RunReadBack]) -> None:
     import dataclasses
 
     missed = dataclasses.replace(rows[1], status="sla_missed")
@@ -260,7 +260,7 @@ def test_a_trial_that_missed_its_sla_is_drawn_as_such(rows: list[TrialRow]) -> N
     assert len(set(symbols.values())) == 5
 
 
-def test_latency_figure_draws_the_pareto_front(rows: list[TrialRow]) -> None:
+def test_latency_figure_draws_the_pareto_front(rows: list[RunReadBack]) -> None:
     fig = latency_figure(rows)
     front = [t for t in fig.data if t.name == "Pareto front"]
     assert len(front) == 2
@@ -269,7 +269,7 @@ def test_latency_figure_draws_the_pareto_front(rows: list[TrialRow]) -> None:
     assert list(front[0].y) == [1000.0, 1500.0, 1800.0, 2100.0]
 
 
-def test_history_best_so_far_line(rows: list[TrialRow]) -> None:
+def test_history_best_so_far_line(rows: list[RunReadBack]) -> None:
     line = next(t for t in history_figure(rows).data if t.name == "best so far (objective)")
     assert list(line.y) == [1000.0, 1800.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0]
 
@@ -323,7 +323,7 @@ def test_searched_values_name_flags_as_the_version_in_use_spells_them(store: Sto
     assert "--cuda-graph-max-bs<" not in best
 
 
-def test_feasibility_map_integer_axes_have_integer_ticks(rows: list[TrialRow]) -> None:
+def test_feasibility_map_integer_axes_have_integer_ticks(rows: list[RunReadBack]) -> None:
     layout = feasibility_figure(rows).layout
     # panel 6 is speculative steps / top-k; panel 1 has the fraction on x and the graph batch size on y
     for axis in (layout.xaxis6, layout.yaxis6, layout.yaxis):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from orchestrator.report.data import TrialRow
+from orchestrator.report.data import RunReadBack
 from orchestrator.report.page import traffic_section
 
 
 def test_lossy_trials_are_shown_with_their_first_difference() -> None:
     rows = [
-        TrialRow(
+        RunReadBack(
             number=1,
             run_id="a",
             status="ok",
@@ -19,8 +19,8 @@ def test_lossy_trials_are_shown_with_their_first_difference() -> None:
             lossless_detail="prompt 2 (generated-chat, ids [1, 3, ...]): first difference at output "
             "position 7: baseline token 41, speculative token 42",
         ),
-        TrialRow(number=2, run_id="b", status="ok", config="mf0.880 nospec", lossless=""),
-        TrialRow(number=3, run_id="c", status="oom", config="mf0.950 s5k1d6"),
+        RunReadBack(number=2, run_id="b", status="ok", config="mf0.880 nospec", lossless=""),
+        RunReadBack(number=3, run_id="c", status="oom", config="mf0.950 s5k1d6"),
     ]
     html = traffic_section(rows)
     assert "Lossy speculation: 1 trial(s)" in html

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import io
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.scheduler import Scheduler
-from orchestrator.sim.speed import SlowNoise, SpecShape, SpeedModel, position_probs
+from orchestrator.sim.speed import SlowNoise, SpeedModel, position_probs
 
-SHAPE = SpecShape(3, 1, 4)
+TREE = DraftTree(3, 1, 4)
 
 
 def test_same_launch_seed_same_noise_and_other_seeds_differ() -> None:
@@ -40,7 +41,7 @@ def _elapsed(launch_seed: int) -> float:
 
     async def main() -> float:
         sched = Scheduler(
-            speed=SpeedModel(profile, 1, SHAPE, (1, 2, 4, 8, 16)), probs=position_probs(profile, SHAPE),
+            speed=SpeedModel(profile, 1, TREE, (1, 2, 4, 8, 16)), probs=position_probs(profile, TREE),
             pool_tokens=100_000, max_running=16, chunked_prefill=8192, decode_log_interval=10,
             vocab=1000, seed=0, log=SglangLog(1, io.StringIO()),
         )  # fmt: skip

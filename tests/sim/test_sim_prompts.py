@@ -10,9 +10,10 @@ from pathlib import Path
 from orchestrator.bench.chatgen import generated_chat
 from orchestrator.bench.tokenizer import BuiltinTokenizer
 from orchestrator.bench.workload import synthetic_requests
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.prompts import PromptKind, greedy_stream, probs_by_kind, prompt_kind
-from orchestrator.sim.speed import SpecShape, expected_accept_length
+from orchestrator.sim.speed import expected_accept_length
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,16 +35,16 @@ def test_chat_prompts_are_text() -> None:
 
 def test_profile_accepts_text_better_than_random_ids() -> None:
     profile = load_profile("kimi-k25-rtxpro6000")
-    shape = SpecShape(3, 1, 4)
-    probs = probs_by_kind(profile, shape, broken=False)
+    tree = DraftTree(3, 1, 4)
+    probs = probs_by_kind(profile, tree, broken=False)
     assert (
         expected_accept_length(probs[PromptKind.TEXT])
         > expected_accept_length(probs[PromptKind.RANDOM]) + 0.5
     )
-    broken = probs_by_kind(profile, shape, broken=True)
+    broken = probs_by_kind(profile, tree, broken=True)
     assert all(p == 0.0 for kind in PromptKind for p in broken[kind])
     tiny = load_profile("h200-tiny")  # no text figures: text behaves as random ids
-    tiny_probs = probs_by_kind(tiny, shape, broken=False)
+    tiny_probs = probs_by_kind(tiny, tree, broken=False)
     assert tiny_probs[PromptKind.TEXT] == tiny_probs[PromptKind.RANDOM]
 
 

@@ -22,14 +22,15 @@ from typing import Any
 
 import pytest
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.answer.noise import PRIORS, Regime
 from orchestrator.sim import scheduler as scheduler_module
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.scheduler import Scheduler
-from orchestrator.sim.speed import SpecShape, SpeedModel, position_probs
+from orchestrator.sim.speed import SpeedModel, position_probs
 
-SHAPE = SpecShape(3, 1, 4)
+TREE = DraftTree(3, 1, 4)
 GRAPHS = (1, 2, 4, 8, 16, 32)
 LAUNCHES = 16
 STAGES = 3
@@ -69,8 +70,8 @@ def _launch(profile_name: str, launch_seed: int, monkeypatch: pytest.MonkeyPatch
 
     async def main() -> list[float]:
         sched = Scheduler(
-            speed=SpeedModel(profile, profile.gpu_count, SHAPE, GRAPHS),
-            probs=position_probs(profile, SHAPE),
+            speed=SpeedModel(profile, profile.gpu_count, TREE, GRAPHS),
+            probs=position_probs(profile, TREE),
             pool_tokens=1_000_000, max_running=CONCURRENCY, chunked_prefill=8192,
             decode_log_interval=10_000, vocab=1000, seed=0, log=SglangLog(1, io.StringIO()),
         )  # fmt: skip

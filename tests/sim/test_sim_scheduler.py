@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import io
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.scheduler import Scheduler, SimRequest
-from orchestrator.sim.speed import SpecShape, SpeedModel, position_probs
+from orchestrator.sim.speed import SpeedModel, position_probs
 
 PROFILE = load_profile({"base": "h200-tiny", "accept_p0": 0.8, "step_noise": 0.0})
-SHAPE = SpecShape(3, 1, 4)
+TREE = DraftTree(3, 1, 4)
 
 
 def run(pool: int, prompts: list[tuple[int, int]], seed: int = 0) -> tuple[list[SimRequest], str, float]:
@@ -19,8 +20,8 @@ def run(pool: int, prompts: list[tuple[int, int]], seed: int = 0) -> tuple[list[
 
     async def main() -> tuple[list[SimRequest], float]:
         sched = Scheduler(
-            speed=SpeedModel(PROFILE, 1, SHAPE, (1, 2, 4, 8, 16)),
-            probs=position_probs(PROFILE, SHAPE),
+            speed=SpeedModel(PROFILE, 1, TREE, (1, 2, 4, 8, 16)),
+            probs=position_probs(PROFILE, TREE),
             pool_tokens=pool,
             max_running=16,
             chunked_prefill=8192,
@@ -52,7 +53,7 @@ def test_requests_complete_with_consistent_speculative_counts() -> None:
         assert 1 + r.verify_ct + r.accepted_drafts >= 50  # prefill token + verifies cover the output
     assert "Decode batch, #running-req: 4," in log and "accept len: " in log
     # Real time: 4 requests share each step, so the whole run is a few dozen steps, not 200.
-    assert elapsed < 50 * SpeedModel(PROFILE, 1, SHAPE, (1, 2, 4, 8, 16)).step_time(4)
+    assert elapsed < 50 * SpeedModel(PROFILE, 1, TREE, (1, 2, 4, 8, 16)).step_time(4)
 
 
 def test_same_seed_same_outputs_and_acceptance() -> None:

@@ -7,9 +7,9 @@ import random
 import pytest
 from simhelp import KIMI, TINY, plan, resolve, spec
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.speed import (
-    SpecShape,
     SpeedModel,
     broken_draft_reason,
     expected_accept_length,
@@ -25,7 +25,7 @@ def rate(profile: str | dict[str, object], batch: int, *flags: str) -> float:
     prof = load_profile(profile)
     model = SpeedModel.for_args(prof, args, p.capture_sizes)
     probs = (
-        position_probs(prof, model.spec, broken=bool(broken_draft_reason(prof, args))) if model.spec else None
+        position_probs(prof, model.tree, broken=bool(broken_draft_reason(prof, args))) if model.tree else None
     )
     return model.expected_tokens_per_s(batch, probs)
 
@@ -52,7 +52,7 @@ def test_broken_draft_accepts_nothing_and_is_slower_than_no_speculation() -> Non
     slow = rate(broken, 1, *KIMI_TP, *spec(3, 1, 4), "--cuda-graph-max-bs", "128")
     assert slow < base
     prof = load_profile(broken)
-    assert expected_accept_length(position_probs(prof, SpecShape(3, 1, 4))) == 1.0
+    assert expected_accept_length(position_probs(prof, DraftTree(3, 1, 4))) == 1.0
 
 
 @pytest.mark.parametrize(
@@ -87,13 +87,13 @@ def test_batches_above_the_captured_sizes_run_eagerly_and_slower() -> None:
 
 def test_acceptance_chain() -> None:
     prof = load_profile(KIMI)
-    chain = position_probs(prof, SpecShape(3, 1, 4))
+    chain = position_probs(prof, DraftTree(3, 1, 4))
     assert chain[0] == pytest.approx(0.745) and chain[0] > chain[1] > chain[2]
     assert expected_accept_length(chain) == pytest.approx(
         1 + 0.745 + 0.745 * chain[1] + 0.745 * chain[1] * chain[2]
     )
-    assert position_probs(prof, SpecShape(3, 4, 8))[0] > chain[0]  # top-k > 1 helps a little
-    assert len(position_probs(prof, SpecShape(5, 4, 3))) == 2  # at most draft tokens - 1 accepted
+    assert position_probs(prof, DraftTree(3, 4, 8))[0] > chain[0]  # top-k > 1 helps a little
+    assert len(position_probs(prof, DraftTree(5, 4, 3))) == 2  # at most draft tokens - 1 accepted
     rng = random.Random(7)
     draws = [sample_accepted(rng, chain) for _ in range(20000)]
     assert 1 + sum(draws) / len(draws) == pytest.approx(expected_accept_length(chain), rel=0.02)

@@ -92,8 +92,8 @@ def write_best(
 
 
 @dataclass(frozen=True)
-class TableRow:
-    """One trial as the table shows it, from this run's record or from the study's trial attributes."""
+class ConsoleRow:
+    """One row of the console's trial table, from this run's record or the study's trial attributes."""
 
     number: int
     status: str
@@ -105,12 +105,12 @@ class TableRow:
     repeat_of: int | None = None  # answered from that trial's record, not launched
 
 
-def row_from_record(rec: TrialRecord) -> TableRow:
+def row_from_record(rec: TrialRecord) -> ConsoleRow:
     r = rec.result
     reason = ""
     if r.failure is not None and r.status is not TrialStatus.OK:
         reason = f"{r.failure.stage.value}: {r.failure.message}"
-    return TableRow(
+    return ConsoleRow(
         rec.number,
         r.status.value,
         r.config.label(),
@@ -121,7 +121,7 @@ def row_from_record(rec: TrialRecord) -> TableRow:
     )
 
 
-def row_from_trial(trial: FrozenTrial) -> TableRow | None:
+def row_from_trial(trial: FrozenTrial) -> ConsoleRow | None:
     """A finished trial of the study (this run's or an earlier one's); None for what is not a trial of
     this study's own (a warm-start seed, a trial closed after its driver died: its configuration was
     re-queued) or not finished."""
@@ -137,7 +137,7 @@ def row_from_trial(trial: FrozenTrial) -> TableRow | None:
     failure = str(attrs.get(TrialAttr.FAILURE) or "")
     head, _, message = failure.partition(": ")
     repeat = attrs.get(TrialAttr.REPEAT_OF)
-    return TableRow(
+    return ConsoleRow(
         number=trial.number,
         status=str(status),
         config=str(attrs.get(TrialAttr.CONFIG, "")),
@@ -149,10 +149,10 @@ def row_from_trial(trial: FrozenTrial) -> TableRow | None:
     )
 
 
-def table_rows(trials: Iterable[FrozenTrial], records: Sequence[TrialRecord]) -> list[TableRow]:
+def table_rows(trials: Iterable[FrozenTrial], records: Sequence[TrialRecord]) -> list[ConsoleRow]:
     """Every trial of the study, earlier invocations included; this run's own records where there are
     (they hold more than the study's attributes)."""
-    rows: dict[int, TableRow] = {}
+    rows: dict[int, ConsoleRow] = {}
     for t in trials:
         row = row_from_trial(t)
         if row is not None:
@@ -194,7 +194,7 @@ def _cell(value: float | None, spec: str) -> str:
     return format(value, spec)
 
 
-def render_table(rows: Sequence[TableRow], budget: int | None = None) -> str:
+def render_table(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
     """The trials, one line each (plus one line of reason under a trial that failed), columns aligned
     with units in the header, and a count line that says what the rows are."""
     by_number = {r.number: r for r in rows}
@@ -248,7 +248,7 @@ def cut_at_word(text: str, width: int) -> str:
     return f"{kept} ..."
 
 
-def count_line(rows: Sequence[TableRow], budget: int | None = None) -> str:
+def count_line(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
     """What the rows are: the trials launched, and those that cost no launch and no budget."""
     predicted = sum(1 for r in rows if r.status == TrialStatus.PREDICTED_OOM.value and r.repeat_of is None)
     repeats = sum(1 for r in rows if r.repeat_of is not None)

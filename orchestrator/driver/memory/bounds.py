@@ -30,22 +30,16 @@ The product uses this by constructing `BoundedMemoryModel()` where it constructs
 
 from __future__ import annotations
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.memory_model import Correction, MemoryModel, Prediction
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
-
-Tree = tuple[int | None, int | None, int | None]
-
-
-def _tree(config: ServerConfig) -> Tree:
-    c = config
-    return (c.speculative_num_steps, c.speculative_eagle_topk, c.speculative_num_draft_tokens)
 
 
 class BoundedMemoryModel(MemoryModel):
     def __init__(self, tp: int = 1, kv_heads: int | None = None) -> None:
         super().__init__(tp=tp, kv_heads=kv_heads)
-        # (KV pool tokens, running requests asked, tree) of each configuration that failed under load
-        self.pressure: list[tuple[float, int, Tree]] = []
+        # (KV pool tokens, running requests asked, tree or None) of each configuration that failed under load
+        self.pressure: list[tuple[float, int, DraftTree | None]] = []
         self.draft_ceiling: float | None = None  # the lowest fraction seen to leave the draft no room
         # (GB left after start-up, tokens a verify runs, trial) of each configuration out of memory serving
         self.serving: list[tuple[float, int, int]] = []
@@ -59,7 +53,7 @@ class BoundedMemoryModel(MemoryModel):
         f = resolved if resolved is not None else result.config.mem_fraction_static
         if result.status is TrialStatus.KV_PRESSURE and pool:
             c = result.config
-            self.pressure.append((float(pool), c.max_running_requests, _tree(c)))
+            self.pressure.append((float(pool), c.max_running_requests, DraftTree.of(c)))
         draft_side = result.failure is not None and result.failure.stage in (
             FailureStage.WEIGHT_LOADING,
             FailureStage.KV_ALLOCATION,
@@ -108,7 +102,7 @@ class BoundedMemoryModel(MemoryModel):
             )
         if self.pressure and self.ready:
             pool = self.kv_tokens(f)
-            tree, running = _tree(config), config.max_running_requests
+            tree, running = DraftTree.of(config), config.max_running_requests
             worse = [p for p, r, t in self.pressure if pool <= p and running >= r and tree == t]
             if worse:
                 return Prediction(

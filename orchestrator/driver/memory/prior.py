@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from orchestrator.adaptive import candidate_steps, trial_config
+from orchestrator.adaptive import candidate_steps, tiers_of
 from orchestrator.model_shape import GIB, ModelShape
 from orchestrator.records import FailureStage, ServerConfig
 
@@ -211,7 +211,7 @@ def decode_graphs_gib(facts: MemoryFacts, config: ServerConfig) -> tuple[float, 
     draft = _runner(g, sizes, config.speculative_num_draft_tokens or 1, g.draft_gib_per_token)
     if steps > 1:
         draft += _runner(g, sizes, topk, g.draft_gib_per_token * steps)
-    tiers = trial_config(config)
+    tiers = tiers_of(config)
     for s in candidate_steps(tiers) if tiers else ():
         if s != steps:  # each other adaptive tier builds its own draft graphs and state
             draft += ADAPTIVE_TIER_STATE_GIB + _runner(g, sizes, s + 1, g.draft_gib_per_token)

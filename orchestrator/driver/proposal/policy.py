@@ -37,6 +37,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.adaptive import AdaptiveMode
+from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import (
     Answer,
     Call,
@@ -47,7 +48,7 @@ from orchestrator.driver.answer.choose import (
 )
 from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
-from orchestrator.driver.proposal.trees import Tree, dim_values, trees_of
+from orchestrator.driver.proposal.trees import dim_values, trees_of
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
 from orchestrator.spec import SweepSpec
@@ -83,7 +84,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class Prospect:
-    tree: Tree
+    tree: DraftTree
     config: ServerConfig
     mean: float
     sd: float  # absolute
@@ -101,12 +102,12 @@ class Prospect:
         return (self.mean - best) * cdf + self.sd * pdf
 
 
-def _spread(tree: Tree, others: Collection[Tree], scale: tuple[float, float, float]) -> float:
+def _spread(tree: DraftTree, others: Collection[DraftTree], scale: tuple[float, float, float]) -> float:
     """Distance to the nearest tree already chosen, over depth, log-width and tree size."""
     if not others:
         return math.inf
 
-    def coords(t: Tree) -> tuple[float, float, float]:
+    def coords(t: DraftTree) -> tuple[float, float, float]:
         return (t.steps / scale[0], math.log2(t.topk) / scale[1], t.draft_tokens / scale[2])
 
     a = coords(tree)
@@ -117,7 +118,7 @@ def stage_samples(records: Sequence[TrialRecord]) -> list[StageSample]:
     """Every measured stage of a speculative launch with an accept length (the baseline excluded)."""
     out = []
     for r in records:
-        tree = Tree.of(r.result.config)
+        tree = DraftTree.of(r.result.config)
         if (
             tree is None
             or r.baseline
@@ -147,12 +148,12 @@ class ProposalPolicy:
     # -- what has been launched -------------------------------------------------------------------
 
     @staticmethod
-    def _tried(records: Sequence[TrialRecord], pending: Collection[ServerConfig]) -> set[Tree]:
+    def _tried(records: Sequence[TrialRecord], pending: Collection[ServerConfig]) -> set[DraftTree]:
         """Trees with a measurement, or in flight; a tree whose launches all failed counts after two."""
-        failed: dict[Tree, int] = {}
-        tried: set[Tree] = set()
+        failed: dict[DraftTree, int] = {}
+        tried: set[DraftTree] = set()
         for r in records:
-            tree = Tree.of(r.result.config)
+            tree = DraftTree.of(r.result.config)
             if tree is None or r.result.config.speculative_adaptive:
                 continue
             if r.result.status is TrialStatus.OK:
@@ -160,12 +161,12 @@ class ProposalPolicy:
             elif r.result.node_id:  # launched (a predicted OOM never ran)
                 failed[tree] = failed.get(tree, 0) + 1
         tried |= {t for t, n in failed.items() if n >= 2}
-        tried |= {t for c in pending if (t := Tree.of(c)) is not None}
+        tried |= {t for c in pending if (t := DraftTree.of(c)) is not None}
         return tried
 
     def _config(
         self,
-        tree: Tree,
+        tree: DraftTree,
         model: MemoryModel,
         launched: Collection[ServerConfig],
         served: Collection[float],
@@ -188,7 +189,7 @@ class ProposalPolicy:
         served = {r.result.config.mem_fraction_static for r in records if r.result.status is TrialStatus.OK}
         candidates = {t: c for t in open_trees if (c := self._config(t, model, launched, served)) is not None}
         samples = stage_samples(records)
-        covered = {s.tree for s in samples} | {t for c in pending if (t := Tree.of(c)) is not None}
+        covered = {s.tree for s in samples} | {t for c in pending if (t := DraftTree.of(c)) is not None}
         # 2. coverage
         if len(covered) < MIN_TREES and candidates:
             tree = self._cover(tried, candidates)
@@ -228,7 +229,7 @@ class ProposalPolicy:
         # 5. the race, then 6. the stop
         return self._race_or_stop(records, answer, group_launches(launches), len(prospects), spec_model)
 
-    def _cover(self, tried: set[Tree], candidates: dict[Tree, ServerConfig]) -> Tree:
+    def _cover(self, tried: set[DraftTree], candidates: dict[DraftTree, ServerConfig]) -> DraftTree:
         """The classic chain (top-k 1, the middle depth) first, then the tree farthest from those tried."""
         chains = [t for t in candidates if t.topk == 1]
         if not tried and chains:
@@ -240,11 +241,11 @@ class ProposalPolicy:
         self,
         records: Sequence[TrialRecord],
         samples: Sequence[StageSample],
-        candidates: dict[Tree, ServerConfig],
+        candidates: dict[DraftTree, ServerConfig],
     ) -> tuple[list[Prospect], SpecModel] | None:
-        by_tree: dict[Tree, list[float]] = {}
+        by_tree: dict[DraftTree, list[float]] = {}
         for r in records:
-            tree = Tree.of(r.result.config)
+            tree = DraftTree.of(r.result.config)
             if (
                 tree is not None
                 and r.objective is not None
@@ -279,7 +280,7 @@ class ProposalPolicy:
         self, leader: TrialRecord, launched: Collection[ServerConfig], model: MemoryModel
     ) -> Decision | None:
         config = leader.result.config
-        tree = Tree.of(config)
+        tree = DraftTree.of(config)
         if tree is None:
             return None
         modes = [m for m in self.spec.search.speculative_adaptive if m is not AdaptiveMode.OFF]
@@ -339,7 +340,7 @@ class ProposalPolicy:
         # Which of those within the noise to race: the model's ranking, which pools every launch of every
         # tree (the accept lengths are exact, only the rates are noisy), is steadier than a few medians.
         def predicted(number: int) -> float:
-            tree = Tree.of(first_of[number].result.config) if number in first_of else None
+            tree = DraftTree.of(first_of[number].result.config) if number in first_of else None
             return spec_model.objective(tree) if tree is not None else 0.0
 
         close = sorted(verdict.too_close_with, key=lambda n: -predicted(n))[: RACE_TOP - 1]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
-from orchestrator.driver.proposal.trees import Tree
+from orchestrator.draft_tree import DraftTree
 
 # A typical EAGLE-3 draft (SGLang's Llama-3 heads accept 0.6-0.8 at the first position, falling by a few
 # tenths along the chain): only what the measured trees cannot decide is pulled towards it, weakly.
@@ -52,11 +52,11 @@ class Acceptance:
     decay: float
     gain: float
 
-    def position_probs(self, tree: Tree) -> list[float]:
+    def position_probs(self, tree: DraftTree) -> list[float]:
         shrink = tree.topk ** (-self.gain) if tree.topk > 1 else 1.0
         return [1.0 - (1.0 - self.p0 * self.decay**i) * shrink for i in range(tree.max_accepted)]
 
-    def accept_length(self, tree: Tree) -> float:
+    def accept_length(self, tree: DraftTree) -> float:
         total, chain = 1.0, 1.0
         for p in self.position_probs(tree):
             chain *= p
@@ -64,7 +64,7 @@ class Acceptance:
         return total
 
 
-def _grid_accept_lengths(tree: Tree) -> np.ndarray:
+def _grid_accept_lengths(tree: DraftTree) -> np.ndarray:
     """The accept length of ``tree`` at every (p0, decay, gain) of the grid, shape (P0, DECAY, GAIN)."""
     p0 = _P0[:, None, None]
     decay = _DECAY[None, :, None]
@@ -77,7 +77,7 @@ def _grid_accept_lengths(tree: Tree) -> np.ndarray:
     return total
 
 
-def fit_acceptance(samples: Sequence[tuple[Tree, float]]) -> Acceptance:
+def fit_acceptance(samples: Sequence[tuple[DraftTree, float]]) -> Acceptance:
     """Least squares over the measured (tree, accept length) pairs, on the grid."""
     loss = np.zeros((len(_P0), len(_DECAY), len(_GAIN)))
     for tree, accept in samples:
@@ -99,7 +99,7 @@ class StepCost:
     draft_step: float  # x steps
     draft_per_token: float  # x concurrency x steps x top-k
 
-    def step_s(self, tree: Tree, concurrency: int) -> float:
+    def step_s(self, tree: DraftTree, concurrency: int) -> float:
         base = self.intercept.get(concurrency)
         if base is None:  # a level never measured: the nearest measured one's fixed cost
             base = self.intercept[min(self.intercept, key=lambda c: abs(c - concurrency))]
@@ -112,7 +112,7 @@ class StepCost:
         )
 
 
-def _features(tree: Tree, concurrency: int, levels: Sequence[int]) -> list[float]:
+def _features(tree: DraftTree, concurrency: int, levels: Sequence[int]) -> list[float]:
     c = concurrency
     return [
         *(1.0 if c == lv else 0.0 for lv in levels),
@@ -122,7 +122,7 @@ def _features(tree: Tree, concurrency: int, levels: Sequence[int]) -> list[float
     ]
 
 
-def fit_step_cost(samples: Sequence[tuple[Tree, int, float]]) -> StepCost:
+def fit_step_cost(samples: Sequence[tuple[DraftTree, int, float]]) -> StepCost:
     """Non-negative least squares over (tree, concurrency, step seconds), relative errors weighted alike."""
     levels = sorted({c for _, c, _ in samples})
     a = np.array([_features(t, c, levels) for t, c, _ in samples])
@@ -142,7 +142,7 @@ def fit_step_cost(samples: Sequence[tuple[Tree, int, float]]) -> StepCost:
 class StageSample:
     """What one measured stage says about its tree: the accept length and the rate at one level."""
 
-    tree: Tree
+    tree: DraftTree
     concurrency: int
     accept_length: float
     tok_s: float
@@ -158,17 +158,17 @@ class SpecModel:
     cost: StepCost
     levels: tuple[int, ...]
 
-    def tok_s(self, tree: Tree, concurrency: int) -> float:
+    def tok_s(self, tree: DraftTree, concurrency: int) -> float:
         step = self.cost.step_s(tree, concurrency)
         return concurrency * self.acceptance.accept_length(tree) / step if step > 0 else math.inf
 
-    def objective(self, tree: Tree) -> float:
+    def objective(self, tree: DraftTree) -> float:
         """The tree's predicted figure: its best level's tok/s, as the objective takes the best stage."""
         return max(self.tok_s(tree, c) for c in self.levels)
 
 
 def fit(samples: Sequence[StageSample]) -> SpecModel:
-    by_tree: dict[Tree, list[float]] = {}
+    by_tree: dict[DraftTree, list[float]] = {}
     for s in samples:
         by_tree.setdefault(s.tree, []).append(s.accept_length)
     acceptance = fit_acceptance([(t, sum(v) / len(v)) for t, v in by_tree.items()])
@@ -176,7 +176,7 @@ def fit(samples: Sequence[StageSample]) -> SpecModel:
     return SpecModel(acceptance, cost, tuple(sorted({s.concurrency for s in samples})))
 
 
-def loo_error(samples: Sequence[StageSample], measured: dict[Tree, float]) -> float | None:
+def loo_error(samples: Sequence[StageSample], measured: dict[DraftTree, float]) -> float | None:
     """Root mean square relative error of each measured tree's objective predicted by a fit without it
     (`PRIOR_MODEL_ERROR` until every fit can leave one out of `MIN_TREES` + 1 trees; None below
     `MIN_TREES`): how far the model is from a tree it has not seen."""

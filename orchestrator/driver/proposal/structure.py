@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
-from orchestrator.driver.proposal.trees import Tree, dim_values
+from orchestrator.driver.proposal.trees import dim_values
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import SearchSpace, make_config
@@ -50,7 +51,7 @@ def choose_structure(space: SearchSpace, concurrency: list[int]) -> Structure:
     )
 
 
-def config_for(structure: Structure, tree: Tree, fraction: float) -> ServerConfig:
+def config_for(structure: Structure, tree: DraftTree, fraction: float) -> ServerConfig:
     return make_config(
         fraction,
         structure.cuda_graph_max_bs,
@@ -69,7 +70,7 @@ def has_prior(model: MemoryModel) -> bool:
 
 
 def fitting_config(
-    structure: Structure, tree: Tree, model: MemoryModel, served: Collection[float] = ()
+    structure: Structure, tree: DraftTree, model: MemoryModel, served: Collection[float] = ()
 ) -> ServerConfig | None:
     """The tree at the highest fraction the memory model is confident fits; without the prior, no higher
     than a fraction a launch has ``served`` at; without a confident answer, the `UNSURE_QUANTILE` fraction

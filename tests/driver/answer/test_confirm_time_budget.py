@@ -20,14 +20,16 @@ from typing import Any, cast
 import pytest
 from optuna.storages import InMemoryStorage
 
+from benchmarks.driver import NoTracking
 from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
 from orchestrator.driver import sweep as sweep_module
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.confirm import time_to_confirm
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.placement import TRIAL_SLOT
+from orchestrator.driver.space import space_configs
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.driver.tracking import Tracker
@@ -88,11 +90,6 @@ class ClockedExecutor:
         pass
 
 
-class _NoTracking:
-    def log_trial(self, record: TrialRecord) -> str | None:
-        return None
-
-
 @pytest.fixture(scope="module")
 def oracle() -> Oracle:
     case = CASES["tight"]
@@ -100,7 +97,7 @@ def oracle() -> Oracle:
 
 
 def _any_ok(oracle: Oracle) -> ServerConfig:
-    return next(c for c in enumerate_space(CASES["tight"].space) if oracle.evaluate(c).objective)
+    return next(c for c in space_configs(CASES["tight"].space) if oracle.evaluate(c).objective)
 
 
 def _sweep(
@@ -113,7 +110,7 @@ def _sweep(
     sweep = Sweep(
         spec,
         study,
-        cast(Tracker, _NoTracking()),
+        cast(Tracker, NoTracking()),
         n_trials=100,  # far more than the time allows: the time budget ends the sweep
         workdir=Path(tempfile.mkdtemp(prefix="sweep-")),
         sim_profile=None,

@@ -14,7 +14,7 @@ from orchestrator.driver.answer.best_file import BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.summary import (
     WIDTH,
-    TableRow,
+    ConsoleRow,
     count_line,
     render_table,
     table_rows,
@@ -106,12 +106,12 @@ def test_failed_rows_get_one_short_reason_cut_at_a_word() -> None:
 
 def test_count_line_says_what_the_rows_are() -> None:
     rows = [
-        TableRow(0, "ok", "a", baseline=True, tok_s=1.0),
-        TableRow(1, "ok", "b", tok_s=2.0),
-        TableRow(2, "oom", "c"),
-        TableRow(3, "predicted_oom", "d"),
-        TableRow(4, "ok", "", repeat_of=1),
-        TableRow(5, "lost", "e"),
+        ConsoleRow(0, "ok", "a", baseline=True, tok_s=1.0),
+        ConsoleRow(1, "ok", "b", tok_s=2.0),
+        ConsoleRow(2, "oom", "c"),
+        ConsoleRow(3, "predicted_oom", "d"),
+        ConsoleRow(4, "ok", "", repeat_of=1),
+        ConsoleRow(5, "lost", "e"),
     ]
     line = " ".join(count_line(rows, budget=2).split())
     expected = [

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
 from orchestrator.driver.memory.bounds import BoundedMemoryModel
+from orchestrator.driver.space import space_configs
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 
@@ -15,7 +16,7 @@ from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 def _oracle(name: str) -> tuple[Oracle, list[ServerConfig]]:
     case = CASES[name]
     profile = case.load_profile()
-    return Oracle(case_spec(case, gpus=profile.gpu_count), profile), enumerate_space(case.space)
+    return Oracle(case_spec(case, gpus=profile.gpu_count), profile), space_configs(case.space)
 
 
 @pytest.fixture(scope="module")

@@ -12,30 +12,26 @@ from typing import cast
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import oracle_sweep, run_on_oracle
+from benchmarks.driver import NoTracking, oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec, enumerate_space
+from benchmarks.spaces import CASES, case_spec
+from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
-from orchestrator.driver.proposal.trees import Tree
+from orchestrator.driver.space import space_configs
 from orchestrator.driver.study import launched_count, open_study
 from orchestrator.driver.sweep import Sweep
 from orchestrator.driver.tracking import Tracker
-from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_attrs import TrialAttr
 from tests.driver.test_driver_decisions import InProcessExecutor
 
 BUDGET = 30
-
-
-class _NoTracking:
-    def log_trial(self, record: TrialRecord) -> str | None:
-        return None
 
 
 class NoisyExecutor(InProcessExecutor):
@@ -60,7 +56,7 @@ def case() -> tuple[SweepSpec, Oracle, dict[ServerConfig, float]]:
     profile = load_profile(bench.name)
     spec = case_spec(bench, gpus=profile.gpu_count)
     oracle = Oracle(spec, profile)
-    truth = {c: v for c in enumerate_space(bench.space) if (v := oracle.evaluate(c).objective) is not None}
+    truth = {c: v for c in space_configs(bench.space) if (v := oracle.evaluate(c).objective) is not None}
     return spec, oracle, truth
 
 
@@ -71,7 +67,7 @@ def _run(
     sweep = Sweep(
         spec,
         study,
-        cast(Tracker, _NoTracking()),
+        cast(Tracker, NoTracking()),
         n_trials=BUDGET,
         workdir=Path(tempfile.mkdtemp(prefix="policy-")),
         sim_profile=None,
@@ -105,7 +101,7 @@ def test_the_sweep_stops_early_when_the_answer_is_clear(
     launched = launched_count(sweep.study)
     assert launched < BUDGET // 2
     assert truth[_answer(sweep)] >= 0.98 * max(truth.values())
-    first = [Tree.of(r.result.config) for r in outcome.records[:3]]
+    first = [DraftTree.of(r.result.config) for r in outcome.records[:3]]
     assert len(set(first)) == 3  # coverage: three different trees first
     assert all(r.result.status is TrialStatus.OK for r in outcome.records)  # structure first: no OOM
 

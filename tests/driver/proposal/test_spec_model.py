@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.proposal.spec_model import (
     PRIOR_MODEL_ERROR,
     Acceptance,
@@ -15,10 +16,16 @@ from orchestrator.driver.proposal.spec_model import (
     fit_step_cost,
     loo_error,
 )
-from orchestrator.driver.proposal.trees import Tree
 
-TREES = [Tree(1, 1, 2), Tree(3, 1, 4), Tree(2, 4, 5), Tree(4, 2, 7), Tree(4, 4, 5), Tree(2, 2, 3)]
-UNSEEN = [Tree(3, 4, 8), Tree(4, 1, 5), Tree(1, 4, 2), Tree(3, 2, 6)]
+TREES = [
+    DraftTree(1, 1, 2),
+    DraftTree(3, 1, 4),
+    DraftTree(2, 4, 5),
+    DraftTree(4, 2, 7),
+    DraftTree(4, 4, 5),
+    DraftTree(2, 2, 3),
+]
+UNSEEN = [DraftTree(3, 4, 8), DraftTree(4, 1, 5), DraftTree(1, 4, 2), DraftTree(3, 2, 6)]
 LEVELS = (1, 4, 16)
 TRUE_ACCEPT = Acceptance(p0=0.78, decay=0.86, gain=0.3)
 TRUE_COST = StepCost(
@@ -26,7 +33,7 @@ TRUE_COST = StepCost(
 )
 
 
-def _samples(trees: list[Tree]) -> list[StageSample]:
+def _samples(trees: list[DraftTree]) -> list[StageSample]:
     out = []
     for tree in trees:
         accept = TRUE_ACCEPT.accept_length(tree)
@@ -47,7 +54,7 @@ def test_acceptance_is_recovered_from_accept_lengths() -> None:
 
 def test_a_chain_only_accepts_the_bonus_token_when_the_draft_accepts_nothing() -> None:
     fitted = fit_acceptance([(t, 1.0) for t in TREES if t.topk == 1])
-    assert fitted.accept_length(Tree(4, 1, 5)) == pytest.approx(1.0, abs=0.05)
+    assert fitted.accept_length(DraftTree(4, 1, 5)) == pytest.approx(1.0, abs=0.05)
 
 
 def test_step_cost_is_recovered_from_stage_rates() -> None:

@@ -6,9 +6,10 @@ import pytest
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
+from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.memory.prior_model import memory_model_for
 from orchestrator.driver.proposal.structure import choose_structure, config_for, covering, fitting_config
-from orchestrator.driver.proposal.trees import Tree, trees_of
+from orchestrator.driver.proposal.trees import trees_of
 from orchestrator.records import TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
@@ -39,10 +40,12 @@ def test_a_concurrency_above_every_searched_value_takes_the_largest() -> None:
 
 def test_the_trees_are_what_the_study_can_propose() -> None:
     trees = trees_of(_space([16], [16]))
-    assert Tree(1, 1, 2) in trees and Tree(3, 1, 4) in trees  # top-k 1: draft tokens are steps + 1
-    assert Tree(2, 2, 5) in trees and Tree(3, 2, 6) in trees  # top-k 2: within [steps + 1, 2 steps + 1]
+    assert DraftTree(1, 1, 2) in trees and DraftTree(3, 1, 4) in trees  # top-k 1: draft tokens are steps + 1
+    assert (
+        DraftTree(2, 2, 5) in trees and DraftTree(3, 2, 6) in trees
+    )  # top-k 2: within [steps + 1, 2 steps + 1]
     assert all(t.steps + 1 <= t.draft_tokens <= t.topk * t.steps + 1 for t in trees)
-    assert Tree(1, 2, 4) not in trees  # clipped to 3 by SGLang's rule, which the study applies
+    assert DraftTree(1, 2, 4) not in trees  # clipped to 3 by SGLang's rule, which the study applies
 
 
 def test_every_tree_on_the_tight_card_starts_at_the_fraction_the_prior_chooses() -> None:
