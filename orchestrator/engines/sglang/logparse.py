@@ -24,7 +24,7 @@ from orchestrator.engines.sglang.logrecords import (
     LogEvent,
     LogReport,
     MemoryAccount,
-    ResolvedArgs,
+    SglangServerArgs,
     WeightLoad,
 )
 from orchestrator.engines.sglang.pyrepr import parse_mapping, parse_server_args
@@ -39,7 +39,7 @@ __all__ = [
     "LogParser",
     "LogReport",
     "MemoryAccount",
-    "ResolvedArgs",
+    "SglangServerArgs",
     "WeightLoad",
     "parse_log",
     "parse_mapping",

@@ -63,8 +63,9 @@ def total_gb(values: Iterable[float | None]) -> float | None:
 
 
 @dataclass(frozen=True)
-class ResolvedArgs:
-    """The values SGLang settled on: the `server_args=` line plus the lines that override it later."""
+class SglangServerArgs:
+    """SGLang's own view of the launch: its `server_args=` line plus the lines that override it later;
+    `launch_values` maps it to the engine-neutral `records.ResolvedLaunch` a trial's record carries."""
 
     mem_fraction_static: float | None = None
     cuda_graph_max_bs: int | None = None
@@ -105,7 +106,7 @@ class LogReport:
     ready: bool
     failure: Failure | None
     memory: MemoryAccount
-    args: ResolvedArgs | None
+    args: SglangServerArgs | None
     weight_loads: tuple[WeightLoad, ...]
     kv_allocations: tuple[KvAllocation, ...]
     graphs: tuple[GraphCapture, ...]

@@ -17,7 +17,7 @@ from orchestrator.engines.sglang.logrecords import (
     GraphCapture,
     KvAllocation,
     MemoryAccount,
-    ResolvedArgs,
+    SglangServerArgs,
     WeightLoad,
     total_gb,
 )
@@ -62,7 +62,7 @@ class StartupAccount:
         self.retract_lines = 0
         self.adaptive_switches: list[tuple[int, int]] = []
 
-    def resolved_args(self) -> ResolvedArgs | None:
+    def resolved_args(self) -> SglangServerArgs | None:
         """The server's arguments as it resolved them; None when the log never printed them."""
         if self._raw_args is None and self._reset_to is None and self._effective_mrr is None:
             return None
@@ -223,7 +223,7 @@ class StartupAccount:
             max_total_num_tokens=self._max_total,
         )
 
-    def _args_from(self, raw: dict[str, str]) -> ResolvedArgs:
+    def _args_from(self, raw: dict[str, str]) -> SglangServerArgs:
         decode = pyrepr.decode_graph_config(raw)
         max_bs = pyrepr.as_int(raw.get("cuda_graph_max_bs"))
         if max_bs is None:
@@ -232,7 +232,7 @@ class StartupAccount:
             max_bs = pyrepr.as_int(decode.get("max_bs"))
         listed = (raw.get("cuda_graph_bs"), raw.get("cuda_graph_bs_decode"), decode.get("bs"))
         bs_text = next((v for v in listed if v and v != "None"), None)
-        return ResolvedArgs(
+        return SglangServerArgs(
             mem_fraction_static=pyrepr.as_float(raw.get("mem_fraction_static")),
             cuda_graph_max_bs=max_bs,
             max_running_requests=pyrepr.as_int(raw.get("max_running_requests")),

@@ -90,8 +90,8 @@ def test_a_launch_out_of_memory_under_load_still_teaches_its_start_up() -> None:
     """Its start-up completed, so its memory account (KV pool, graphs, what was left) is as good as a
     served launch's: the next tree is launched at the highest fraction that fits, not a guess between
     the fractions nobody ruled out (the H200 run launched s3k1d4 at 0.56 next)."""
+    from orchestrator.draft_tree import DraftTree
     from orchestrator.driver.proposal.structure import choose_structure, fitting_config
-    from orchestrator.driver.proposal.trees import Tree
 
     spec = load_spec(SPEC)
     record = _triton_oom_as_the_node_records_it()
@@ -102,5 +102,5 @@ def test_a_launch_out_of_memory_under_load_still_teaches_its_start_up() -> None:
     assert lighter.confident and lighter.fits
     assert model.predict(record.result.config).skip  # and the failed one is learned
     structure = choose_structure(spec.search, spec.workload.concurrency)
-    config = fitting_config(structure, Tree(3, 1, 4), model)
+    config = fitting_config(structure, DraftTree(3, 1, 4), model)
     assert config is not None and config.mem_fraction_static == pytest.approx(0.98)
