@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from orchestrator import engine_catalog as catalog
 from orchestrator.dataset_ref import DatasetRef, parse_ref, resolve_source
-from orchestrator.engines import catalog
-from orchestrator.engines.catalog import EngineName
+from orchestrator.engine_catalog import EngineName
 from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.secrets import flag_value, secret_values
 from orchestrator.spec_errors import describe
@@ -30,7 +30,7 @@ from orchestrator.spec_search import (
 )
 from orchestrator.spec_yaml import DuplicateKeyError, load_yaml
 
-# The flags SGLang's trials own (each engine has its own: `engines.catalog.owned_flags`).
+# The flags SGLang's trials own (each engine has its own: `engine_catalog.owned_flags`).
 OWNED_FLAGS: frozenset[str] = catalog.owned_flags(EngineName.SGLANG)
 
 

@@ -11,7 +11,7 @@ import optuna
 import pytest
 import yaml
 
-from orchestrator.engines.catalog import EngineName
+from orchestrator.engine_catalog import EngineName
 from orchestrator.spec import Backend, NodeKind, load_spec, parse_spec
 from orchestrator.spec_search import SpecError, make_config
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.engines import catalog
+from orchestrator import engine_catalog as catalog
 
 if TYPE_CHECKING:
     from orchestrator.engines.engine import Engine
@@ -33,8 +33,8 @@ def engine_for(name: str) -> Engine:
 
 
 def _register_builtins() -> None:
-    # Imported on first use, not at the top: the spec imports `engines.catalog` (and so this package),
-    # and SGLang's engine imports the spec.
+    # Imported on first use, not at the top: importing the registry loads no engine's code (SGLang's
+    # reads the spec, the tracker's read side only needs names).
     if catalog.EngineName.SGLANG.value not in _REGISTRY:
         from orchestrator.engines.sglang.engine import SGLANG
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from orchestrator.engines.catalog import EngineName
+from orchestrator.engine_catalog import EngineName
 from orchestrator.engines.sglang.logrecords import LogEvent, LogReport
 from orchestrator.records import ServerConfig
 from orchestrator.spec import SweepSpec

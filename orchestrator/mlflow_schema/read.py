@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator import adaptive
+from orchestrator.engine_catalog import EngineName
 from orchestrator.engines import engine_for
-from orchestrator.engines.catalog import EngineName
 from orchestrator.engines.sglang.command import shell_command
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,

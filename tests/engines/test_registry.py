@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.engine_catalog import EngineName, names, owned_flags
 from orchestrator.engines import engine_for
-from orchestrator.engines.catalog import EngineName, names, owned_flags
 from orchestrator.engines.engine import Engine
 from orchestrator.spec import OWNED_FLAGS
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
+from orchestrator.engine_catalog import EngineName
 from orchestrator.engines import engine_for
-from orchestrator.engines.catalog import EngineName
 from orchestrator.node.backends import RealNode, SimulatedNode, make_node
 from orchestrator.spec import load_spec, parse_spec
 from orchestrator.spec_search import make_config

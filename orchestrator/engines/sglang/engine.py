@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from orchestrator import adaptive
-from orchestrator.engines.catalog import EngineName
+from orchestrator.engine_catalog import SGLANG_OWNED_FLAGS as OWNED_FLAGS
+from orchestrator.engine_catalog import EngineName
 from orchestrator.engines.engine import Endpoints
 from orchestrator.engines.sglang import command
-from orchestrator.engines.sglang.flags import OWNED_FLAGS
 from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.records import ServerConfig
 from orchestrator.spec import SweepSpec

@@ -1,15 +1,30 @@
 """What the spec knows of each engine before any engine's code loads: its name and the flags it owns.
 
 The spec validates `engine:` and refuses a fixed flag the engine owns; it stands on a lower floor than the
-engines' own code (which reads the spec), so it reads these facts here. SGLang's are declared below;
-`engines.register` declares those of any other engine.
+engines' own code (`engines/`, which reads the spec), so these facts live here, outside that folder, and
+no import runs from the spec into it. SGLang's are declared below; `engines.register` declares those of
+any other engine.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from orchestrator.engines.sglang.flags import OWNED_FLAGS as SGLANG_OWNED_FLAGS
+from orchestrator.config_fields import SEARCHED_FLAGS
+
+# The SGLang flags the sweep owns: a fixed flag may not set them, or the trial would not be what the
+# study thinks it measured.
+SGLANG_OWNED_FLAGS: frozenset[str] = SEARCHED_FLAGS | {
+    "--model-path",
+    "--model",
+    "--tp-size",
+    "--tensor-parallel-size",
+    "--host",
+    "--port",
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+}
 
 
 class EngineName(StrEnum):
