@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 #   checks that the parent (argv[1]) is still its parent: one that died before the request was made
 #   would never send the signal;
 # - clears the signal mask: a Ray worker runs tasks with SIGINT blocked, a blocked mask survives fork and
-#   exec, and the server would never see the SIGINT that stops it cleanly.
+#   exec, and the server would never see the SIGINT that stops it cleanly;
+# - gives SIGINT its default action back: a driver started in the background by a shell, or under nohup,
+#   runs with SIGINT ignored, and an ignored signal stays ignored through exec.
 _PDEATHSIG_AND_EXEC = """\
 import os, signal, sys
 if sys.platform.startswith("linux"):
@@ -50,6 +52,7 @@ if sys.platform.startswith("linux"):
     if os.getppid() != int(sys.argv[1]):
         os._exit(70)
 signal.pthread_sigmask(signal.SIG_SETMASK, ())
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[2], sys.argv[2:])
 """
 

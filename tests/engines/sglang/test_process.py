@@ -247,3 +247,23 @@ def _until(predicate: Callable[[], bool], timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out")
         time.sleep(0.05)
+
+
+def test_server_sees_sigint_even_when_its_driver_ignores_it(tmp_path: Path) -> None:
+    """A driver started in the background by a shell, or under nohup, runs with SIGINT ignored, and an
+    ignored signal stays ignored through exec: the server would never see the SIGINT that stops it cleanly
+    and every stop would wait out its grace period, then SIGKILL."""
+    import signal
+
+    log = tmp_path / "server.log"
+    code = "import time; print('up', 'now', flush=True); time.sleep(60)"
+    proc = ServerProcess(LaunchPlan(argv=(sys.executable, "-c", code), host="127.0.0.1", port=0), log)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    _wait_for(log, "up now")
+    report = proc.stop(grace_s=5.0)
+    assert report.signal_used == "SIGINT", report
+    assert report.stop_s < 5.0
