@@ -253,6 +253,7 @@ def test_strategies_spend_the_budget_on_the_space(
     assert run.launches[-1].recommend is not None
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_generated_cases_are_reproducible_and_hit_their_feasible_share() -> None:
     first = generate(7, 1, heldout=True)
     again = generate(7, 1, heldout=True)

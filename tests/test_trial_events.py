@@ -34,6 +34,7 @@ DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 METRICS = StageMetrics(8, 8, 8, 0, 1.0, 500.0, 8.0, 10.0, 12.0, 5.0, 9.0, 5.0, 2.0)
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_a_trial_reports_its_phases_in_order(tmp_path: Path) -> None:
     spec = load_spec(DEMO)
     spec = spec.model_copy(

@@ -128,6 +128,7 @@ def test_transformers_notices_go_to_the_log_not_the_console(tmp_path: Path) -> N
         assert "transformers: PyTorch was not found" in verbose.stdout
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_a_conversation_the_chat_template_refuses_is_skipped_and_counted(tmp_path: Path) -> None:
     model = _tiny_tokenizer(tmp_path / "strict")
     config_path = model / "tokenizer_config.json"

@@ -18,6 +18,7 @@ from orchestrator.driver.tracking import ui_hint
 from tests.driver.test_study_guard import DEMO, make_study, storage_url
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_a_study_with_no_trial_does_not_block_a_fresh_start(tmp_path: Path) -> None:
     # Seen: an unreachable --tracking-uri left study 'demo' with 0 trials, and the next run was told to
     # --resume a study that never ran.

@@ -113,8 +113,8 @@ class InProcessExecutor:
 @pytest.fixture(scope="module")
 def oracle() -> Oracle:
     case = CASES["tight"]
-    # These tests are about what the driver learns from launches: the prior (tests/test_prior_model.py)
-    # would rule the failing configurations out before they launch.
+    # These tests are about what the driver learns from launches: the prior
+    # (tests/driver/memory/test_prior_model.py) would rule the failing configurations out before they launch.
     spec = case_spec(case, gpus=1).model_copy(update={"memory": MemorySpec(prior=False)})
     return Oracle(spec, load_profile(case.name))
 

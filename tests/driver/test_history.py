@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 
 from orchestrator.driver.history import find_history, seed_study
 from orchestrator.driver.tracking import Tracker
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OK_LOG = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "specsweep-h200" / "ok-accept.log"
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_earlier_sweep_seeds_a_new_study(tmp_path: Path) -> None:
     spec = load_spec(ROOT / "trials" / "h200.yaml")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

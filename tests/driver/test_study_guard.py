@@ -168,6 +168,7 @@ def test_a_dead_drivers_running_trial_is_closed_and_requeued(tmp_path: Path) -> 
     assert launched_count(after) == 1  # the closed trial does not use up the budget
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_optunas_heartbeat_closes_only_the_trial_whose_heartbeat_stopped(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'o.db'}"
     storage = RDBStorage(
@@ -194,6 +195,7 @@ def test_optunas_heartbeat_closes_only_the_trial_whose_heartbeat_stopped(tmp_pat
     }
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_the_lease_beats_for_its_tracked_trials_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through `DriverLease` itself: the trial it tracks keeps a heartbeat; the one it let go of falls
     silent and Optuna takes it for stale."""

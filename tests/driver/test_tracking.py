@@ -105,6 +105,7 @@ def test_trials_spooled_while_mlflow_is_down_are_written_later(
     assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"server.log", "launch_command.sh"}
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_the_stage_interval_goes_to_mlflow_as_two_metrics(tmp_path: Path) -> None:
     base = record(0)
     stage = StageMetrics(

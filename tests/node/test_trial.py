@@ -211,6 +211,7 @@ SECRET = "sk-live-7f3a9c2e1b"
 MODEL_SECRET = "internal-model-name-42"
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_secrets_are_scrubbed_from_the_log_and_the_result(tmp_path: Path) -> None:
     """SGLang prints `api_key='...'` in its server_args line; the simulated node does the same. The
     server still gets the key (the benchmark authenticates with it), but no copy we keep holds it."""
@@ -249,6 +250,7 @@ def test_secrets_are_scrubbed_from_the_log_and_the_result(tmp_path: Path) -> Non
     assert_clean(node)
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_a_wrong_api_key_is_refused_by_the_simulated_node_as_by_sglang(tmp_path: Path) -> None:
     import asyncio
 
@@ -290,6 +292,7 @@ def test_a_wrong_api_key_is_refused_by_the_simulated_node_as_by_sglang(tmp_path:
         server.stop(5.0)
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_a_crash_under_load_is_failed_not_oom(tmp_path: Path) -> None:
     """A server killed mid-benchmark with no out-of-memory line in its log is a crash (`failed`, never
     learned as infeasible): a crash is not evidence of memory. A runtime OOM line is `oom_under_load`."""
@@ -358,6 +361,7 @@ def test_a_trial_whose_own_code_raises_stops_its_server_and_says_where_it_was(
     assert_clean(SimulatedNode(spec, current_node_id(), resolve_profile(spec) or {}))
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_running_out_of_memory_while_serving_is_an_oom_under_load_though_requests_completed(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,7 @@ CASES = [
 TREES = [(3, 1, 4), (4, 2, 8), (1, 1, 2), (5, 4, 12)]
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 @pytest.mark.parametrize(("name", "tp", "fractions"), CASES, ids=[f"{c[0]}-tp{c[1]}" for c in CASES])
 def test_simulator_and_prior_agree(name: str, tp: int, fractions: list[float]) -> None:
     facts = facts_from_profile(load_profile(name), tp)

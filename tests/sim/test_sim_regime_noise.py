@@ -126,6 +126,7 @@ def test_the_bands_hold_the_verdicts_priors() -> None:
         assert launch_lo <= prior.launch_sd <= launch_hi and stage_lo <= prior.stage_sd <= stage_hi
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 @pytest.mark.parametrize("name", sorted(REGIMES))
 def test_each_profile_shows_its_regimes_spread(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     regime = REGIMES[name]

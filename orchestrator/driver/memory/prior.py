@@ -14,7 +14,7 @@ bytes``). 0.5.14+ raises right after it, when ``rest_memory <= 0``, the ValueErr
 ``minimum viable = 1 - available/pre`` (seen verbatim in the 0.5.17 fixture logs; later releases moved
 it to ``model_runner_components/kv_cache_configurator.py``, ``_profile_available_bytes``). The line
 numbers of the 0.5.17 wheel could not be checked offline; the figures below are checked against its
-real logs instead (tests/test_memory_prior.py):
+real logs instead (tests/driver/memory/test_memory_prior.py):
 
     rest   = available_after_both_models - pre_model_load * (1 - f)
     tokens = rest / (target cell + draft cell)          # both pools hold the same number of tokens

@@ -49,6 +49,7 @@ def _oom_launches(prior: bool, trials: int = 24, proposals: bool = True) -> tupl
     return ooms, sum(1 for r in records if r.result.status is TrialStatus.PREDICTED_OOM)
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_the_demo_sweep_launches_no_oom_with_the_prior() -> None:
     # TPE alone asks for configurations that cannot fit: the prior refuses them before any launch
     ooms, predicted = _oom_launches(prior=True, proposals=False)

@@ -53,6 +53,7 @@ def test_stop_kills_the_whole_tree(tmp_path: Path) -> None:
     assert log.read_text().startswith("$ ")
 
 
+@pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
 def test_orphaned_child_is_still_ours(tmp_path: Path) -> None:
     """SGLang's launcher SIGKILLs itself on failure; its children must still be found and stopped."""
     log = tmp_path / "server.log"
