@@ -307,13 +307,13 @@ class SimServer:
         """SGLang 0.5.17's end after a forward ran out of memory while serving (the llama8b-live fixture):
         the scheduler dies, the launcher sleeps 5 s before its crash diagnostics while the requests in
         flight hang, then kills its tree; the clients' connections drop a moment before it is gone."""
-        free = max(0.0, self.plan.final_avail - need_gib / 2)
+        free = self.plan.final_avail  # what start-up left; the forward asked for more
         total = self.plan.torch_total_gib
         oom = logtext.torch_oom(
-            tried_mib=need_gib * 1024 / 2,
+            tried_mib=need_gib * 1024,
             total_gib=total,
-            free_mib=min(free * 1024, 14.31),
-            in_use_gib=total,
+            free_mib=free * 1024,
+            in_use_gib=total - free,
             context_gib=self.profile.cuda_context_gib + self.profile.dist_init_gib,
             graphs=True,
         )
