@@ -12,10 +12,9 @@ launch's wall time, so the time budget is spent by launches, as on a node.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import cast
 
 import pytest
 from optuna.storages import InMemoryStorage
@@ -28,7 +27,6 @@ from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.confirm import time_to_confirm
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.outcome import StopReason
-from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.driver.space import space_configs
 from orchestrator.driver.study import open_study
 from orchestrator.driver.sweep import Sweep
@@ -37,57 +35,31 @@ from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialR
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec_search import make_config
 from orchestrator.trial_attrs import TrialAttr
-from orchestrator.trial_events import TrialEvent, TrialRequest
+from orchestrator.trial_events import TrialRequest
+from tests.driver.test_driver_decisions import InProcessExecutor
 
-NODE = "node-a"
 A = make_config(0.85, 64, 16, 3, 1, 4)
 
 
-class ClockedExecutor:
+class ClockedExecutor(InProcessExecutor):
     """One node; a trial finishes at once, and the clock moves by its wall time (node seconds)."""
 
     def __init__(self, oracle: Oracle) -> None:
-        self.oracle = oracle
+        super().__init__(oracle)
         self.now = 0.0
         self.started_at: list[float] = []
-        self._requests: dict[int, TrialRequest] = {}
 
     def clock(self) -> float:
         return self.now
 
-    def open(self) -> None:
-        pass
-
-    def trial_slots(self) -> int:
-        return 1
-
-    def alive_nodes(self) -> list[dict[str, Any]]:
-        return [{"NodeID": NODE, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": 1.0}}]
-
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
         self.started_at.append(self.now)
-        self._requests[request.number] = request
-        return request.number
-
-    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
-        return list(handles)[:1], []
+        return super().submit(request, node_id)
 
     def result(self, handle: Handle) -> TrialResult:
-        result = self.oracle.evaluate(self._requests[cast(int, handle)].config).result(node_id=NODE)
+        result = super().result(handle)
         self.now += result.wall_s
         return result
-
-    def decide(self, number: int, step: int, keep_going: bool) -> None:
-        pass
-
-    def node_health(self, lines: list[str]) -> None:
-        pass
-
-    def cancel(self, handle: Handle) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
