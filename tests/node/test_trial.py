@@ -15,7 +15,7 @@ import pytest
 from orchestrator.cli import resolve_profile
 from orchestrator.errors import TrialError
 from orchestrator.node.backends import SimulatedNode, current_node_id, free_port, port_is_free
-from orchestrator.node.trial import TrialRun, run_trial
+from orchestrator.node.trial import STAGE_FAILURE_GRACE_S, TrialRun, run_trial
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.spec import load_spec
@@ -392,4 +392,50 @@ def test_running_out_of_memory_while_serving_is_an_oom_under_load_though_request
     assert result.status.infeasible
     assert result.failure is not None
     assert (result.failure.stage, result.failure.kind) == (FailureStage.UNDER_LOAD, FailureKind.OOM)
+    assert_clean(node)
+
+
+@pytest.mark.slow  # a trial on the simulated server, and the stage-failure grace waited out
+def test_a_stage_whose_requests_failed_while_the_server_kept_running_and_its_log_said_nothing_fails(
+    tmp_path: Path,
+) -> None:
+    """Some requests of the stage fail (the server answers 400: their prompts are longer than its
+    context length) and others complete; the server keeps running and its log reports no failure. The
+    trial waits out the grace for the log or an exit to say why, then records the stage as a failed
+    benchmark, not as an ok measurement of a server that served only part of the load."""
+    spec = load_spec(DEMO)
+    spec = spec.model_copy(
+        update={
+            "server": spec.server.model_copy(
+                update={"flags": [*spec.server.flags, "--context-length", "100"]}
+            ),
+            "timeouts": spec.timeouts.model_copy(update={"gpu_clean_s": 3.0}),
+            # prompts of 64-128 tokens: about a third are longer than the context length of 100
+            "workload": spec.workload.model_copy(
+                update={"num_prompts": 12, "output_len": 16, "range_ratio": 0.5, "concurrency": [4]}
+            ),
+        }
+    )
+    profile = resolve_profile(spec)
+    node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
+    request = TrialRequest(spec, make_config(0.88, 128, 48, 3, 1, 4), 0, str(tmp_path / "t"), profile)
+    started = time.monotonic()
+    result = TrialRun(request, node, None).run()
+    waited = time.monotonic() - started
+    assert result.stages, result.failure
+    stage = result.stages[-1]
+    assert 0 < stage.failed < stage.num_requests and stage.completed > 0, stage
+    log = Path(result.log_path).read_text()
+    assert '"POST /generate HTTP/1.1" 400' in log and "Traceback" not in log
+    assert result.status is TrialStatus.FAILED, (result.status, result.failure)
+    assert not result.status.infeasible  # nothing says it was memory
+    assert result.failure is not None
+    assert (result.failure.stage, result.failure.kind) == (
+        FailureStage.UNDER_LOAD,
+        FailureKind.BENCHMARK_ERROR,
+    )
+    assert (
+        f"{stage.failed} of {stage.num_requests} requests failed at concurrency 4" in result.failure.message
+    )
+    assert waited >= STAGE_FAILURE_GRACE_S  # it gave the log its moment to say why
     assert_clean(node)

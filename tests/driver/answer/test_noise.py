@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.driver.answer.choose import Call, Launch, choose_answer
 from orchestrator.driver.answer.noise import (
     GPU_BOUND_STEP_MS,
     MIN_POOLED_DOF,
@@ -111,3 +112,33 @@ def test_the_launch_spread_is_pooled_over_configurations() -> None:
     assert spread is not None and spread.dof == 4 and spread.configurations == 2
     assert spread.relative_sd == pytest.approx(0.1)
     assert pooled_spread([[1.0], [2.0]]) is None
+
+
+def test_one_contender_whose_stage_never_settled_widens_the_noise_of_the_comparison() -> None:
+    """The leader and the runner-up at 3000 and 2800 tok/s on a GPU-bound node (a 10.7 ms decode step):
+    with both stages steady the prior's 3.4 % of gap noise calls the 7.1 % lead clearly ahead. When either
+    of the two measured only its ramp-up, that figure moves by about 15 % from one repeat to the next,
+    so the comparison it is part of is too close to call, whichever of the two it is."""
+    steady_lead, steady_runner = stage(32, 3000.0, 1.0), stage(32, 2800.0, 1.0)
+    unsteady_lead, unsteady_runner = (
+        stage(32, 3000.0, 1.0, steady=False),
+        stage(32, 2800.0, 1.0, steady=False),
+    )
+
+    def verdict(lead: StageMetrics, runner: StageMetrics) -> tuple[bool, float, Call]:
+        timings = [stage_timing(lead), stage_timing(runner)]
+        noise = calibrate([[3000.0], [2800.0]], timings)
+        assert noise.source is NoiseSource.PRIOR and noise.regime is Regime.GPU_BOUND
+        launches = [Launch(1, "lead", 3000.0, timings[0]), Launch(2, "runner", 2800.0, timings[1])]
+        answer = choose_answer(launches)
+        assert answer is not None and answer.launches == (1,)
+        return noise.ramp_up, noise.stage_sd, answer.verdict.call
+
+    assert verdict(steady_lead, steady_runner) == (
+        False,
+        PRIORS[Regime.GPU_BOUND].stage_sd,
+        Call.CLEARLY_AHEAD,
+    )
+    assert verdict(steady_lead, unsteady_runner) == (True, RAMP_UP_STAGE_SD, Call.TOO_CLOSE)
+    assert verdict(unsteady_lead, steady_runner) == (True, RAMP_UP_STAGE_SD, Call.TOO_CLOSE)
+    assert verdict(unsteady_lead, unsteady_runner) == (True, RAMP_UP_STAGE_SD, Call.TOO_CLOSE)

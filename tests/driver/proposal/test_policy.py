@@ -17,7 +17,7 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.draft_tree import DraftTree
-from orchestrator.driver.answer.choose import answer_launches, choose_answer
+from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
@@ -97,9 +97,22 @@ def test_the_sweep_stops_early_when_the_answer_is_clear(
     sweep = _run(spec, InProcessExecutor(oracle))
     outcome = sweep.outcome
     assert outcome.stop_reason is StopReason.ANSWER_KNOWN
-    assert "the answer is known" in outcome.stop_detail and "given back" in outcome.stop_detail
+    # Which stop: the judge's clear call, in its words, not the race run out and still too close (the
+    # noiseless oracle's repeats agree exactly, so the call is clear as soon as the study pools a spread).
+    answer = choose_answer(answer_launches(outcome.records))
+    assert answer is not None and answer.verdict.call is Call.CLEARLY_AHEAD
+    assert outcome.stop_detail.startswith(f"the answer is known: {answer.verdict.statement}")
+    assert "as well as it matters" not in outcome.stop_detail and "given back" in outcome.stop_detail
+    # After how many launches: no launch is raced once the records so far call the leader clearly
+    # ahead, so the leader stops short of the race's launches and every launch was a record's.
+    confirming = _confirmations(sweep)
+    for k in range(1, len(outcome.records)):
+        so_far = choose_answer(answer_launches(outcome.records[:k]))
+        if so_far is not None and so_far.verdict.call is Call.CLEARLY_AHEAD:
+            assert outcome.records[k].number not in confirming, (k, so_far.verdict.statement)
+    assert confirming and len(answer.launches) < ProposalPolicy(spec).race_launches
     launched = launched_count(sweep.study)
-    assert launched < BUDGET // 2
+    assert launched == len(outcome.records) < BUDGET // 2
     assert truth[_answer(sweep)] >= 0.98 * max(truth.values())
     first = [DraftTree.of(r.result.config) for r in outcome.records[:3]]
     assert len(set(first)) == 3  # coverage: three different trees first

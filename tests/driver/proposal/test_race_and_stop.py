@@ -1,0 +1,137 @@
+"""The race and the stop, decided by the product's policy on the records of launches: a close race
+relaunches the runner-up and not only the leader; a race still too close stops once the noise left is at
+most `CLOSE_ENOUGH` and goes on above it; a leader clearly ahead stops at once, by the judge's call.
+
+The records are those of a sweep on a space of three trees (every tree measured, so the model has no
+untried tree to propose and the decision is the race's or the stop's), launched again with the figures
+each case needs: the launch-to-launch spread the study pools is what the cases set."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from benchmarks.oracle import Oracle
+from benchmarks.spaces import CASES, case_spec
+from orchestrator.draft_tree import DraftTree
+from orchestrator.driver.answer.choose import Call, Verdict, answer_launches, choose_answer
+from orchestrator.driver.proposal.policy import CLOSE_ENOUGH, Action, ProposalPolicy
+from orchestrator.driver.sweep import Sweep
+from orchestrator.records import TrialRecord
+from orchestrator.sim.profile import load_profile
+from orchestrator.spec import SweepSpec
+from orchestrator.spec_search import Choices, IntRange
+from orchestrator.trial_attrs import TrialAttr
+from tests.driver.proposal.test_policy import _run
+from tests.driver.test_driver_decisions import InProcessExecutor
+
+
+@pytest.fixture(scope="module")
+def three_trees() -> tuple[SweepSpec, Sweep, list[TrialRecord]]:
+    """The 8B shape on one H200 with the chains of 2, 3 and 4 steps only; the first launch of each tree,
+    best first (on the simulated profile: s4k1d5, then s3k1d4 1.0 % behind, then s2k1d3 7 % behind)."""
+    bench = CASES["h200-llama8b"]
+    profile = load_profile(bench.name)
+    spec = case_spec(bench, gpus=profile.gpu_count)
+    search = spec.search.model_copy(
+        update={
+            "speculative_num_steps": IntRange(low=2, high=4),
+            "speculative_eagle_topk": Choices(choices=[1]),
+        }
+    )
+    spec = spec.model_copy(update={"search": search})
+    sweep = _run(spec, InProcessExecutor(Oracle(spec, profile)))
+    firsts: dict[DraftTree | None, TrialRecord] = {}
+    for r in sweep.outcome.records:
+        firsts.setdefault(DraftTree.of(r.result.config), r)
+    ranked = sorted(firsts.values(), key=lambda r: -(r.objective or 0.0))
+    assert len(ranked) == 3 and None not in firsts
+    return spec, sweep, ranked
+
+
+def again(record: TrialRecord, number: int, factor: float) -> TrialRecord:
+    """Another launch of the record's configuration whose stages measured ``factor`` times its figures."""
+    stages = tuple(replace(s, output_tok_per_s=s.output_tok_per_s * factor) for s in record.result.stages)
+    objective = None if record.objective is None else record.objective * factor
+    return replace(record, number=number, objective=objective, result=replace(record.result, stages=stages))
+
+
+def launches(
+    leader: TrialRecord, runner: TrialRecord, third: TrialRecord, spread: float
+) -> list[TrialRecord]:
+    """The leader and the runner-up launched three times each (figures at 1, 1 + spread and 1 - spread of
+    their first: a pooled launch-to-launch spread of ``spread``), the third tree once."""
+    records = [leader, runner, third]
+    for factor in (1 + spread, 1 - spread):
+        records += [again(leader, len(records), factor), again(runner, len(records) + 1, factor)]
+    return records
+
+
+def verdict(records: list[TrialRecord]) -> Verdict:
+    answer = choose_answer(answer_launches(records))
+    assert answer is not None
+    return answer.verdict
+
+
+def test_a_close_race_relaunches_the_runner_up_once_the_leader_has_been_launched_again(
+    three_trees: tuple[SweepSpec, Sweep, list[TrialRecord]],
+) -> None:
+    """Leader launched twice, runner-up once, too close to call on the noise prior: the next launch is
+    the runner-up's, the least-launched of the two (racing only the leader would never tell them apart)."""
+    spec, sweep, (leader, runner, third) = three_trees
+    records = [leader, runner, third, again(leader, 3, 1.0)]
+    call = verdict(records)
+    assert call.call is Call.TOO_CLOSE and runner.number in call.too_close_with
+    decision = ProposalPolicy(spec, race_launches=3).decide(records, [], sweep.memory_model)
+    assert decision.action is Action.PROPOSE, decision
+    assert decision.attrs == {TrialAttr.CONFIRM_OF: runner.number}
+    assert decision.config == runner.result.config != leader.result.config
+    assert decision.why == f"race: trial {runner.number}'s configuration again (2 launches)"
+
+
+def test_a_race_still_too_close_stops_once_the_noise_left_is_within_close_enough(
+    three_trees: tuple[SweepSpec, Sweep, list[TrialRecord]],
+) -> None:
+    """Three launches each, 0.6 % launch to launch: the 1.0 % lead is within the 1.4 % of gap noise, too
+    close to call, and what is left between them is below the 2 % a user can tell: the race is over."""
+    spec, sweep, (leader, runner, third) = three_trees
+    records = launches(leader, runner, third, 0.006)
+    call = verdict(records)
+    assert call.call is Call.TOO_CLOSE and call.noise is not None and 0.01 < call.noise <= CLOSE_ENOUGH
+    decision = ProposalPolicy(spec, race_launches=3).decide(records, [], sweep.memory_model)
+    assert decision.action is Action.STOP, decision
+    assert decision.why == (
+        f"the answer is known as well as it matters: {call.statement}; what is left between them is below 2 %"
+    )
+
+
+def test_a_race_still_too_close_goes_on_while_the_noise_left_is_above_close_enough(
+    three_trees: tuple[SweepSpec, Sweep, list[TrialRecord]],
+) -> None:
+    """The same race at 1.5 % launch to launch: 3.4 % of gap noise, above the 2 %: it was run out
+    (three launches each) but more launches can still separate them, so the leader is launched again."""
+    spec, sweep, (leader, runner, third) = three_trees
+    records = launches(leader, runner, third, 0.015)
+    call = verdict(records)
+    assert call.call is Call.TOO_CLOSE and call.noise is not None and CLOSE_ENOUGH < call.noise < 0.05
+    decision = ProposalPolicy(spec, race_launches=3).decide(records, [], sweep.memory_model)
+    assert decision.action is Action.PROPOSE, decision
+    assert decision.attrs == {TrialAttr.CONFIRM_OF: leader.number}
+    assert decision.config == leader.result.config
+
+
+def test_a_leader_clearly_ahead_stops_the_sweep_before_the_race_is_run_out(
+    three_trees: tuple[SweepSpec, Sweep, list[TrialRecord]],
+) -> None:
+    """Two launches each of the leader and the runner-up that agree to the last digit: the 1.0 % lead is
+    clearly ahead of no noise. The stop is the judge's call, said in its words, at 2 launches of the
+    leader, fewer than the race's 3: a clear call does not wait for the race."""
+    spec, sweep, (leader, runner, third) = three_trees
+    records = [leader, runner, third, again(leader, 3, 1.0), again(runner, 4, 1.0)]
+    call = verdict(records)
+    assert call.call is Call.CLEARLY_AHEAD
+    decision = ProposalPolicy(spec, race_launches=3).decide(records, [], sweep.memory_model)
+    assert decision.action is Action.STOP, decision
+    assert decision.why == f"the answer is known: {call.statement}"
+    assert "as well as it matters" not in decision.why
