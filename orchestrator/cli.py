@@ -26,6 +26,7 @@ from orchestrator.driver.cli_checks import (
     check_draft_algorithm,
     check_local_model_paths,
     check_run_flags,
+    check_weights_fit,
     resolve_spec_path,
 )
 from orchestrator.driver.destinations import check_destinations
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         check_run_flags(args)
         check_local_model_paths(spec, args.ray_address)
         check_draft_algorithm(spec)
+        check_weights_fit(spec)
         # Every destination is checked before anything is created: a failed start leaves nothing behind.
         dest = resolve_destinations(args.out, args.study or spec.name, args.tracking_uri, args.storage)
         check_destinations(dest, args.ray_address)

@@ -21,6 +21,7 @@ from orchestrator.engine_catalog import EngineName
 from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.secrets import flag_value, secret_values
 from orchestrator.spec_errors import describe
+from orchestrator.spec_models import model_problems
 from orchestrator.spec_search import (
     KnownGood,
     SearchSpace,
@@ -352,8 +353,14 @@ def load_spec(path: Path | str) -> SweepSpec:
         raise SpecError(f"{path}: {err.problem}") from None
     except yaml.YAMLError as err:
         raise SpecError(f"{path}: malformed YAML: {err}") from None
-    spec = parse_spec(data, str(path))
-    return _resolve_relative_paths(spec, path.parent)
+    spec = _resolve_relative_paths(parse_spec(data, str(path)), path.parent)
+    if spec.node_kind is NodeKind.REAL:
+        # What SGLang would refuse once its processes hold the GPUs, refused here from config.json.
+        problems = model_problems(spec.model.path, spec.model.draft_path, spec.node.gpus)
+        if problems:
+            lines = [f"{path}: the spec cannot run:"] + [f"  - {p}" for p in problems]
+            raise SpecError("\n".join(lines))
+    return spec
 
 
 def _resolve_relative_paths(spec: SweepSpec, base: Path) -> SweepSpec:
