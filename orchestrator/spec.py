@@ -20,6 +20,7 @@ from orchestrator.dataset_ref import DatasetRef, parse_ref, resolve_source
 from orchestrator.engine_catalog import EngineName
 from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.secrets import flag_value, secret_values
+from orchestrator.spec_errors import NAME_PATTERN as NAME_PATTERN  # the CLI checks --study against it
 from orchestrator.spec_errors import describe
 from orchestrator.spec_models import model_problems
 from orchestrator.spec_search import (
@@ -235,10 +236,6 @@ class BudgetSpec(SpecModel):
     # again until each has `confirm_repeats` launches, and ranked by their median (0 turns it off).
     confirm_top: int = Field(default=3, ge=0)
     confirm_repeats: int = Field(default=3, ge=1)
-
-
-# A study name is a folder under --out and an MLflow experiment: one plain path component.
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
 class SweepSpec(SpecModel):
