@@ -26,6 +26,7 @@ from orchestrator.driver.cli_checks import (
     check_draft_algorithm,
     check_local_model_paths,
     check_run_flags,
+    check_weights_fit,
     resolve_spec_path,
 )
 from orchestrator.driver.destinations import check_destinations
@@ -43,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m orchestrator.sweep",
         description="Find the fastest SGLang + EAGLE-3 configuration: Optuna proposes, Ray runs one trial "
         "per whole node, MLflow records every trial.",
+        epilog="Also: `specsweep fit MODEL_DIR [--draft DIR] --gpu-memory-mib N --fraction F [--tp N]` "
+        "(one launch's memory per GPU from config.json, before any GPU; --help for its flags) and "
+        "`specsweep report [STUDY]` (a study's HTML report).",
     )
     p.add_argument(
         "spec", nargs="?", default=str(DEFAULT_SPEC), help="sweep spec (YAML); default %(default)s"
@@ -84,7 +88,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _fit(argv: list[str]) -> int:
+    from orchestrator.driver.memory.fit import main as fit_main
+
+    return fit_main(argv, prog="specsweep fit")
+
+
+def _report(argv: list[str]) -> int:
+    from orchestrator.report.page import main as report_main
+
+    return report_main(argv, prog="specsweep report")
+
+
+# `specsweep fit ...` and `specsweep report ...` beside `specsweep [SPEC]`: the same commands as their
+# `python -m` paths (four modules deep for the memory command), under the one installed name.
+COMMANDS = {"fit": _fit, "report": _report}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A spec file that happens to be named `fit` or `report` in this folder is still a spec.
+    if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file():
+        return COMMANDS[argv[0]](argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -102,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         check_run_flags(args)
         check_local_model_paths(spec, args.ray_address)
         check_draft_algorithm(spec)
+        check_weights_fit(spec)
         # Every destination is checked before anything is created: a failed start leaves nothing behind.
         dest = resolve_destinations(args.out, args.study or spec.name, args.tracking_uri, args.storage)
         check_destinations(dest, args.ray_address)

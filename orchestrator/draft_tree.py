@@ -12,6 +12,26 @@ from dataclasses import dataclass
 from orchestrator.records import ServerConfig
 
 
+def draft_token_bounds(steps: int, topk: int) -> tuple[int, int]:
+    """The draft tokens a tree of ``steps`` x ``topk`` can verify: at least the chain (steps + 1), at most
+    every node of the tree plus the root (top-k x steps + 1). With top-k 1 both are steps + 1, the value
+    SGLang forces. The one statement of the rule: the search space, the spec's known-good check and the
+    memory command all read it here."""
+    return steps + 1, topk * steps + 1
+
+
+def draft_tokens_problem(steps: int, topk: int, draft_tokens: int) -> str | None:
+    """Why a tree of top-k > 1 cannot have ``draft_tokens`` (None when it can). Top-k 1 is not refused:
+    SGLang runs steps + 1 there whatever is asked, with a warning."""
+    low, high = draft_token_bounds(steps, topk)
+    if topk == 1 or low <= draft_tokens <= high:
+        return None
+    return (
+        f"{draft_tokens} draft tokens is outside the draft tree of top-k {topk} x {steps} steps, which "
+        f"holds {low}..{high}; choose a value in {low}..{high}"
+    )
+
+
 @dataclass(frozen=True, order=True)
 class DraftTree:
     """One speculative setting: what decides the speed once the memory flags cannot throttle it."""

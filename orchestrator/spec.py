@@ -20,7 +20,9 @@ from orchestrator.dataset_ref import DatasetRef, parse_ref, resolve_source
 from orchestrator.engine_catalog import EngineName
 from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
 from orchestrator.secrets import flag_value, secret_values
+from orchestrator.spec_errors import NAME_PATTERN as NAME_PATTERN  # the CLI checks --study against it
 from orchestrator.spec_errors import describe
+from orchestrator.spec_models import model_problems
 from orchestrator.spec_search import (
     KnownGood,
     SearchSpace,
@@ -236,10 +238,6 @@ class BudgetSpec(SpecModel):
     confirm_repeats: int = Field(default=3, ge=1)
 
 
-# A study name is a folder under --out and an MLflow experiment: one plain path component.
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-
-
 class SweepSpec(SpecModel):
     name: str = Field(min_length=1, pattern=NAME_PATTERN)
     # Declared before `server`: its flags are checked against this engine's own.
@@ -352,8 +350,14 @@ def load_spec(path: Path | str) -> SweepSpec:
         raise SpecError(f"{path}: {err.problem}") from None
     except yaml.YAMLError as err:
         raise SpecError(f"{path}: malformed YAML: {err}") from None
-    spec = parse_spec(data, str(path))
-    return _resolve_relative_paths(spec, path.parent)
+    spec = _resolve_relative_paths(parse_spec(data, str(path)), path.parent)
+    if spec.node_kind is NodeKind.REAL:
+        # What SGLang would refuse once its processes hold the GPUs, refused here from config.json.
+        problems = model_problems(spec.model.path, spec.model.draft_path, spec.node.gpus)
+        if problems:
+            lines = [f"{path}: the spec cannot run:"] + [f"  - {p}" for p in problems]
+            raise SpecError("\n".join(lines))
+    return spec
 
 
 def _resolve_relative_paths(spec: SweepSpec, base: Path) -> SweepSpec:

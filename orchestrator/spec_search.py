@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.adaptive import AdaptiveMode, launch_steps
 from orchestrator.config_fields import NUMERIC_FIELDS
+from orchestrator.draft_tree import draft_tokens_problem
 from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.records import ServerConfig
 
@@ -112,9 +113,13 @@ class SearchSpace(SpecModel):
     def _whole_positive(cls, dim: IntDim) -> IntDim:
         lo, _ = _dim_bounds(dim)
         if lo < 1:
-            raise ValueError(f"values must be at least 1, got {lo}")
+            given = (
+                f"choices {[_num(c) for c in dim.choices]}" if isinstance(dim, Choices) else f"low {_num(lo)}"
+            )
+            raise ValueError(f"values must be whole numbers of at least 1; {given} has {_num(lo)}")
         if isinstance(dim, Choices) and any(float(c) != int(c) for c in dim.choices):
-            raise ValueError("choices must be whole numbers")
+            odd = [_num(c) for c in dim.choices if float(c) != int(c)]
+            raise ValueError(f"choices must be whole numbers; {odd} are not")
         return dim
 
     @model_validator(mode="after")
@@ -238,13 +243,10 @@ def known_good_problems(known: KnownGood, space: SearchSpace, index: int) -> lis
             f"{steps + 1} draft tokens, not {draft}; write {steps + 1} or leave it out"
         )
     elif draft is not None and topk > 1:
-        lo, hi = steps + 1, topk * steps + 1
         why = _not_in_dim(draft, space.speculative_num_draft_tokens)
-        if not lo <= draft <= hi:
-            problems.append(
-                f"{where}.speculative_num_draft_tokens: {draft} is outside the draft tree of top-k {topk} "
-                f"x {steps} steps ({lo}..{hi}); choose a value in {lo}..{hi}"
-            )
+        outside = draft_tokens_problem(steps, topk, draft)
+        if outside:
+            problems.append(f"{where}.speculative_num_draft_tokens: {outside}")
         elif why:
             problems.append(
                 f"{where}.speculative_num_draft_tokens: {draft} {why}; change it or widen the search"

@@ -42,7 +42,7 @@ def test_demo_spec_loads() -> None:
         (
             lambda d: d["workload"].update(num_prompts=-3),
             "workload.num_prompts",
-            "greater than or equal to 1",
+            "must be at least 1, got -3",
         ),
         (
             lambda d: d["search"].update(cuda_graph_max_bs={"low": 64, "high": 16}),

@@ -214,8 +214,20 @@ def _text_or_none(value: Any) -> str | None:
 
 
 def _read(path: Path) -> str:
+    if path.is_dir():
+        files = sorted(p.name for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file())
+        inside = (
+            f"name the file in it ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''})"
+            if files
+            else ("it holds no .json or .jsonl file; name the dataset file itself")
+        )
+        raise DatasetError(f"{path} is a folder, not a dataset file; {inside}")
+    if not path.exists():
+        raise DatasetError(
+            f"{path}: no such dataset file; fix the path (a relative one is read from the spec's folder)"
+        )
     if not path.is_file():
-        raise DatasetError(f"{path}: no such dataset file; fix the path in workload.dataset")
+        raise DatasetError(f"{path} is not a regular file; name the dataset file itself")
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

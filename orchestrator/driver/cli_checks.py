@@ -7,7 +7,8 @@ from pathlib import Path
 
 from orchestrator.driver.destinations import check_study_name
 from orchestrator.spec import NodeKind, SweepSpec
-from orchestrator.spec_search import SpecError
+from orchestrator.spec_models import readable_shape
+from orchestrator.spec_search import Choices, FloatRange, IntRange, SpecError, make_config
 
 # The package's checkout: the default spec is found from any folder, not only the repository's root.
 REPO_ROOT = Path(__file__).resolve().parents[2]  # orchestrator/driver/ -> the checkout
@@ -57,3 +58,61 @@ def check_draft_algorithm(spec: SweepSpec) -> None:
     warning = check_draft_config(spec.model.draft_path, spec.model.speculative_algorithm)
     if warning:
         raise SpecError(f"model.speculative_algorithm: {warning}")
+
+
+def check_weights_fit(spec: SweepSpec) -> None:
+    """Weights that alone exceed the node's GPUs at its tp, refused before anything starts with the tp
+    that would hold them. Only with `memory.gpu_memory_mib`: the driver's own GPU may not be the nodes'."""
+    gpu_mib = spec.memory.gpu_memory_mib
+    if spec.node_kind is not NodeKind.REAL or not spec.memory.prior or gpu_mib is None:
+        return
+    target = readable_shape(spec.model.path)
+    if target is None:
+        return
+    from orchestrator.driver.memory.prior_model import kv_dtype_bytes_from_flags, prefill_disabled
+    from orchestrator.driver.memory.tp_fit import NodeShape, smallest_tp, weights_exceed
+
+    draft = readable_shape(spec.model.draft_path)
+    flags = spec.server.flags
+    node = NodeShape(
+        target,
+        draft,
+        gpu_mib,
+        prefill_graphs=not prefill_disabled(flags),
+        kv_dtype_bytes=kv_dtype_bytes_from_flags(flags),
+    )
+    search = spec.search
+    # The lightest point of the space: the weights decide, not the memory flags.
+    config = make_config(
+        _high(search.mem_fraction_static),
+        int(_low(search.cuda_graph_max_bs)),
+        int(_low(search.max_running_requests)),
+        int(_low(search.speculative_num_steps)),
+        1,
+    )
+    tp = spec.node.gpus
+    facts = node.facts(tp)
+    if not weights_exceed(facts, config):
+        return
+    weights = facts.weights_gib + facts.draft_weights_gib
+    advice = smallest_tp(node, config, above=tp)
+    where = (
+        f"the smallest tp that holds them is {advice.tp} ({advice.weights_gib:.2f} GiB per GPU): "
+        f"run on nodes of {advice.tp} GPUs (node.gpus: {advice.tp})"
+        if advice
+        else "no tp up to 64 that SGLang accepts holds them on these GPUs"
+    )
+    raise SpecError(
+        f"node.gpus: {tp}: the weights alone ({weights:.2f} GiB per GPU at --tp-size {tp}, "
+        f"{'target + draft' if draft else 'the target'}) "
+        f"exceed what one GPU of {gpu_mib:g} MiB (memory.gpu_memory_mib) has free before loading "
+        f"({facts.pre_gib:.2f} GiB): no fraction fits; {where}"
+    )
+
+
+def _low(dim: IntRange | FloatRange | Choices) -> float:
+    return min(dim.choices) if isinstance(dim, Choices) else dim.low
+
+
+def _high(dim: IntRange | FloatRange | Choices) -> float:
+    return max(dim.choices) if isinstance(dim, Choices) else dim.high

@@ -13,6 +13,7 @@ from typing import Any, cast
 from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
+from orchestrator.draft_tree import draft_token_bounds
 from orchestrator.driver.grid import stepped
 from orchestrator.records import ServerConfig
 from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
@@ -59,7 +60,10 @@ def suggest_config(trial: BaseTrial, space: SearchSpace) -> ServerConfig:
             adaptive = AdaptiveMode(trial.suggest_categorical("speculative_adaptive", modes))
         return make_config(mem, graph_bs, mrr, steps, topk, steps + 1, adaptive)
     draft = _suggest_int(
-        trial, "speculative_num_draft_tokens", space.speculative_num_draft_tokens, steps + 1, topk * steps + 1
+        trial,
+        "speculative_num_draft_tokens",
+        space.speculative_num_draft_tokens,
+        *draft_token_bounds(steps, topk),
     )
     return make_config(mem, graph_bs, mrr, steps, topk, draft)
 

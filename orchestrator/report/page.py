@@ -335,10 +335,8 @@ def last_study(storage: str) -> str:
     return max(summaries, key=started).study_name
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m orchestrator.report", description="Write a study's HTML report (opens offline)."
-    )
+def main(argv: list[str] | None = None, prog: str = "python -m orchestrator.report") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="Write a study's HTML report (opens offline).")
     p.add_argument(
         "study",
         nargs="?",

@@ -2,7 +2,12 @@
 what a launch configuration needs per GPU, predicted from the models' config.json before any GPU is claimed
 (the same code the sweep skips infeasible configurations with: `orchestrator.driver.memory.prior`).
 
-Exit 0 when it fits, 1 when it does not, 2 on bad input (the message names the file, field or flag).
+Exit 0 when it fits, 1 when it does not, 2 on bad input or a launch SGLang would refuse (a tp that does
+not divide the heads, a draft tree that cannot hold the draft tokens, a draft made for another target:
+the message names the flag, both figures and what would be accepted). Also ``specsweep fit``.
+
+Memory is in GiB (2^30 bytes), which SGLang's log prints as "GB"; the weights are also given in GB (10^9
+bytes), the unit of parameter counts.
 """
 
 from __future__ import annotations
@@ -12,15 +17,21 @@ import json
 import sys
 from collections.abc import Sequence
 
-from orchestrator.driver.memory.prior import estimate, facts_from_shapes, without_prefill_graphs
-from orchestrator.model_shape import ShapeError, load_shape
+from orchestrator.draft_tree import draft_tokens_problem
+from orchestrator.driver.memory.prior import Estimate, MemoryFacts, estimate
+from orchestrator.driver.memory.tp_fit import NodeShape, TpAdvice, smallest_tp, weights_exceed
+from orchestrator.launch_rules import draft_mismatch, tp_refusal
+from orchestrator.model_shape import GIB, ModelShape, ShapeError, load_shape
 from orchestrator.records import ServerConfig
 
+PROG = "python -m orchestrator.driver.memory.fit"
 
-def _parser() -> argparse.ArgumentParser:
+
+def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m orchestrator.driver.memory.fit",
-        description="Predict an SGLang launch's memory per GPU from config.json, before any launch.",
+        prog=prog,
+        description="Predict an SGLang launch's memory per GPU (GiB, SGLang's \"GB\") from config.json, "
+        "before any launch.",
     )
     p.add_argument("model_dir", help="the target model's folder (its config.json is read)")
     p.add_argument("--draft", help="the EAGLE-3 draft's folder (its config.json is read)")
@@ -63,8 +74,65 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _refusal(args: argparse.Namespace, target: ModelShape, draft: ModelShape | None) -> str | None:
+    """What SGLang would refuse of this launch, naming the flag (None: it would build it)."""
+    why = tp_refusal([target, *([draft] if draft else [])], args.tp)
+    if why:
+        return f"--tp {args.tp}: {why}"
+    mismatch = draft_mismatch(target, draft) if draft else None
+    if mismatch:
+        return f"--draft: {mismatch}"
+    if draft and args.draft_tokens is not None:
+        steps, topk = args.steps or 3, args.topk or 1
+        outside = draft_tokens_problem(steps, topk, args.draft_tokens)
+        if outside:
+            return f"--draft-tokens {args.draft_tokens}: {outside} (--topk {topk}, --steps {steps})"
+    return None
+
+
+def _config(args: argparse.Namespace, speculative: bool) -> tuple[ServerConfig, str]:
+    """The launch as SGLang would run it, and a note where it changes what was asked."""
+    note = ""
+    steps = (args.steps or 3) if speculative else None
+    topk = (args.topk or 1) if speculative else None
+    draft_tokens = None
+    if steps is not None:
+        draft_tokens = args.draft_tokens or steps + 1
+        if topk == 1 and draft_tokens != steps + 1:
+            # SGLang forces steps + 1 under top-k 1 (with a warning): size what it will run.
+            note = f"--draft-tokens {draft_tokens} with --topk 1: SGLang runs steps + 1 = {steps + 1}"
+            draft_tokens = steps + 1
+    config = ServerConfig(
+        mem_fraction_static=args.fraction,
+        cuda_graph_max_bs=args.cuda_graph_max_bs,
+        max_running_requests=args.max_running_requests,
+        speculative_num_steps=steps,
+        speculative_eagle_topk=topk,
+        speculative_num_draft_tokens=draft_tokens,
+    )
+    return config, note
+
+
+def _gib_gb(gib: float) -> str:
+    return f"{gib:.2f} GiB ({gib * GIB / 1e9:.2f} GB)"
+
+
+def _verdict(est: Estimate, facts: MemoryFacts, too_big: bool, advice: TpAdvice | None) -> str:
+    if est.fits:
+        return "yes"
+    if too_big:
+        weights = est.weights_gb + est.draft_weights_gb
+        where = advice.line() if advice else "no tp up to 64 that SGLang accepts holds them on these GPUs"
+        return (
+            f"no: the weights alone ({weights:.2f} GiB per GPU at tp {facts.tp}) exceed what one GPU has "
+            f"free before loading ({facts.pre_gib:.2f} GiB): no fraction fits; {where}"
+        )
+    stage = est.stage.value if est.stage else ""
+    return f"no: {stage}: {est.reason}"
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = _parser(prog).parse_args(argv)
     if problem := _check(args):
         return _bad(problem)
     try:
@@ -72,40 +140,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         draft = load_shape(args.draft) if args.draft else None
     except ShapeError as err:
         return _bad(str(err))
-    steps = args.steps or 3 if draft else None
-    config = ServerConfig(
-        mem_fraction_static=args.fraction,
-        cuda_graph_max_bs=args.cuda_graph_max_bs,
-        max_running_requests=args.max_running_requests,
-        speculative_num_steps=steps,
-        speculative_eagle_topk=(args.topk or 1) if draft else None,
-        speculative_num_draft_tokens=(args.draft_tokens or (steps or 0) + 1) if draft else None,
-    )
-    facts = facts_from_shapes(target, draft, args.gpu_memory_mib, args.tp, args.sglang_version)
-    if args.no_prefill_graphs:
-        facts = without_prefill_graphs(facts)
+    if refused := _refusal(args, target, draft):
+        return _bad(refused)
+    config, note = _config(args, draft is not None)
+    node = NodeShape(target, draft, args.gpu_memory_mib, args.sglang_version, not args.no_prefill_graphs)
+    facts = node.facts(args.tp)
     est = estimate(facts, config)
+    too_big = weights_exceed(facts, config)
+    advice = smallest_tp(node, config, above=args.tp) if too_big else None
     if args.json:
-        out = {**est.as_dict(), "tp": args.tp, "pre_model_load_gb": round(facts.pre_gib, 3)}
+        out = {**est.as_dict(), "tp": args.tp, "pre_model_load_gb": round(facts.pre_gib, 3), "unit": "GiB"}
         out["kv_bytes_per_token"] = facts.kv_cell_bytes
         out["draft_kv_bytes_per_token"] = facts.draft_kv_cell_bytes
+        if too_big:
+            out["weights_exceed_gpu"] = True
+            out["smallest_tp"] = advice.tp if advice else None
+            out["reason"] = _verdict(est, facts, too_big, advice).removeprefix("no: ")
+        if note:
+            out["note"] = note
         print(json.dumps(out))
         return 0 if est.fits else 1
     rows = [
         ("configuration", config.label() + f" tp{args.tp}"),
-        ("free before loading", f"{facts.pre_gib:.2f} GB per GPU"),
-        ("target weights", f"{est.weights_gb:.2f} GB"),
-        ("draft weights", f"{est.draft_weights_gb:.2f} GB"),
-        ("KV pool", f"{est.kv_tokens:,} tokens, {est.kv_gb:.2f} GB (target + draft)"),
-        ("free after the pools", f"{est.room_gb:.2f} GB"),
+        *([("note", note)] if note else []),
+        ("units", 'GiB (2^30 bytes; SGLang\'s log prints these figures as "GB"), weights also in GB (10^9)'),
+        ("free before loading", f"{facts.pre_gib:.2f} GiB per GPU"),
+        ("target weights", _gib_gb(est.weights_gb)),
+        ("draft weights", _gib_gb(est.draft_weights_gb)),
+        ("KV pool", f"{est.kv_tokens:,} tokens, {est.kv_gb:.2f} GiB (target + draft)"),
+        ("free after the pools", f"{est.room_gb:.2f} GiB"),
         (
             "set-up + CUDA graphs",
-            f"{est.graph_gb:.2f} GB" + (" (prefill graphs on)" if est.prefill_graphs else ""),
+            f"{est.graph_gb:.2f} GiB" + (" (prefill graphs on)" if est.prefill_graphs else ""),
         ),
-        ("left", f"{est.left_gb:.2f} GB"),
+        ("left", f"{est.left_gb:.2f} GiB"),
         ("floor fraction", f"{est.floor_fraction:.4f} (minimum viable: below, no KV pool)"),
         ("ceiling fraction", f"{est.ceiling_fraction:.4f} (above, the CUDA graphs no longer fit)"),
-        ("fits", "yes" if est.fits else f"no: {est.stage.value if est.stage else ''}: {est.reason}"),
+        ("fits", _verdict(est, facts, too_big, advice)),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -326,14 +326,15 @@ def estimate(facts: MemoryFacts, config: ServerConfig) -> Estimate:
         reason = f"the weights leave no KV pool at fraction {f:.3f} (minimum viable {floor:.4f})"
     elif need > room:
         stage = _failing_step(facts, config, room + late, need, prefill, tokens)
-        reason = f"CUDA graphs need about {need:.2f} GB, {room:.2f} GB left at fraction {f:.3f}"
+        reason = f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {f:.3f}"
         if late > 0:  # SGLang <= 0.5.9 loads the draft after the target's pools: name that share too
             reason = (
-                f"{room + late:.2f} GB left after the target's pools at fraction {f:.3f}: the draft's "
-                f"weights and KV pool take {late:.2f} GB, its CUDA graphs and the target's need {need:.2f} GB"
+                f"{room + late:.2f} GiB left after the target's pools at fraction {f:.3f}: the draft's "
+                f"weights and KV pool take {late:.2f} GiB, its CUDA graphs and the target's need "
+                f"{need:.2f} GiB"
             )
     else:
-        reason = f"fits: {tokens} KV tokens, {room - need:.2f} GB left after the graphs"
+        reason = f"fits: {tokens} KV tokens, {room - need:.2f} GiB left after the graphs"
     return Estimate(
         weights_gb=facts.weights_gib,
         draft_weights_gb=draft_w,

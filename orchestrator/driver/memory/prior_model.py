@@ -276,14 +276,14 @@ class PriorMemoryModel(BoundedMemoryModel):
                 spec = config.speculative
                 stage = FailureStage.DRAFT_GRAPH_CAPTURE if spec else FailureStage.TARGET_GRAPH_CAPTURE
             late = (
-                f" after the draft's weights and KV pool ({est.late_draft_gb:.2f} GB, loaded after the "
+                f" after the draft's weights and KV pool ({est.late_draft_gb:.2f} GiB, loaded after the "
                 "target's pool in SGLang <= 0.5.9)"
                 if est.late_draft_gb
                 else ""
             )
             reason = (
-                f"{PRIOR}CUDA graphs need about {est.graph_gb:.2f} GB (+{margin:.2f} margin), "
-                f"{est.room_gb:.2f} GB left{late} at fraction {f:.3f} (ceiling {est.ceiling_fraction:.3f})"
+                f"{PRIOR}CUDA graphs need about {est.graph_gb:.2f} GiB (+{margin:.2f} margin), "
+                f"{est.room_gb:.2f} GiB left{late} at fraction {f:.3f} (ceiling {est.ceiling_fraction:.3f})"
             )
             return Prediction(
                 False, True, stage, float(est.kv_tokens), est.room_gb, est.graph_gb, reason, from_prior=True

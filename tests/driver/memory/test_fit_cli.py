@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[3]
 TARGET = str(ROOT / "trials/models/llama3-8b-shape")
 DRAFT = str(ROOT / "trials/models/llama3-8b-eagle3-shape")
 H200 = ["--gpu-memory-mib", "143771"]
+# Public models' config.json (the figures of their published files): tests/fixtures/models/.
+MODELS = ROOT / "tests/fixtures/models"
+LLAMA_70B, QWEN_7B, DEEPSEEK_V3 = (str(MODELS / n) for n in ("llama3.1-70b", "qwen2.5-7b", "deepseek-v3"))
 
 
 def test_json_gives_the_figures_and_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,3 +74,86 @@ def test_it_runs_as_a_module() -> None:
         check=False,
     )
     assert done.returncode == 0 and json.loads(done.stdout)["kv_tokens"] > 800_000
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "heads", "accepted"),
+    [
+        (TARGET, "3", "32 attention heads", "1, 2, 4, 8, 16, 32"),
+        (LLAMA_70B, "3", "64 attention heads", "1, 2, 4, 8, 16, 32, 64"),
+        (QWEN_7B, "16", "28 attention heads", "1, 2, 4, 28"),
+        (TARGET, "64", "32 attention heads", "1, 2, 4, 8, 16, 32"),
+    ],
+)
+def test_a_tp_that_does_not_divide_the_heads_is_refused(
+    model: str, tp: str, heads: str, accepted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SGLang asserts num_attention_heads % tp_size == 0 when it builds the model: no fit, exit 2."""
+    assert main([model, *H200, "--fraction", "0.85", "--tp", tp]) == 2
+    err = capsys.readouterr().err
+    assert f"--tp {tp}: {heads}" in err and "num_attention_heads" in err
+    assert f"SGLang accepts tp {accepted}" in err
+
+
+def test_kv_heads_fewer_than_gpus_must_replicate_evenly(capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen2.5-7B at tp 14: 14 divides its 28 heads, but its 4 KV heads cannot be replicated over 14."""
+    assert main([QWEN_7B, *H200, "--fraction", "0.85", "--tp", "14"]) == 2
+    err = capsys.readouterr().err
+    assert "4 KV heads (num_key_value_heads" in err and "cannot be replicated over 14 GPUs" in err
+    assert main([QWEN_7B, *H200, "--fraction", "0.85", "--tp", "28"]) == 0  # one KV head per 7 GPUs
+
+
+def test_more_draft_tokens_than_the_tree_holds_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [TARGET, "--draft", DRAFT, *H200, "--fraction", "0.85"]
+    assert main([*argv, "--topk", "2", "--steps", "2", "--draft-tokens", "9"]) == 2
+    err = capsys.readouterr().err
+    assert "--draft-tokens 9" in err and "top-k 2 x 2 steps, which holds 3..5" in err
+    assert main([*argv, "--topk", "2", "--steps", "2", "--draft-tokens", "5"]) == 0
+
+
+def test_top_k_1_is_sized_as_sglang_runs_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang forces steps + 1 draft tokens under top-k 1: the figures are those of s3k1d4, said so."""
+    argv = [TARGET, "--draft", DRAFT, *H200, "--fraction", "0.85", "--json"]
+    assert main([*argv, "--topk", "1", "--steps", "3", "--draft-tokens", "9"]) == 0
+    forced = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--topk", "1", "--steps", "3"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "SGLang runs steps + 1 = 4" in forced.pop("note")
+    assert forced == plain
+
+
+@pytest.mark.parametrize(
+    ("target", "figures"),
+    [
+        (LLAMA_70B, ("hidden states 4096 wide", "the target's are 8192")),
+        (QWEN_7B, ("the target's are 3584", "vocabulary has 128256 tokens", "the target's 152064")),
+    ],
+)
+def test_a_draft_made_for_another_target_is_refused(
+    target: str, figures: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([target, "--draft", DRAFT, *H200, "--fraction", "0.85", "--tp", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --draft: ")
+    for figure in figures:
+        assert figure in err
+
+
+def test_weights_bigger_than_a_gpu_say_so_and_which_tp_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 (FP8, 671B) on one H200: no fraction helps; the answer is a tp that holds it."""
+    assert main([DEEPSEEK_V3, *H200, "--fraction", "0.85"]) == 1
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    assert "the weights alone (626.94 GiB per GPU at tp 1) exceed" in verdict
+    assert "139.09 GiB" in verdict and "no fraction fits" in verdict
+    assert "tp 8 would fit" in verdict and "--tp 8" in verdict
+    assert main([DEEPSEEK_V3, *H200, "--fraction", "0.85", "--tp", "8"]) == 0
+
+
+def test_figures_are_labelled_gib_and_weights_also_in_gb(capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's log says "GB" for GiB; the command says GiB, and gives the weights in GB as well (a user
+    compares them with parameter counts): 14.97 GiB is 16.08 GB."""
+    assert main([TARGET, *H200, "--fraction", "0.85"]) == 0
+    out = capsys.readouterr().out
+    assert "target weights        14.97 GiB (16.08 GB)" in out
+    assert "free before loading   139.09 GiB per GPU" in out
+    assert " GB per GPU" not in out and "GB (target + draft)" not in out

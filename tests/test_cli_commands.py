@@ -1,0 +1,59 @@
+"""`specsweep fit ...` and `specsweep report ...` beside `specsweep [SPEC]`: the memory command and the
+report under the installed name, with `python -m orchestrator.sweep SPEC` and `specsweep SPEC` as before."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from orchestrator import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = str(ROOT / "trials/models/llama3-8b-shape")
+
+
+def test_the_installed_name_is_the_cli() -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["specsweep"] == "orchestrator.cli:main"
+
+
+def test_fit_runs_the_memory_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["fit", TARGET, "--gpu-memory-mib", "143771", "--fraction", "0.85", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_tokens"] > 800_000
+
+
+def test_fit_refuses_as_the_memory_command_does(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["fit", TARGET, "--gpu-memory-mib", "143771", "--fraction", "0.85", "--tp", "3"]) == 2
+    assert "--tp 3: 32 attention heads" in capsys.readouterr().err
+
+
+def test_fit_help_names_the_short_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["fit", "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: specsweep fit")
+
+
+def test_report_runs_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", "--out", str(tmp_path)]) == 1  # no study there yet: the report's own error
+    err = capsys.readouterr().err
+    assert "error: no study in sqlite:///" in err and "run a sweep first" in err
+
+
+def test_the_sweep_help_names_both(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "specsweep fit MODEL_DIR" in out and "specsweep report [STUDY]" in out
+
+
+def test_a_spec_file_named_fit_is_still_a_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fit").write_text("name: [unclosed\n")
+    assert cli.main(["fit", "--out", str(tmp_path / "runs")]) == 2
+    assert "fit: malformed YAML" in capsys.readouterr().err
