@@ -61,6 +61,8 @@ class ProgressCounts:
         p, status, objective = self.progress, done.result.status, done.settled.objective
         if status.infeasible:
             p.pruned_oom += 1
+        elif status is TrialStatus.INTERRUPTED:
+            pass  # not a failure of its configuration: it runs again
         elif status is TrialStatus.OK:
             if (
                 objective is not None
@@ -72,7 +74,7 @@ class ProgressCounts:
         else:
             p.failed += 1
         # `done` counts what the budget counts (launched_count), so it never runs past its total.
-        if status not in (TrialStatus.PREDICTED_OOM, TrialStatus.LOST) and not done.baseline:
+        if not status.free and not done.baseline:
             p.done += 1
 
 
@@ -85,7 +87,8 @@ class NodeMetrics:
 
     def __call__(self, done: Finished) -> None:
         result = done.result
-        if result.status is not TrialStatus.PREDICTED_OOM:
+        # Neither ran to an end on its node (an interrupted one is recorded while the driver goes down).
+        if result.status not in (TrialStatus.PREDICTED_OOM, TrialStatus.INTERRUPTED):
             dashboard_metrics.record_trial_finished(result.status)
             if result.gpu_after:
                 clean = "GPUs not clean" not in " ".join(result.notes)

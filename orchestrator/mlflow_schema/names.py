@@ -19,6 +19,7 @@ class Tag(StrEnum):
     KIND = "kind"  # SWEEP_KIND on the parent run of one invocation
     STUDY = "study"
     RESUME = "resume"  # "true" when the invocation resumed the study
+    CLOSED_REASON = "closed_reason"  # why a run ended KILLED: Ctrl-C, SIGTERM, or its driver died
     PARENT_RUN = "mlflow.parentRunId"
     NOTE = "mlflow.note.content"  # the run's description in MLflow's UI
     STATUS = "status"  # a TrialStatus value
