@@ -13,16 +13,20 @@ import tempfile
 import time
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import optuna
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from orchestrator import mlflow_schema as schema
-from orchestrator.driver.study_lock import DriverStamp
 from orchestrator.mlflow_schema import LaunchParams
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.trial_attrs import StudyAttr
+
+if TYPE_CHECKING:
+    import optuna
+
+    from orchestrator.driver.study_lock import DriverStamp
 
 log = logging.getLogger(__name__)
 
@@ -190,10 +194,11 @@ class Tracker:
         self,
         metrics: dict[str, float],
         artifacts: list[Path],
-        failed: bool = False,
+        status: RunStatus = RunStatus.FINISHED,
         tags: dict[str, str] | None = None,
     ) -> None:
-        """Close the parent run with its metrics, ``tags`` (the sweep's answer) and artifacts."""
+        """Close the parent run with its metrics, ``tags`` (the sweep's answer, or why it ended early)
+        and artifacts: FINISHED, FAILED when the driver raised, KILLED when the user stopped it."""
         if not self.parent_run_id:
             return
         try:
@@ -206,7 +211,7 @@ class Tracker:
             for path in artifacts:
                 if path.exists():
                     self.client.log_artifact(self.parent_run_id, str(path))
-            self.client.set_terminated(self.parent_run_id, status="FAILED" if failed else "FINISHED")
+            self.client.set_terminated(self.parent_run_id, status=status.value)
         except Exception as err:
             log.warning("could not close the MLflow parent run: %s", err)
 

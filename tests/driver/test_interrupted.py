@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
+from orchestrator import cli
 from orchestrator.driver.answer.summary import count_line, render_table, table_rows
 from orchestrator.driver.executor import Handle
 from orchestrator.driver.placement import TRIAL_SLOT
@@ -27,7 +28,7 @@ from orchestrator.mlflow_schema import Tag
 from orchestrator.records import TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import MemorySpec, SweepSpec
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.trial_attrs import StudyAttr, TrialAttr
 from orchestrator.trial_events import Phase, PhaseEvent, TrialEvent, TrialRequest
 
 NODE = "node-a"
@@ -235,3 +236,36 @@ def test_after_kill_9_the_next_driver_shows_the_trial_and_closes_the_dead_driver
     assert (2, "interrupted") in [(r.number, r.status) for r in rows]
     assert launched_count(resumed.study) == BUDGET
     assert f"the baseline + {BUDGET} of the {BUDGET}-trial budget" in count_line(rows, BUDGET)
+
+
+def test_ctrl_c_ends_the_parent_run_killed_and_says_the_whole_command_to_continue(
+    oracle: Oracle, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    driver = Driver(_spec(oracle), tmp_path, Interrupting(oracle, interrupt_at=2), resume=False)
+    args = cli.build_parser().parse_args(
+        ["trials/demo.yaml", "--study", "x2", "--out", str(tmp_path), "--no-dashboard"]
+    )
+    assert cli.search_and_confirm(driver.sweep, driver.tracker, driver.lease, args) == 130
+    parent = mlflow.MlflowClient(tracking_uri=driver.tracking).get_run(driver.tracker.parent_run_id)
+    assert parent.info.status == "KILLED" and "interrupted" in parent.data.tags[Tag.CLOSED_REASON]
+    err = capsys.readouterr().err
+    # Not a bare `--resume`: that continues the spec's own study (`demo`), not x2.
+    command = (
+        f"python -m orchestrator.sweep trials/demo.yaml --study x2 --out {tmp_path} --no-dashboard --resume"
+    )
+    assert command in err
+    assert driver.study.user_attrs[StudyAttr.DRIVER] is None  # the lease is given back
+
+
+def test_the_command_to_continue_keeps_the_flags_that_name_the_study_and_its_stores() -> None:
+    stores = ["--storage", "sqlite:///o.db", "--tracking-uri", "http://m:5000", "--ray-address", "auto"]
+    others = ["--trials", "20", "--time-budget", "600", "--warm-start", "-v"]
+    args = cli.build_parser().parse_args(["my spec.yaml", "--study", "x2", *stores, *others])
+    assert cli.resume_command(args) == (
+        "python -m orchestrator.sweep 'my spec.yaml' --study x2 --tracking-uri http://m:5000 "
+        "--storage sqlite:///o.db --ray-address auto --time-budget 600 -v --resume"
+    )
+    plain = cli.build_parser().parse_args([])
+    assert cli.resume_command(plain, study="demo") == (
+        f"python -m orchestrator.sweep {plain.spec} --study demo --resume"
+    )
