@@ -124,8 +124,8 @@ class MemoryLearning:
 
 @dataclass
 class Diagnosis:
-    """Why a trial did what it did; loud once the draft has failed on two trees and worked on none (one
-    tree can simply not suit it)."""
+    """Why a trial did what it did; the draft taken for broken once it has failed on two trees and worked
+    on none (one tree can simply not suit it)."""
 
     model: MemoryModel
     search: SearchSpace | None = None  # the study's space: advice names values of it
@@ -146,8 +146,10 @@ class Diagnosis:
         if broken:
             self.broken_trials += 1
         if self.broken_trials >= 2 and not self.broken_warned and broken:
+            # The console shows the alarm on each broken trial's own line (`!!! BROKEN SPECULATION`): at
+            # ERROR here it printed a second time, as a raw log line. The log has it with -v.
             self.broken_warned = True
-            log.error("!!! %s", done.diagnosis)
+            log.info("!!! %s", done.diagnosis)
 
 
 @dataclass
