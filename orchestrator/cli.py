@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.bench.traffic import check_workload, workload_lines
+from orchestrator.bench.traffic import check_workload, workload_counts, workload_lines
 from orchestrator.driver.answer.summary import render_table, table_rows
 from orchestrator.driver.cli_checks import (
     DEFAULT_SPEC,
@@ -163,6 +163,17 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def parent_run_fields(
+    spec: SweepSpec, args: argparse.Namespace, n_trials: int, study: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The params and tags of the invocation's MLflow parent run: the spec's, and what each dataset gives
+    a stage (the console's `dataset ...` lines, as figures and in words)."""
+    from orchestrator.mlflow_schema import sweep_params, sweep_tags
+
+    datasets = workload_counts(spec)  # read when the spec was checked
+    return sweep_params(spec, args.spec, n_trials, datasets), sweep_tags(study, args.resume, datasets)
+
+
 def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
     """The whole command that continues this run's study: a bare `--resume` continues the spec's own
     study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
@@ -254,7 +265,7 @@ def run(
     from orchestrator.driver.study_lock import DriverLease, StudyInUse, current_driver
     from orchestrator.driver.sweep import Sweep
     from orchestrator.driver.tracking import Tracker
-    from orchestrator.mlflow_schema import LaunchParams, sweep_params, sweep_tags
+    from orchestrator.mlflow_schema import LaunchParams
     from orchestrator.trial_attrs import StudyAttr
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
@@ -289,11 +300,8 @@ def run(
     tracker = Tracker(
         tracking_uri, study_name, study_dir / "spool", artifacts_dir, launch=LaunchParams.from_spec(spec)
     )
-    tracker.start(
-        run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
-        params=sweep_params(spec, args.spec, n_trials),
-        tags=sweep_tags(study_name, args.resume),
-    )
+    params, tags = parent_run_fields(spec, args, n_trials, study_name)
+    tracker.start(run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}", params=params, tags=tags)
     print(
         f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "
         f"{info.slots} node(s) with a trial slot"
