@@ -210,9 +210,11 @@ class Sweep:
         if config is None:
             return None
         whose = f"its driver ({driver.describe()})" if driver is not None else "its driver"
-        stage = FailureStage.UNDER_LOAD if t.intermediate_values else FailureStage.LAUNCH
-        where = "its benchmark" if t.intermediate_values else "its start"
-        why = f"{whose} stopped during {where}: not counted, its configuration is queued again"
+        # Its phase died with the driver; the stages it reported are in the study.
+        reported = len(t.intermediate_values)
+        stage = FailureStage.UNDER_LOAD if reported else FailureStage.LAUNCH
+        when = f"after {reported} benchmark stage(s)" if reported else "before any benchmark stage ended"
+        why = f"{whose} stopped while it ran, {when}: not counted, its configuration is queued again"
         return settle(without_launch.interrupted(config, stage, why), self.spec, None)
 
     # -- the loop ------------------------------------------------------------------------------------
