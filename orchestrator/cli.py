@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import signal
 import sys
 import time
@@ -17,9 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.bench.traffic import check_workload, workload_lines
+from orchestrator.bench.traffic import check_workload, workload_counts, workload_lines
 from orchestrator.driver.answer.summary import render_table, table_rows
 from orchestrator.driver.cli_checks import (
     DEFAULT_SPEC,
@@ -31,10 +32,17 @@ from orchestrator.driver.cli_checks import (
 )
 from orchestrator.driver.destinations import check_destinations
 from orchestrator.driver.destinations import resolve as resolve_destinations
-from orchestrator.driver.tracking import ui_hint
+from orchestrator.driver.tracking import RunStatus, ui_hint
+from orchestrator.mlflow_schema import Tag
 from orchestrator.quiet import quiet_libraries
 from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
 from orchestrator.spec_search import SpecError
+
+if TYPE_CHECKING:
+    from orchestrator.driver.outcome import SweepOutcome
+    from orchestrator.driver.study_lock import DriverLease
+    from orchestrator.driver.sweep import Sweep
+    from orchestrator.driver.tracking import Tracker
 
 log = logging.getLogger("orchestrator")
 
@@ -181,6 +189,74 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def parent_run_fields(
+    spec: SweepSpec, args: argparse.Namespace, n_trials: int, study: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The params and tags of the invocation's MLflow parent run: the spec's, and what each dataset gives
+    a stage (the console's `dataset ...` lines, as figures and in words)."""
+    from orchestrator.mlflow_schema import sweep_params, sweep_tags
+
+    datasets = workload_counts(spec)  # read when the spec was checked
+    return sweep_params(spec, args.spec, n_trials, datasets), sweep_tags(study, args.resume, datasets)
+
+
+def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
+    """The whole command that continues this run's study: a bare `--resume` continues the spec's own
+    study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
+    --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials is left out,
+    and --warm-start seeds new studies only."""
+    argv = ["python", "-m", "orchestrator.sweep", args.spec, "--study", study or args.study]
+    default_out = build_parser().get_default("out")
+    if args.out != default_out:
+        argv += ["--out", args.out]
+    for flag in ("tracking_uri", "storage", "ray_address"):
+        if getattr(args, flag) is not None:
+            argv += ["--" + flag.replace("_", "-"), getattr(args, flag)]
+    if args.time_budget is not None:
+        argv += ["--time-budget", f"{args.time_budget:g}"]
+    argv += ["--no-dashboard"] if args.no_dashboard else []
+    argv += ["-v"] if args.verbose else []
+    return shlex.join([*argv, "--resume"])
+
+
+def search_and_confirm(
+    sweep: Sweep, tracker: Tracker, lease: DriverLease, args: argparse.Namespace
+) -> SweepOutcome | int:
+    """Run the search and the confirmation; on Ctrl-C or SIGTERM the exit code, once what this driver
+    holds is closed: its trials (`Sweep.run`: interrupted, re-queued), its lease, and its MLflow parent
+    run (KILLED, with the reason as a tag; FAILED if the driver itself raised), and the command that
+    continues has been printed."""
+    ended: tuple[RunStatus, str] | None = (RunStatus.FAILED, "the driver raised")
+    try:
+        with terminate_as_interrupt():
+            sweep.run()
+            outcome = sweep.confirm_best()
+        ended = None
+    except KeyboardInterrupt as err:
+        term = isinstance(err, Terminated) or TERMINATED["seen"]
+        why = "terminated (SIGTERM)" if term else "interrupted"
+        ended = (RunStatus.KILLED, f"{why}: the user stopped the driver")
+        print(
+            f"\n{why}: finished trials are recorded, running ones closed and queued again (not counted); "
+            f"to continue:\n  {resume_command(args, tracker.experiment_name)}",
+            file=sys.stderr,
+        )
+        return 143 if term else 130
+    finally:
+        lease.release()
+        tracker.flush_spool()
+        if tracker.pending_spool():
+            print(
+                f"warning: {tracker.pending_spool()} trial(s) still spooled in {tracker.spool_dir}; "
+                "they are written on the next run",
+                file=sys.stderr,
+            )
+        if ended is not None:
+            status, reason = ended
+            tracker.finish({}, [], status=status, tags={Tag.CLOSED_REASON.value: reason})
+    return outcome
+
+
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
     if spec.backend is not Backend.SIMULATED:
         return None
@@ -212,10 +288,10 @@ def run(
     from orchestrator.driver.answer.confirm import confirmation_note
     from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
-    from orchestrator.driver.study_lock import DriverLease, StudyInUse
+    from orchestrator.driver.study_lock import DriverLease, StudyInUse, current_driver
     from orchestrator.driver.sweep import Sweep
     from orchestrator.driver.tracking import Tracker
-    from orchestrator.mlflow_schema import LaunchParams, sweep_params, sweep_tags
+    from orchestrator.mlflow_schema import LaunchParams
     from orchestrator.trial_attrs import StudyAttr
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
@@ -234,6 +310,7 @@ def run(
         return 2
     study_dir.mkdir(parents=True, exist_ok=True)  # only once the nodes can run it: a refusal leaves nothing
     study = open_study(spec, study_name, storage, args.resume)
+    before = current_driver(study)  # a dead driver's stamp, until this one's lease replaces it
     lease = DriverLease(study)
     try:
         lease.acquire()
@@ -249,15 +326,14 @@ def run(
     tracker = Tracker(
         tracking_uri, study_name, study_dir / "spool", artifacts_dir, launch=LaunchParams.from_spec(spec)
     )
-    tracker.start(
-        run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
-        params=sweep_params(spec, args.spec, n_trials),
-        tags=sweep_tags(study_name, args.resume),
-    )
+    params, tags = parent_run_fields(spec, args, n_trials, study_name)
+    tracker.start(run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}", params=params, tags=tags)
     print(
         f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "
         f"{info.slots} node(s) with a trial slot"
     )
+    for run_id in tracker.close_abandoned(study, before):
+        print(f"  MLflow run {run_id} of an earlier driver that died without closing it: ended KILLED")
     for line in workload_lines(spec):  # read when the spec was checked: what each stage sends
         print(f"  {line}")
     if info.dashboard_url:
@@ -308,32 +384,10 @@ def run(
             f"{counts['enqueued']} best configuration(s) queued, memory model "
             f"{'ready' if sweep.memory_model.ready else 'not ready'}"
         )
-    failed = True
-    try:
-        with terminate_as_interrupt():
-            sweep.run()
-            outcome = sweep.confirm_best()
-        failed = False
-    except KeyboardInterrupt as err:
-        term = isinstance(err, Terminated) or TERMINATED["seen"]
-        why = "terminated (SIGTERM)" if term else "interrupted"
-        print(
-            f"\n{why}: finished trials are recorded, running ones closed and queued again; "
-            "continue with --resume",
-            file=sys.stderr,
-        )
-        return 143 if term else 130
-    finally:
-        lease.release()
-        tracker.flush_spool()
-        if tracker.pending_spool():
-            print(
-                f"warning: {tracker.pending_spool()} trial(s) still spooled in {tracker.spool_dir}; "
-                "they are written on the next run",
-                file=sys.stderr,
-            )
-        if failed:
-            tracker.finish({}, [], failed=True)
+    ended = search_and_confirm(sweep, tracker, lease, args)
+    if isinstance(ended, int):
+        return ended
+    outcome = ended
     if tty:
         print()
     if outcome.stop_reason is StopReason.ANSWER_KNOWN:
@@ -341,7 +395,7 @@ def run(
     elif outcome.stop_reason is not StopReason.BUDGET_DONE:
         print(
             f"stopped early: {outcome.stop_reason.explain()}; {outcome.progress.done} of {n_trials} "
-            "trials ran (continue with --resume)"
+            f"trials ran; to continue: {resume_command(args, study_name)}"
         )
     records = outcome.records
     rows = table_rows(study.get_trials(deepcopy=False), records)

@@ -59,3 +59,21 @@ def resolve_source(source: str, base: Path) -> str:
     """A dataset entry with its file made absolute against ``base`` (the spec's folder)."""
     ref = parse_ref(source)
     return f"{ref.kind.value}: {(base / ref.path).resolve()}" if ref.path else source
+
+
+@dataclass(frozen=True)
+class DatasetCounts:
+    """What one dataset gives each benchmark stage: its requests, and for conversations (a file or the
+    built-in chat) how many were kept and how many left out, by reason. The console prints it as
+    `dataset NAME: 16 requests from 68 conversations, 1 skipped (1 empty conversation)`; the parent MLflow
+    run keeps it as params, and the report shows it."""
+
+    key: str  # the name in an MLflow key (`bench.traffic.metric_name`)
+    line: str  # the console's line, word for word
+    requests: int
+    conversations: int | None = None  # None for random token ids
+    skipped: tuple[tuple[str, int], ...] = ()  # (reason, count), most frequent first
+
+    @property
+    def skipped_total(self) -> int:
+        return sum(n for _, n in self.skipped)

@@ -24,6 +24,16 @@ class TrialStatus(StrEnum):
     FAILED = "failed"  # crash or any other error that says nothing about memory
     TIMEOUT = "timeout"  # a phase ran past its deadline (never ready, or hung mid-benchmark)
     LOST = "lost"  # the node or the worker died under the trial
+    # The driver stopped under it (Ctrl-C, SIGTERM, or killed and found dead by the next driver): nothing
+    # was measured, so like a lost launch it costs no budget and its configuration is queued again; unlike
+    # a lost one it still shows, as this status, in the console's table, in MLflow (a KILLED run) and in
+    # Optuna (FAIL), so that no launch vanishes.
+    INTERRUPTED = "interrupted"
+
+    @property
+    def free(self) -> bool:
+        """Statuses that cost no launch of the budget: never launched, or nothing measured."""
+        return self in {TrialStatus.PREDICTED_OOM, TrialStatus.LOST, TrialStatus.INTERRUPTED}
 
     @property
     def infeasible(self) -> bool:
@@ -63,6 +73,7 @@ class FailureKind(StrEnum):
     KV_PRESSURE = "kv_pressure"
     BENCHMARK_ERROR = "benchmark_error"
     INTERNAL_ERROR = "internal_error"  # specsweep's own trial code raised: a bug to report
+    INTERRUPTED = "interrupted"  # the driver stopped while the trial ran
 
 
 @dataclass(frozen=True)

@@ -37,4 +37,5 @@ class StudyAttr(StrEnum):
     SPEC_NAME = "spec_name"
     DRIVER = "driver"  # the lease: a DriverStamp as a dict, or None once released
     CLOSED_TRIALS = "closed_trials"  # {trial number: why} for trials closed on a dead driver's behalf
+    MLFLOW_RUNS = "mlflow_runs"  # the MLflow parent run of every invocation: the next closes a dead one's
     BUDGET_TRIALS = "budget_trials"  # the trial budget it was last run with: --resume keeps it

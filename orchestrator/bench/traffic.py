@@ -30,7 +30,7 @@ from orchestrator.bench.textdata import (
 )
 from orchestrator.bench.tokenizer import ChatTokenizer, TemplateRefused, load_tokenizer
 from orchestrator.bench.workload import RequestSpec, synthetic_requests
-from orchestrator.dataset_ref import DatasetKind, DatasetRef
+from orchestrator.dataset_ref import DatasetCounts, DatasetKind, DatasetRef
 from orchestrator.records import DatasetMetrics
 from orchestrator.spec import Backend, SweepSpec
 from orchestrator.spec_search import SpecError
@@ -70,10 +70,16 @@ def workload_lines(spec: SweepSpec) -> list[str]:
     return list(_built(spec).lines)
 
 
+def workload_counts(spec: SweepSpec) -> list[DatasetCounts]:
+    """The same, as figures (for MLflow and the report)."""
+    return list(_built(spec).counts)
+
+
 @dataclass(frozen=True)
 class _Built:
     requests: tuple[RequestSpec, ...]
     lines: tuple[str, ...]
+    counts: tuple[DatasetCounts, ...]
 
 
 def _built(spec: SweepSpec) -> _Built:
@@ -98,12 +104,14 @@ def _build(tok_path: str, spec: SweepSpec) -> _Built:
     tokenizer: ChatTokenizer | None = None
     requests: list[RequestSpec] = []
     lines: list[str] = []
+    counts_of: list[DatasetCounts] = []
     for index, ((ref, _), count) in enumerate(zip(pairs, counts, strict=True)):
         seed = wl.seed + 1009 * index
         if ref.kind is DatasetKind.RANDOM:
             ids = synthetic_requests(count, wl.input_len, wl.output_len, wl.vocab_size, seed, wl.range_ratio)
             requests += [RequestSpec(r.input_ids, r.max_new_tokens, "random") for r in ids]
             lines.append(f"dataset {ref}: {count} requests")
+            counts_of.append(DatasetCounts(metric_name(ref), lines[-1], count))
             continue
         if tokenizer is None:
             tokenizer = load_tokenizer(tok_path, wl.vocab_size)
@@ -112,8 +120,10 @@ def _build(tok_path: str, spec: SweepSpec) -> _Built:
         requests += tokenized
         shown = f"{ref.kind.value}: {Path(ref.path).name}" if ref.path else str(ref)
         lines.append(f"dataset {shown}: {count} requests from {loaded.summary()}")
+        kept = len(loaded.conversations)
+        counts_of.append(DatasetCounts(metric_name(ref), lines[-1], count, kept, loaded.skipped))
     random.Random(wl.seed).shuffle(requests)  # interleave the datasets through the stage
-    return _Built(tuple(requests), tuple(lines))
+    return _Built(tuple(requests), tuple(lines), tuple(counts_of))
 
 
 def _conversations(ref: DatasetRef, count: int, seed: int) -> LoadedDataset:

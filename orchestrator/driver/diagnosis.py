@@ -133,6 +133,8 @@ def diagnose(
         return f"CUDA graph capture failed for a reason other than memory: {failure.message}"
     if status is TrialStatus.TIMEOUT:
         return f"timeout at {failure.stage.value}: {failure.message}"
+    if status is TrialStatus.INTERRUPTED:
+        return f"interrupted: {failure.message}"
     if status is TrialStatus.LOST:
         return f"lost: the node or its worker died ({failure.message}); not a property of the configuration"
     return f"{failure.kind.value} at {failure.stage.value}: {failure.message}"

@@ -61,6 +61,8 @@ class ProgressCounts:
         p, status, objective = self.progress, done.result.status, done.settled.objective
         if status.infeasible:
             p.pruned_oom += 1
+        elif status is TrialStatus.INTERRUPTED:
+            pass  # not a failure of its configuration: it runs again
         elif status is TrialStatus.OK:
             if (
                 objective is not None
@@ -72,7 +74,7 @@ class ProgressCounts:
         else:
             p.failed += 1
         # `done` counts what the budget counts (launched_count), so it never runs past its total.
-        if status not in (TrialStatus.PREDICTED_OOM, TrialStatus.LOST) and not done.baseline:
+        if not status.free and not done.baseline:
             p.done += 1
 
 
@@ -85,7 +87,8 @@ class NodeMetrics:
 
     def __call__(self, done: Finished) -> None:
         result = done.result
-        if result.status is not TrialStatus.PREDICTED_OOM:
+        # Neither ran to an end on its node (an interrupted one is recorded while the driver goes down).
+        if result.status not in (TrialStatus.PREDICTED_OOM, TrialStatus.INTERRUPTED):
             dashboard_metrics.record_trial_finished(result.status)
             if result.gpu_after:
                 clean = "GPUs not clean" not in " ".join(result.notes)
@@ -121,8 +124,8 @@ class MemoryLearning:
 
 @dataclass
 class Diagnosis:
-    """Why a trial did what it did; loud once the draft has failed on two trees and worked on none (one
-    tree can simply not suit it)."""
+    """Why a trial did what it did; the draft taken for broken once it has failed on two trees and worked
+    on none (one tree can simply not suit it)."""
 
     model: MemoryModel
     search: SearchSpace | None = None  # the study's space: advice names values of it
@@ -143,8 +146,10 @@ class Diagnosis:
         if broken:
             self.broken_trials += 1
         if self.broken_trials >= 2 and not self.broken_warned and broken:
+            # The console shows the alarm on each broken trial's own line (`!!! BROKEN SPECULATION`): at
+            # ERROR here it printed a second time, as a raw log line. The log has it with -v.
             self.broken_warned = True
-            log.error("!!! %s", done.diagnosis)
+            log.info("!!! %s", done.diagnosis)
 
 
 @dataclass

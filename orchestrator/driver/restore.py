@@ -56,11 +56,7 @@ def restore(study: optuna.Study) -> Restored:
         if TrialAttr.REPEAT_OF not in t.user_attrs:
             out.numbers.append(t.number)
         baseline = bool(t.user_attrs.get(TrialAttr.BASELINE))
-        if (
-            TrialAttr.REPEAT_OF not in t.user_attrs
-            and status not in (TrialStatus.PREDICTED_OOM, TrialStatus.LOST)
-            and not baseline
-        ):
+        if TrialAttr.REPEAT_OF not in t.user_attrs and not status.free and not baseline:
             p.done += 1
         if status.infeasible:
             p.pruned_oom += 1

@@ -27,7 +27,7 @@ __all__ = [
     "tell_outcome",
 ]
 
-_FREE_STATUSES = frozenset({TrialStatus.PREDICTED_OOM.value, TrialStatus.LOST.value})
+_FREE_STATUSES = frozenset(s.value for s in TrialStatus if s.free)
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,9 @@ def tell(study: optuna.Study, trial: optuna.Trial, told: OptunaTell) -> None:
 
 def launched_count(study: optuna.Study) -> int:
     """Trials that count against the budget: launched and finished. A predicted-OOM skip costs no GPU
-    time, a trial lost with its node, or closed for a dead or interrupted driver, says nothing about
-    its configuration (it is re-queued), and the baseline is a reference: none of them uses up a launch."""
+    time, a trial lost with its node, or interrupted (closed for a dead or stopped driver), says nothing
+    about its configuration (it is re-queued), and the baseline is a reference: none of them uses up a
+    launch. (An interrupted launch is still shown: `TrialStatus.INTERRUPTED`.)"""
     closed = closed_numbers(study)
     return sum(
         1
@@ -113,13 +114,16 @@ def status_of(t: FrozenTrial) -> TrialStatus | None:
         return None
 
 
-def close_and_requeue(study: optuna.Study, trial: optuna.Trial) -> bool:
-    """A trial cut short by Ctrl-C, SIGTERM or an error in the driver measured nothing: close it and queue
-    its configuration again, so that --resume runs it and the budget is not spent on it. False when
-    another process had closed it already."""
+def close_and_requeue(study: optuna.Study, trial: optuna.Trial, attrs: dict[str, Any] | None = None) -> bool:
+    """A trial cut short by Ctrl-C, SIGTERM or an error in the driver measured nothing: close it (FAIL,
+    with ``attrs``: an interrupted trial's settled attributes, so that the table shows it) and queue its
+    configuration again, so that --resume runs it and the budget is not spent on it. False when another
+    process had closed it already."""
     if finished_elsewhere(study, trial):
         return False
     try:
+        for key, value in (attrs or {}).items():
+            trial.set_user_attr(key, value)
         trial.set_user_attr(TrialAttr.CLOSED, "interrupted: the driver stopped")
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
     except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do

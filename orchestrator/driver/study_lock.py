@@ -4,8 +4,8 @@ Two drivers on one study corrupt it: the second one closes the first one's runni
 the first then crashes telling it. So a driver holds a lease, a study attribute it refreshes every few
 seconds, and records Optuna's own heartbeat for each trial it has in flight
 (`RDBStorage(heartbeat_interval=..., grace_period=...)`). A second driver is refused while the lease is
-fresh. A running trial is closed as stale only once its driver's heartbeat has stopped: Optuna's
-`fail_stale_trials` finds those, or, on the same host, the lease's process is gone.
+fresh. A running trial is closed as stale only once its driver is gone: its lease's heartbeat has
+stopped for the grace period, or, on the same host, the lease's process has ended.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -133,28 +134,38 @@ def requeue_closed(study: optuna.Study, trial: FrozenTrial) -> None:
     if trial.user_attrs.get(TrialAttr.BASELINE):
         attrs[TrialAttr.BASELINE] = True
     study.enqueue_trial(dict(trial.params), user_attrs=attrs)
-    log.warning("closed stale trial %d (its driver stopped) and re-queued its configuration", trial.number)
+    # The driver shows it on the console as an interrupted trial; the log has it with -v.
+    log.info("closed stale trial %d (its driver stopped) and re-queued its configuration", trial.number)
 
 
-def close_dead_drivers_trials(study: optuna.Study, me: str | None = None) -> list[int]:
-    """Close the RUNNING trials whose driver is dead, re-queueing their configurations.
+# What to record on a dead driver's trial before it is closed (a closed trial takes no more attributes).
+AttrsOf = Callable[[FrozenTrial, "DriverStamp | None"], dict[str, Any]]
+
+
+def close_dead_drivers_trials(
+    study: optuna.Study, me: str | None = None, attrs_of: AttrsOf | None = None
+) -> list[int]:
+    """Close the RUNNING trials whose driver is dead, re-queueing their configurations; each first gets
+    the attributes ``attrs_of`` gives it (the driver's record of an interrupted trial).
 
     Refuses (StudyInUse) while a live driver holds the study. Returns the numbers of the trials closed.
     """
     owner = current_driver(study)
     if owner is not None and owner.driver_id != me and owner.live():
         raise StudyInUse(owner.describe())
-    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)  # Optuna's own: heartbeat older than the grace period
-    # What is still RUNNING had a heartbeat within the grace period, or none at all, yet no live driver
-    # holds the study (checked above): its driver is gone (on this host its process has ended) before
-    # Optuna's grace ran out. Close it the same way Optuna would.
+    # No live driver holds the study (checked above), and this one has asked for nothing yet: whatever is
+    # still RUNNING was left by a driver that is gone, whether its heartbeat is older than Optuna's grace
+    # period (what `fail_stale_trials` would close) or not (on this host its process has ended). Each is
+    # closed here rather than by `fail_stale_trials`, so that it gets its attributes before the FAIL.
+    dead = owner if owner is not None and owner.driver_id != me else None
+    closed = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        for key, value in (attrs_of(t, dead) if attrs_of is not None else {}).items():
+            study._storage.set_trial_user_attr(t._trial_id, key, value)
         study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
         requeue_closed(study, study._storage.get_trial(t._trial_id))
-    return sorted(before)
+        closed.append(t.number)
+    return sorted(closed)
 
 
 class DriverLease:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from orchestrator import dashboard_metrics
-from orchestrator.config_codec import optuna_params
+from orchestrator.config_codec import config_from_optuna, optuna_params
 from orchestrator.driver import observers as obs
 from orchestrator.driver import placement, quarantine, without_launch
 from orchestrator.driver.answer import confirm
@@ -29,7 +30,7 @@ from orchestrator.driver.memory.prior_model import from_prior, memory_model_for
 from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
 from orchestrator.driver.restore import enqueue_first, restore
-from orchestrator.driver.settle import settle
+from orchestrator.driver.settle import Settled, settle
 from orchestrator.driver.space import suggest_config
 from orchestrator.driver.study import (
     close_and_requeue,
@@ -39,14 +40,14 @@ from orchestrator.driver.study import (
     tell,
     tell_repeat,
 )
-from orchestrator.driver.study_lock import DriverLease, close_dead_drivers_trials
+from orchestrator.driver.study_lock import DriverLease, DriverStamp, close_dead_drivers_trials
 from orchestrator.driver.tracking import Tracker
 from orchestrator.errors import TrialError, TrialLost
 from orchestrator.memory_model import MemoryModel, Prediction
-from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
+from orchestrator.records import FailureStage, ServerConfig, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_attrs import TrialAttr
-from orchestrator.trial_events import PhaseEvent, TrialEvent, TrialRequest
+from orchestrator.trial_events import PhaseEvent, TrialEvent, TrialRequest, failure_stage
 
 log = logging.getLogger(__name__)
 # Lost launches cost no budget, so they need a limit of their own: this many in a row stop the sweep.
@@ -169,7 +170,17 @@ class Sweep:
     def prepare(self, resume: bool) -> None:
         """Close trials a dead driver left RUNNING (re-queueing their configurations); then, on --resume,
         rebuild what the study taught (also when only the free baseline finished), or queue the first."""
-        close_dead_drivers_trials(self.study, me=self.lease.stamp.driver_id if self.lease else None)
+        stale: dict[int, tuple[FrozenTrial, Settled]] = {}
+
+        def record_stale(t: FrozenTrial, driver: DriverStamp | None) -> dict[str, Any]:
+            settled = self._settle_stale(t, driver)
+            if settled is None:
+                return {}
+            stale[t.number] = (t, settled)
+            return settled.attrs
+
+        me = self.lease.stamp.driver_id if self.lease else None
+        close_dead_drivers_trials(self.study, me=me, attrs_of=record_stale)
         # No live driver holds the study now (the call above refuses otherwise): a recorded server still
         # running was left by a dead one, and would hold the GPUs of the trials to come.
         self.journal.servers.stop_stale()
@@ -188,6 +199,23 @@ class Sweep:
             self.lossless.restore(earlier)
         else:
             enqueue_first(self.study, self.spec)
+        # A dead driver's launches, shown now as interrupted (the console's line, MLflow, the journal).
+        for t, settled in stale.values():
+            self._observe(t, bool(t.user_attrs.get(TrialAttr.BASELINE)), settled)
+
+    def _settle_stale(self, t: FrozenTrial, driver: DriverStamp | None) -> Settled | None:
+        """A trial left RUNNING by a driver that died (kill -9, a machine gone): interrupted, not counted,
+        queued again (None for a trial asked with no configuration yet: it was never launched)."""
+        config = config_from_optuna(t.params)
+        if config is None:
+            return None
+        whose = f"its driver ({driver.describe()})" if driver is not None else "its driver"
+        # Its phase died with the driver; the stages it reported are in the study.
+        reported = len(t.intermediate_values)
+        stage = FailureStage.UNDER_LOAD if reported else FailureStage.LAUNCH
+        when = f"after {reported} benchmark stage(s)" if reported else "before any benchmark stage ended"
+        why = f"{whose} stopped while it ran, {when}: not counted, its configuration is queued again"
+        return settle(without_launch.interrupted(config, stage, why), self.spec, None)
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -209,17 +237,47 @@ class Sweep:
                 p.running = len(self._inflight)
                 self.on_progress(p)
         finally:
-            for handle in list(self._inflight):
-                self.executor.cancel(handle)
             # Every trial this driver asked for and has not told: in flight, or caught between the ask
-            # and the launch, or between its result and the tell, when the signal came.
+            # and the launch, or between its result and the tell, when the signal came. The study and the
+            # records first: the same Ctrl-C may have taken Ray down already, and a cancel that raises
+            # must not leave a trial RUNNING (the next driver would find it stale and never show it).
             for trial in list(self._open.values()):
                 self._close_interrupted(trial)
-            self.executor.close()
+            for handle in list(self._inflight):
+                self._quietly(self.executor.cancel, handle)
+            self._quietly(self.executor.close)
         return self.outcome
 
+    @staticmethod
+    def _quietly(call: Callable[..., None], *args: Any) -> None:
+        """Tear down what may be gone already; the exception on its way out (an interrupt) stays the one
+        raised."""
+        try:
+            call(*args)
+        except Exception as err:
+            log.warning("while stopping: %s: %s", type(err).__name__, err)
+
     def _close_interrupted(self, trial: optuna.Trial) -> None:
-        self._leave_open(trial, closed=close_and_requeue(self.study, trial))
+        """An interrupted trial costs no budget and is queued again; one that was launched is shown like
+        any other (the console's line and table, MLflow, the journal) as INTERRUPTED."""
+        handle = self._by_number.get(trial.number)
+        info = self._inflight.get(handle) if handle is not None else None
+        if info is None:  # not launched: there is nothing to show
+            self._leave_open(trial, closed=close_and_requeue(self.study, trial))
+            return
+        phase = self.outcome.progress.phases.get(trial.number)
+        where = phase.describe() if phase is not None else "its start"
+        result = without_launch.interrupted(
+            info.config,
+            failure_stage(phase.phase if phase is not None else None),
+            f"the driver stopped during {where}: not counted, its configuration is queued again",
+            time.monotonic() - info.started,
+        )
+        settled = settle(result, self.spec, None)
+        closed = close_and_requeue(self.study, trial, settled.attrs)
+        self._leave_open(trial, closed=closed)
+        if closed:
+            self._observe(trial, info.baseline, settled)
 
     def _leave_open(self, trial: optuna.Trial, closed: bool = True) -> None:
         """The one transition out of the open set (asked, not yet told): told, answered from the record,
@@ -481,10 +539,11 @@ class Sweep:
                 trial.set_user_attr(key, value)
             tell(self.study, trial, settled.tell)
         self._leave_open(trial)
+        self._observe(trial, info.baseline, settled)
+
+    def _observe(self, trial: optuna.Trial | FrozenTrial, baseline: bool, settled: Settled) -> None:
         of = trial.user_attrs.get(TrialAttr.CONFIRM_OF)
-        done = obs.Finished(
-            trial.number, settled, info.baseline, confirm_of=int(of) if of is not None else None
-        )
+        done = obs.Finished(trial.number, settled, baseline, confirm_of=int(of) if of is not None else None)
         for observer in self.observers:
             observer(done)
         log.info("trial %d %s: %s", trial.number, settled.result.status.value, settled.result.config.label())

@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 import pickle
 import tempfile
+import time
+from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
@@ -18,8 +21,23 @@ from mlflow.tracking import MlflowClient
 from orchestrator import mlflow_schema as schema
 from orchestrator.mlflow_schema import LaunchParams
 from orchestrator.records import TrialRecord, TrialStatus
+from orchestrator.trial_attrs import StudyAttr
+
+if TYPE_CHECKING:
+    import optuna
+
+    from orchestrator.driver.study_lock import DriverStamp
 
 log = logging.getLogger(__name__)
+
+
+class RunStatus(StrEnum):
+    """An MLflow run's status (MLflow's own names)."""
+
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"  # stopped by the user (Ctrl-C, SIGTERM), or its driver died and the next closed it
 
 
 def runs_url(ui_base: str, experiment_id: str) -> str:
@@ -136,18 +154,51 @@ class Tracker:
             for name, text in schema.trial_artifacts(r).items():
                 (folder / name).write_text(text)
             self.client.log_artifacts(run_id, str(folder))
-        status = "FINISHED" if r.status is TrialStatus.OK else "FAILED"
-        self.client.set_terminated(run_id, status=status)
+        self.client.set_terminated(run_id, status=_run_status(r.status).value)
         return run_id
+
+    def close_abandoned(self, study: optuna.Study, dead: DriverStamp | None) -> list[str]:
+        """Record this invocation's parent run in the study, and end KILLED, with a tag saying why, the
+        runs an earlier driver of the study left RUNNING (kill -9, a machine gone: it never closed them).
+        Call it holding the study's lease: no other live driver has a run of it open. Returns the parent
+        runs closed."""
+        earlier = [str(r) for r in study.user_attrs.get(StudyAttr.MLFLOW_RUNS) or []]
+        study.set_user_attr(StudyAttr.MLFLOW_RUNS, [*earlier, self.parent_run_id])
+        whose = f"its driver ({dead.describe()})" if dead is not None else "its driver"
+        why = (
+            f"{whose} stopped without closing this run (killed, or its machine went down); closed by the "
+            f"next driver on the study, at {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        )
+        closed: list[str] = []
+        for run_id in earlier:
+            if run_id == self.parent_run_id:
+                continue
+            try:
+                if self.client.get_run(run_id).info.status != RunStatus.RUNNING.value:
+                    continue
+                # Its trial runs too: one may have been half written when the driver died.
+                children = self.client.search_runs(
+                    [self.experiment_id],
+                    filter_string=f"tags.`{schema.Tag.PARENT_RUN.value}` = '{run_id}' "
+                    "and attributes.status = 'RUNNING'",
+                )
+                for run in [*children, self.client.get_run(run_id)]:
+                    self.client.set_tag(run.info.run_id, schema.Tag.CLOSED_REASON.value, why)
+                    self.client.set_terminated(run.info.run_id, status=RunStatus.KILLED.value)
+                closed.append(run_id)
+            except Exception as err:  # a run deleted by hand, a store that is away: nothing to close
+                log.warning("could not close the earlier MLflow run %s: %s", run_id, err)
+        return closed
 
     def finish(
         self,
         metrics: dict[str, float],
         artifacts: list[Path],
-        failed: bool = False,
+        status: RunStatus = RunStatus.FINISHED,
         tags: dict[str, str] | None = None,
     ) -> None:
-        """Close the parent run with its metrics, ``tags`` (the sweep's answer) and artifacts."""
+        """Close the parent run with its metrics, ``tags`` (the sweep's answer, or why it ended early)
+        and artifacts: FINISHED, FAILED when the driver raised, KILLED when the user stopped it."""
         if not self.parent_run_id:
             return
         try:
@@ -160,9 +211,17 @@ class Tracker:
             for path in artifacts:
                 if path.exists():
                     self.client.log_artifact(self.parent_run_id, str(path))
-            self.client.set_terminated(self.parent_run_id, status="FAILED" if failed else "FINISHED")
+            self.client.set_terminated(self.parent_run_id, status=status.value)
         except Exception as err:
             log.warning("could not close the MLflow parent run: %s", err)
+
+
+def _run_status(status: TrialStatus) -> RunStatus:
+    """A trial run's MLflow status: an interrupted launch is KILLED (the driver stopped it), not a
+    failure of its configuration."""
+    if status is TrialStatus.OK:
+        return RunStatus.FINISHED
+    return RunStatus.KILLED if status is TrialStatus.INTERRUPTED else RunStatus.FAILED
 
 
 def _run_name(record: TrialRecord) -> str:

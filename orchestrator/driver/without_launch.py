@@ -1,4 +1,5 @@
-"""The results a trial gets from the driver when its node returned none: skipped, lost, or raised."""
+"""The results a trial gets from the driver when its node returned none: skipped, lost, raised, or
+interrupted."""
 
 from __future__ import annotations
 
@@ -40,5 +41,18 @@ def internal_error(config: ServerConfig, err: TrialError, wall_s: float) -> Tria
         node_id="",
         command=(),
         failure=replace(failure, message=f"the trial code raised: {err.message}"[:MESSAGE_CHARS]),
+        wall_s=wall_s,
+    )
+
+
+def interrupted(config: ServerConfig, stage: FailureStage, why: str, wall_s: float = 0.0) -> TrialResult:
+    """The driver stopped while the trial ran (`why`): nothing was measured. It costs no budget and its
+    configuration is queued again (`TrialStatus.INTERRUPTED`)."""
+    return TrialResult(
+        config=config,
+        status=TrialStatus.INTERRUPTED,
+        node_id="",
+        command=(),
+        failure=Failure(stage, FailureKind.INTERRUPTED, why),
         wall_s=wall_s,
     )

@@ -19,6 +19,8 @@ class Tag(StrEnum):
     KIND = "kind"  # SWEEP_KIND on the parent run of one invocation
     STUDY = "study"
     RESUME = "resume"  # "true" when the invocation resumed the study
+    DATASET_COUNTS = "dataset_counts"  # the parent run's: the console's `dataset ...` lines, one a line
+    CLOSED_REASON = "closed_reason"  # why a run ended KILLED: Ctrl-C, SIGTERM, or its driver died
     PARENT_RUN = "mlflow.parentRunId"
     NOTE = "mlflow.note.content"  # the run's description in MLflow's UI
     STATUS = "status"  # a TrialStatus value
@@ -60,6 +62,11 @@ class Param(StrEnum):
     DRAFT_MODEL_PATH = "draft_model_path"
     TRIALS = "trials"
     DATASET = "dataset"  # the workload's datasets and weights; the parent's and each trial's
+    # The parent run's, per dataset (`dataset_requests.<name>`): what each stage sends from it, and for
+    # conversations those kept and those left out (the reasons are in the DATASET_COUNTS tag).
+    DATASET_REQUESTS = "dataset_requests"
+    DATASET_CONVERSATIONS = "dataset_conversations"
+    DATASET_SKIPPED = "dataset_skipped"
     TP_SIZE = "tp_size"
     SPECULATIVE_ALGORITHM = "speculative_algorithm"  # NO_SPECULATION for the baseline
     SPECULATIVE_DRAFT_MODEL_PATH = "speculative_draft_model_path"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from orchestrator.config_codec import mlflow_params
+from orchestrator.dataset_ref import DatasetCounts
 from orchestrator.engines.sglang.command import SIM_FLAG_PREFIX, shell_script
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
@@ -30,9 +31,18 @@ from orchestrator.secrets import mask_argv
 from orchestrator.spec import SweepSpec
 
 
-def sweep_params(spec: SweepSpec, spec_path: str, trials: int) -> dict[str, str]:
-    """The parent run's params: what `history` matches earlier sweeps of the same model by."""
-    return {
+def sweep_params(
+    spec: SweepSpec, spec_path: str, trials: int, datasets: Sequence[DatasetCounts] = ()
+) -> dict[str, str]:
+    """The parent run's params: what `history` matches earlier sweeps of the same model by, and what each
+    dataset gives a stage (`bench.traffic.workload_counts`)."""
+    counts: dict[str, str] = {}
+    for d in datasets:
+        counts[f"{Param.DATASET_REQUESTS.value}.{d.key}"] = str(d.requests)
+        if d.conversations is not None:
+            counts[f"{Param.DATASET_CONVERSATIONS.value}.{d.key}"] = str(d.conversations)
+            counts[f"{Param.DATASET_SKIPPED.value}.{d.key}"] = str(d.skipped_total)
+    return counts | {
         Param.SPEC: spec_path,
         Param.BACKEND: spec.backend.value,
         Param.GPUS_PER_NODE: str(spec.node.gpus),
@@ -43,9 +53,13 @@ def sweep_params(spec: SweepSpec, spec_path: str, trials: int) -> dict[str, str]
     }
 
 
-def sweep_tags(study: str, resume: bool) -> dict[str, str]:
-    """The parent run's tags besides its kind (which `Tracker.start` sets)."""
-    return {Tag.STUDY.value: study, Tag.RESUME.value: str(resume).lower()}
+def sweep_tags(study: str, resume: bool, datasets: Sequence[DatasetCounts] = ()) -> dict[str, str]:
+    """The parent run's tags besides its kind (which `Tracker.start` sets); the datasets' counts in the
+    console's words (for the report and MLflow's run page)."""
+    tags = {Tag.STUDY.value: study, Tag.RESUME.value: str(resume).lower()}
+    if datasets:
+        tags[Tag.DATASET_COUNTS.value] = "\n".join(d.line for d in datasets)[:TEXT_LIMIT]
+    return tags
 
 
 @dataclass(frozen=True)

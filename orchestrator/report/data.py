@@ -23,6 +23,7 @@ from orchestrator.driver.answer.choose import Answer, Launch, Verdict, choose_an
 from orchestrator.engines.sglang.command import shell_command
 from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.mlflow_schema import (
+    SWEEP_KIND,
     Artifact,
     Lossless,
     Metric,
@@ -179,6 +180,26 @@ def sqlite_missing(url: str) -> bool:
     """True for an SQLite URL whose file does not exist: opening it would create an empty store."""
     prefix = "sqlite:///"
     return url.startswith(prefix) and not Path(url[len(prefix) :]).exists()
+
+
+def load_workload(tracking_uri: str, experiment: str) -> list[str]:
+    """What each dataset gave a stage, in the console's words (`dataset ...: 16 requests from 68
+    conversations, 1 skipped (1 empty conversation)`), from the newest sweep run that recorded them."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    runs = client.search_runs(
+        [exp.experiment_id],
+        filter_string=f"tags.`{Tag.KIND.value}` = '{SWEEP_KIND}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=50,
+    )
+    for run in runs:
+        text = run.data.tags.get(Tag.DATASET_COUNTS)
+        if text:
+            return text.splitlines()
+    return []
 
 
 def load_trials(tracking_uri: str, experiment: str) -> list[RunReadBack]:

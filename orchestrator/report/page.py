@@ -32,6 +32,7 @@ from orchestrator.report.data import (
     best_so_far,
     find_best,
     load_trials,
+    load_workload,
     pareto_front,
 )
 from orchestrator.report.importances import Importances, study_importances
@@ -259,8 +260,13 @@ def _plot(fig: object, div_id: str) -> str:
 
 
 def render_html(
-    study_name: str, rows: Sequence[RunReadBack], best: BestConfig | None, importances: Importances
+    study_name: str,
+    rows: Sequence[RunReadBack],
+    best: BestConfig | None,
+    importances: Importances,
+    workload: Sequence[str] = (),
 ) -> str:
+    """The page; ``workload``: what each dataset gave a stage, the console's lines (`load_workload`)."""
     counts = Counter(r.status for r in rows)
     summary = ", ".join(f"{n} {_e(s)}" for s, n in counts.most_common())
     importance = ""
@@ -300,6 +306,7 @@ def render_html(
 </head><body>
 <h1>specsweep report: {_e(study_name)}</h1>
 <p class="muted">{len(rows)} trials: {summary or "none"}. Generated {generated}.</p>
+{"".join(f'<p class="muted workload">{_e(line)}</p>' for line in workload)}
 {body}
 </body></html>
 """
@@ -314,7 +321,8 @@ def write_report(study_name: str, tracking_uri: str, storage: str, out_path: Pat
     best = find_best(rows, out_path.parent, tracking_uri)
     importances = study_importances(study_name, storage)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(render_html(study_name, rows, best, importances), encoding="utf-8")
+    workload = load_workload(tracking_uri, study_name)
+    out_path.write_text(render_html(study_name, rows, best, importances, workload), encoding="utf-8")
     log.info("report of %d trials written to %s", len(rows), out_path)
     return out_path
 

@@ -9,6 +9,7 @@ from optuna.trial import TrialState
 
 from orchestrator.cli import resolve_profile
 from orchestrator.driver import observers
+from orchestrator.driver.console import ProgressPrinter
 from orchestrator.driver.diagnosis import Speculation, diagnose, speculation
 from orchestrator.driver.settle import OptunaTell, Settled
 from orchestrator.engines.sglang.logparse import parse_log
@@ -117,3 +118,23 @@ def test_the_diagnosis_observer_counts_broken_drafts_by_the_verdict_not_by_its_w
         told = OptunaTell(TrialState.COMPLETE, 100.0, {})
         watch(observers.Finished(number, Settled(result, 100.0, None, told, {}), baseline=False))
     assert watch.broken_trials == 2 and watch.broken_warned
+
+
+def test_a_broken_draft_is_told_once_per_trial_on_the_console(caplog: pytest.LogCaptureFixture) -> None:
+    """On a real node the alarm came twice for a trial: the console's `!!! BROKEN SPECULATION` line and an
+    `ERROR orchestrator.driver.observers` log line with the same words (the CLI logs WARNING and above)."""
+    caplog.set_level("WARNING")
+    console: list[str] = []
+    printer = ProgressPrinter(3, tty=False, write=console.append)
+    watch = observers.Diagnosis(MemoryModel())
+    for number in range(3):
+        result = _ok(1.01, 2, 1, 3)
+        told = OptunaTell(TrialState.COMPLETE, 100.0, {})
+        done = observers.Finished(number, Settled(result, 100.0, None, told, {}), baseline=False)
+        watch(done)
+        observers.build_record(done)
+        assert done.record is not None
+        printer.record(done.record)
+    said = "".join(console) + "".join(f"{r.getMessage()}\n" for r in caplog.records)
+    assert said.count("acceptance length 1.01") == 3, said
+    assert "".join(console).count("!!! BROKEN SPECULATION") == 3

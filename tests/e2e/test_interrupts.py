@@ -79,7 +79,7 @@ def test_sigterm_stops_like_ctrl_c_and_resume_relaunches_nothing(tmp_path: Path,
             os.killpg(driver.pid, signal.SIGKILL)
     err = err_path.read_text()
     assert driver.returncode == 143, err[-2000:]
-    assert "terminated (SIGTERM)" in err and "continue with --resume" in err
+    assert "terminated (SIGTERM)" in err and "--study demo --out" in err and "--resume" in err
     assert "Traceback" not in err and "*** SIG" not in err
     ts = trials(out)
     assert not [t for t in ts if t.state == TrialState.RUNNING]
@@ -115,7 +115,7 @@ def test_time_budget_says_why_the_sweep_stopped(tmp_path: Path, demo_spec: Any) 
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "stopped early: the time budget ran out" in proc.stdout
-    assert "continue with --resume" in proc.stdout
+    assert "to continue: python -m orchestrator.sweep" in proc.stdout
 
 
 def test_sglang_backend_on_a_machine_without_gpus_fails_before_any_trial(

@@ -122,17 +122,12 @@ def row_from_record(rec: TrialRecord) -> ConsoleRow:
 
 
 def row_from_trial(trial: FrozenTrial) -> ConsoleRow | None:
-    """A finished trial of the study (this run's or an earlier one's); None for what is not a trial of
-    this study's own (a warm-start seed, a trial closed after its driver died: its configuration was
-    re-queued) or not finished."""
+    """A finished trial of the study (this run's or an earlier one's), an interrupted one included (it
+    shows as such: its configuration was re-queued); None for what is not a trial of this study's own (a
+    warm-start seed), not finished, or closed with no status (by a version that did not record one)."""
     attrs = trial.user_attrs
     status = attrs.get(TrialAttr.STATUS)
-    if (
-        not trial.state.is_finished()
-        or not status
-        or TrialAttr.CLOSED in attrs
-        or TrialAttr.WARM_START_FROM in attrs
-    ):
+    if not trial.state.is_finished() or not status or TrialAttr.WARM_START_FROM in attrs:
         return None
     failure = str(attrs.get(TrialAttr.FAILURE) or "")
     head, _, message = failure.partition(": ")
@@ -253,10 +248,10 @@ def count_line(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
     predicted = sum(1 for r in rows if r.status == TrialStatus.PREDICTED_OOM.value and r.repeat_of is None)
     repeats = sum(1 for r in rows if r.repeat_of is not None)
     lost = sum(1 for r in rows if r.status == TrialStatus.LOST.value)
-    launched = len(rows) - predicted - repeats - lost
-    baselines = sum(
-        1 for r in rows if r.baseline and r.status != TrialStatus.LOST.value and r.repeat_of is None
-    )
+    interrupted = sum(1 for r in rows if r.status == TrialStatus.INTERRUPTED.value)
+    launched = len(rows) - predicted - repeats - lost - interrupted
+    free = (TrialStatus.LOST.value, TrialStatus.INTERRUPTED.value)
+    baselines = sum(1 for r in rows if r.baseline and r.status not in free and r.repeat_of is None)
     counted = launched - baselines
     of_budget = f"{counted} of the {budget}-trial budget" if budget is not None else f"{counted} budgeted"
     parts = [
@@ -265,6 +260,8 @@ def count_line(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
         f"{repeats} repeated a measured configuration (answered from the record)",
         f"{lost} lost with their node (re-queued)",
     ]
+    if interrupted:  # the driver stopped under them: shown, and run again, never charged
+        parts.append(f"{interrupted} interrupted (re-queued, not counted)")
     # Not a number first: under the table a line starting "16 trials" read like the row of trial 16.
     return textwrap.fill(f"in all, {len(rows)} trials: " + ", ".join(parts), WIDTH, subsequent_indent="  ")
 
