@@ -132,6 +132,7 @@ class Sweep:
         self.proposals = ProposalPolicy(spec) if proposals else None
         self.confirming = False
         progress = self.outcome.progress
+        self._best = obs.BestSoFar(progress, self.outcome.records, self.lossless.lossy)
         self.observers: list[obs.Observer] = [
             obs.ProgressCounts(progress),
             obs.NodeMetrics(self.nodes, progress),
@@ -144,6 +145,7 @@ class Sweep:
             obs.JournalWrite(self.journal),
             obs.TrackerLog(tracker),
             obs.Collect(self.outcome.records, on_record),
+            self._best,
         ]
 
     @property
@@ -186,8 +188,9 @@ class Sweep:
             self.journal_complete = len(earlier) == len(restored.numbers)
             self.outcome.records.extend(earlier)
             self.lossless.restore(earlier)
+            self._best.refresh()
         else:
-            enqueue_first(self.study, self.spec)
+            enqueue_first(self.study, self.spec, self.memory_model)
 
     # -- the loop ------------------------------------------------------------------------------------
 
