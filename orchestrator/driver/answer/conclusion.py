@@ -98,7 +98,7 @@ def conclude(
             earlier_stands=True,
         )
     if answer is None and lossy:
-        # The baseline is never the recommendation; with every draft lossy there is none to make.
+        # The baseline is the answer only against a speculative configuration it beat; none is left.
         return Conclusion(
             None,
             (
