@@ -231,7 +231,9 @@ class TimeoutSpec(SpecModel):
 
 class BudgetSpec(SpecModel):
     trials: int = Field(default=20, ge=1)
-    baseline: bool = Field(default=False, description="also run one trial without speculation")
+    # On by default: the server without speculation is a candidate answer (a weak draft or a heavy load
+    # makes it the fastest), for one launch that the budget does not count.
+    baseline: bool = Field(default=True, description="also run one trial without speculation")
     # Kept back from `trials` for the end of the sweep: the best `confirm_top` configurations are launched
     # again until each has `confirm_repeats` launches, and ranked by their median (0 turns it off).
     confirm_top: int = Field(default=3, ge=0)

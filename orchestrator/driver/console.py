@@ -43,7 +43,8 @@ class ProgressPrinter:
             self._told[number] = what
 
     def live_line(self, p: Progress) -> str:
-        best = f"{p.best_tok_s:.1f} tok/s (trial {p.best_number})" if p.best_tok_s else "-"
+        name = p.best_name or f"trial {p.best_number}"
+        best = f"{p.best_tok_s:.1f} tok/s ({name})" if p.best_tok_s else "-"
         line = (
             f"  [{p.done}/{self.n_trials} done, {p.running} running, {p.pruned_oom} pruned for OOM, "
             f"{p.failed} failed] best {best}"

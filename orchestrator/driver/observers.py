@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from orchestrator import dashboard_metrics
+from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.diagnosis import Speculation, accept_length, diagnose, speculation
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.lossless import LosslessCheck
@@ -58,20 +59,12 @@ class ProgressCounts:
     progress: Progress
 
     def __call__(self, done: Finished) -> None:
-        p, status, objective = self.progress, done.result.status, done.settled.objective
+        p, status = self.progress, done.result.status
         if status.infeasible:
             p.pruned_oom += 1
         elif status is TrialStatus.INTERRUPTED:
             pass  # not a failure of its configuration: it runs again
-        elif status is TrialStatus.OK:
-            if (
-                objective is not None
-                and not done.baseline  # the reference without speculation is never the answer
-                and not done.settled.pruned
-                and (p.best_tok_s is None or objective > p.best_tok_s)
-            ):
-                p.best_tok_s, p.best_number = objective, done.number
-        else:
+        elif status is not TrialStatus.OK:
             p.failed += 1
         # `done` counts what the budget counts (launched_count), so it never runs past its total.
         if not status.free and not done.baseline:
@@ -97,8 +90,6 @@ class NodeMetrics:
                 log.error(
                     "node %s taken out of the rotation: %s", result.node_id, "; ".join(self.nodes.report())
                 )
-        if self.progress.best_tok_s:
-            dashboard_metrics.record_best(self.progress.best_tok_s)
 
 
 @dataclass
@@ -224,3 +215,28 @@ class Collect:
         record = _record(done)
         self.records.append(record)
         self.on_record(record)
+
+
+@dataclass
+class BestSoFar:
+    """The progress line's `best`: the sweep's answer so far, by the rule the end of the sweep answers
+    with (`driver.answer.conclusion.sweep_answer`: a configuration's median over its launches, the server
+    without speculation when it leads beyond the noise), never one launch's maximum."""
+
+    progress: Progress
+    records: list[TrialRecord]
+    lossy: set[int]
+
+    def __call__(self, done: Finished) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        answer = sweep_answer(self.records, self.lossy)
+        if answer is None:
+            return
+        p = self.progress
+        p.best_tok_s, p.best_number = answer.median, answer.representative
+        p.best_name = answer.name() + (", no speculation" if answer.nospec else "")
+        if len(answer.launches) > 1:
+            p.best_name = "median of " + p.best_name
+        dashboard_metrics.record_best(answer.median)

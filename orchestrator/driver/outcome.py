@@ -17,12 +17,16 @@ class Progress:
     failed: int = 0
     best_tok_s: float | None = None
     best_number: int | None = None
+    # How the progress line names the answer so far: "trial 10", "median of trials 4, 10"; '' before one
+    # (or after --resume, until the journal's records give it)
+    best_name: str = ""
     phases: dict[int, PhaseEvent] = field(default_factory=dict)  # running trials by number
 
     def absorb(self, earlier: Progress) -> None:
         """Take the counts an earlier invocation reached (--resume)."""
         self.done, self.pruned_oom, self.failed = earlier.done, earlier.pruned_oom, earlier.failed
         self.best_tok_s, self.best_number = earlier.best_tok_s, earlier.best_number
+        self.best_name = earlier.best_name
 
 
 class StopReason(StrEnum):

@@ -12,9 +12,11 @@ from optuna.trial import FrozenTrial, TrialState
 from orchestrator.config_codec import config_from_optuna, known_good_params
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
+from orchestrator.driver.proposal.structure import choose_structure, fitting_config
 from orchestrator.driver.space import baseline_config
 from orchestrator.driver.study import status_of
 from orchestrator.driver.study_lock import closed_numbers
+from orchestrator.memory_model import MemoryModel
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -108,12 +110,27 @@ def replayed_result(
     )
 
 
-def enqueue_first(study: optuna.Study, spec: SweepSpec) -> None:
+def baseline_params(spec: SweepSpec, model: MemoryModel) -> dict[str, Any]:
+    """The baseline's memory flags by the structure rule the policy launches its first trees with (graphs
+    and running requests covering the highest concurrency, the highest fraction the memory model is sure
+    fits): the server without speculation is a candidate answer, so it gets the flags it would run with.
+    The middle of the space when the model rules out every fraction (its launch then teaches it)."""
+    structure = choose_structure(spec.search, spec.workload.concurrency)
+    config = fitting_config(structure, None, model)
+    if config is None:
+        return baseline_config(spec.search, None)
+    return {
+        "mem_fraction_static": config.mem_fraction_static,
+        "cuda_graph_max_bs": config.cuda_graph_max_bs,
+        "max_running_requests": config.max_running_requests,
+    }
+
+
+def enqueue_first(study: optuna.Study, spec: SweepSpec, model: MemoryModel | None = None) -> None:
     """A new study runs the no-speculation baseline (when asked) and the known-good configurations first."""
     if spec.budget.baseline:
-        first = spec.known_good[0].to_config() if spec.known_good else None
         study.enqueue_trial(
-            baseline_config(spec.search, first),
+            baseline_params(spec, model if model is not None else MemoryModel(spec.node.gpus)),
             user_attrs={TrialAttr.BASELINE: True},
             skip_if_exists=True,
         )

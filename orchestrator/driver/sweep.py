@@ -133,6 +133,7 @@ class Sweep:
         self.proposals = ProposalPolicy(spec) if proposals else None
         self.confirming = False
         progress = self.outcome.progress
+        self._best = obs.BestSoFar(progress, self.outcome.records, self.lossless.lossy)
         self.observers: list[obs.Observer] = [
             obs.ProgressCounts(progress),
             obs.NodeMetrics(self.nodes, progress),
@@ -145,6 +146,7 @@ class Sweep:
             obs.JournalWrite(self.journal),
             obs.TrackerLog(tracker),
             obs.Collect(self.outcome.records, on_record),
+            self._best,
         ]
 
     @property
@@ -197,8 +199,9 @@ class Sweep:
             self.journal_complete = len(earlier) == len(restored.numbers)
             self.outcome.records.extend(earlier)
             self.lossless.restore(earlier)
+            self._best.refresh()
         else:
-            enqueue_first(self.study, self.spec)
+            enqueue_first(self.study, self.spec, self.memory_model)
         # A dead driver's launches, shown now as interrupted (the console's line, MLflow, the journal).
         for t, settled in stale.values():
             self._observe(t, bool(t.user_attrs.get(TrialAttr.BASELINE)), settled)

@@ -42,6 +42,9 @@ class Tag(StrEnum):
     ANSWER_CONFIG = "answer_config"
     ANSWER_LAUNCHES = "answer_launches"  # trial numbers, comma-separated
     ANSWER_VERDICT = "answer_verdict"
+    # "on" (a speculative configuration), "off" (the server without speculation) or "by level" (it pays
+    # at some concurrency levels and loses at others: best.json's `split` says where)
+    ANSWER_SPECULATION = "answer_speculation"
 
 
 class Lossless(StrEnum):

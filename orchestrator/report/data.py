@@ -266,21 +266,37 @@ class BestConfig:
     launch_tok_per_s: tuple[float, ...] = ()
     median_tok_per_s: float | None = None
     verdict: Verdict | None = None  # best.json's: how sure the sweep is
+    nospec: bool = False  # the answer is the server without speculation
+    versus_nospec: Verdict | None = None  # a speculative answer against the server without speculation
+    split: str = ""  # where speculation pays and where it loses, and the policy that serves both
 
 
 def answer_from_rows(rows: Sequence[RunReadBack]) -> Answer | None:
     """The answer `driver.answer.choose` gives for the runs read back: the same choice as the sweep's
-    (measured, not the baseline, not pruned, no lossy draft; best median of a configuration's launches)."""
-    launches = [
-        Launch(r.number, r.config, r.objective)
+    (measured, not pruned, no lossy draft; best median of a configuration's launches; the baseline the
+    answer when it leads beyond the noise)."""
+    measured = [
+        r
         for r in rows
         if r.status == TrialStatus.OK.value
         and r.objective is not None
-        and not r.baseline
         and r.pruned_at_stage is None
         and r.lossless != Lossless.MISMATCH.value
     ]
-    return choose_answer(launches)
+    launches = [Launch(r.number, r.config, r.objective or 0.0) for r in measured if not r.baseline]
+    base = [Launch(r.number, r.config, r.objective or 0.0) for r in measured if r.baseline]
+    return choose_answer(launches, base)
+
+
+def answer_so_far(rows: Sequence[RunReadBack]) -> list[float | None]:
+    """After each trial (in trial order), the answer's figure so far (its median), by the answer's own
+    rule: the line ends at the figure the sweep answers with, not at one launch's maximum."""
+    ordered = sorted(rows, key=lambda r: r.number)
+    out: list[float | None] = []
+    for i in range(len(ordered)):
+        answer = answer_from_rows(ordered[: i + 1])
+        out.append(answer.median if answer is not None else None)
+    return out
 
 
 def find_best(rows: Sequence[RunReadBack], study_dir: Path, tracking_uri: str) -> BestConfig | None:
@@ -301,6 +317,9 @@ def find_best(rows: Sequence[RunReadBack], study_dir: Path, tracking_uri: str) -
         launches=answer.launches,
         launch_tok_per_s=answer.values,
         median_tok_per_s=answer.median,
+        verdict=answer.verdict,
+        nospec=answer.nospec,
+        versus_nospec=answer.versus_nospec,
     )
 
 
@@ -332,6 +351,9 @@ def _best_from_json(rows: Sequence[RunReadBack], study_dir: Path) -> BestConfig 
         tuple(best.launch_tok_per_s),
         best.median_tok_per_s,
         best.verdict,
+        best.nospec,
+        best.versus_nospec,
+        best.split.statement if best.split is not None else "",
     )
 
 

@@ -128,8 +128,9 @@ def best_section(best: BestConfig | None) -> str:
     r = best.row
     launches = ", ".join(map(str, best.launches)) or str(r.number)
     each = ", ".join(_num(v) for v in best.launch_tok_per_s)
+    nospec = " (the server without speculation)" if best.nospec else ""
     facts = [
-        ("configuration", best.config or r.config),
+        ("configuration", (best.config or r.config) + nospec),
         ("launches (trials)", f"{len(best.launches) or 1} ({launches})"),
         (
             "median tok/s of its launches",
@@ -153,6 +154,19 @@ def best_section(best: BestConfig | None) -> str:
         if best.verdict.ci95 is not None:
             low, high = best.verdict.ci95
             facts.append(("95 % interval of the median (tok/s)", f"{_num(low)} to {_num(high)}"))
+    if best.nospec:
+        verdict = (
+            '<p class="note" id="nospec"><strong>Serve without speculation:</strong> the server without '
+            "speculation leads the best speculative configuration beyond the noise; its launch command has "
+            "no speculative flag.</p>\n" + verdict
+        )
+    elif best.versus_nospec is not None:
+        verdict += (
+            f'\n<p class="muted" id="nospec"><strong>Against no speculation:</strong> '
+            f"{_e(best.versus_nospec.statement)}</p>"
+        )
+    if best.split:
+        verdict += f'\n<p class="note" id="split"><strong>By concurrency level:</strong> {_e(best.split)}</p>'
     return "\n".join(
         [
             verdict,

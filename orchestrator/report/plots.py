@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from orchestrator.records import TrialStatus
-from orchestrator.report.data import Outcome, RunReadBack, best_so_far, pareto_front
+from orchestrator.report.data import Outcome, RunReadBack, answer_so_far, pareto_front
 
 LABELS = {
     "mem_fraction_static": "mem_fraction_static",
@@ -298,7 +298,7 @@ def history_figure(rows: Sequence[RunReadBack]) -> go.Figure:
                 )
             )
     ordered = sorted(rows, key=lambda r: r.number)
-    running = best_so_far([r.objective if r.status == TrialStatus.OK.value else None for r in ordered])
+    running = answer_so_far(ordered)  # the answer's own rule, as the console's `best` line
     line = [(r.number, b) for r, b in zip(ordered, running, strict=True) if b is not None]
     if line:
         fig.add_trace(
@@ -307,8 +307,8 @@ def history_figure(rows: Sequence[RunReadBack]) -> go.Figure:
                 y=[p[1] for p in line],
                 mode="lines",
                 line={"shape": "hv", "color": "#d62728", "width": 2},
-                name="best so far (objective)",
-                hovertemplate="best so far %{y:.1f} tok/s<extra></extra>",
+                name="best so far (the answer's median)",
+                hovertemplate="the answer so far: %{y:.1f} tok/s<extra></extra>",
             )
         )
     fig.update_layout(

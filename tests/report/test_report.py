@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.engines.sglang.command import shell_script
-from orchestrator.mlflow_schema import memory_from_metrics, parse_param
+from orchestrator.mlflow_schema import Metric, memory_from_metrics, parse_param
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
 from orchestrator.report.data import (
     Outcome,
@@ -269,9 +270,34 @@ def test_latency_figure_draws_the_pareto_front(rows: list[RunReadBack]) -> None:
     assert list(front[0].y) == [1000.0, 1500.0, 1800.0, 2100.0]
 
 
+def _answer_line(rows: list[RunReadBack]) -> tuple[list[int], list[float]]:
+    line = next(t for t in history_figure(rows).data if t.name == "best so far (the answer's median)")
+    return list(line.x), list(line.y)
+
+
 def test_history_best_so_far_line(rows: list[RunReadBack]) -> None:
-    line = next(t for t in history_figure(rows).data if t.name == "best so far (objective)")
-    assert list(line.y) == [1000.0, 1800.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0]
+    # From trial 1 on (trial 0, the baseline, is alone: no speculative configuration to answer with yet)
+    assert _answer_line(rows) == (
+        [1, 2, 3, 4, 5, 6, 7],
+        [1800.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0],
+    )
+
+
+def test_history_best_so_far_line_ends_at_the_answer_not_at_one_launchs_maximum(
+    rows: list[RunReadBack],
+) -> None:
+    # Seen: the line ended at 1056.7 (one launch) where the answer was the median 1043.3 of its launches.
+    best = next(r for r in rows if r.number == 2)
+    again = dataclasses.replace(
+        best, number=8, run_id="again", metrics={**best.metrics, Metric.OBJECTIVE.value: 2240.0}
+    )
+    x, y = _answer_line([*rows, again])
+    assert x[-1] == 8 and y[-1] == (2100.0 + 2240.0) / 2  # not 2240.0
+    # A baseline far ahead is the answer, and the line follows it.
+    base = next(r for r in rows if r.baseline)
+    fast = dataclasses.replace(base, metrics={**base.metrics, Metric.OBJECTIVE.value: 5000.0})
+    x, y = _answer_line([fast, *(r for r in rows if not r.baseline)])
+    assert y[-1] == 5000.0
 
 
 # -- the page --------------------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.config_codec import config_from_mlflow, mlflow_params
+from orchestrator.config_fields import SearchedField
 from orchestrator.driver.answer.choose import Verdict
+from orchestrator.driver.answer.levels import LevelComparison, Split
 from orchestrator.records import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -46,9 +48,10 @@ class BestFile(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     config_label: str  # ServerConfig.label(): the `config` tag of the launches' MLflow runs
-    # The configuration's values under SGLang's flag names, written and read by the one codec
-    # (`config_codec.mlflow_params`, the form its MLflow runs carry): `server_config()` gives it back.
-    config: dict[str, str]
+    # The configuration's values under their searched names, typed for scripts (0.91, 64; the adaptive
+    # mode a string), read back by the one codec (`config_codec.config_from_mlflow`): `server_config()`.
+    # A file written before they were typed holds strings, and reads all the same.
+    config: dict[str, int | float | str]
     launches: list[int]  # the trials that launched it and measured a figure, in order
     launch_tok_per_s: list[float]  # their figures, same order
     median_tok_per_s: float  # the answer's figure: the median of its launches
@@ -63,6 +66,12 @@ class BestFile(BaseModel):
     dataset: str = ""
     best_by_concurrency: list[Level] = []
     runtime_policy: dict[str, Any] = {}
+    # The answer is the server without speculation: it led the best speculative configuration beyond the
+    # noise (`verdict` is that comparison); `command` has no speculative flag.
+    nospec: bool = False
+    versus_nospec: Verdict | None = None  # a speculative answer against the server without speculation
+    speculation_by_level: list[LevelComparison] = []  # the best speculative configuration against it
+    split: Split | None = None  # speculation pays at some levels and loses at others
 
     @classmethod
     def read(cls, study_dir: Path) -> BestFile | None:
@@ -85,24 +94,29 @@ class BestFile(BaseModel):
             return None
 
     @staticmethod
-    def config_fields(config: ServerConfig) -> dict[str, str]:
-        """What `config` holds for a `ServerConfig` (the codec's MLflow form)."""
-        return mlflow_params(config)
+    def config_fields(config: ServerConfig) -> dict[str, int | float | str]:
+        """What `config` holds for a `ServerConfig`: the codec's MLflow form with each value typed."""
+        typed: dict[str, int | float | str] = {}
+        for name, text in mlflow_params(config).items():
+            value = getattr(config, name) if name != SearchedField.SPECULATIVE_ADAPTIVE else None
+            typed[name] = value if isinstance(value, int | float) and not isinstance(value, bool) else text
+        return typed
 
     def server_config(self) -> ServerConfig | None:
         """The answer's configuration, read back through the codec (None for a file it cannot read)."""
-        return config_from_mlflow(self.config)
+        return config_from_mlflow({k: str(v) for k, v in self.config.items()})
 
     def headline(self) -> str:
         """The answer in one line: which launches, the median, the speed-up, the configuration."""
         n = len(self.launches)
         speedup = f", {self.speedup_vs_baseline:.2f}x the baseline" if self.speedup_vs_baseline else ""
+        what = "best: serve without speculation: " if self.nospec else "best: "
         if n == 1:
             tok_s = f"{self.median_tok_per_s:.1f} tok/s"
-            return f"best: trial {self.launches[0]}, {tok_s}{speedup}, {self.config_label}"
+            return f"{what}trial {self.launches[0]}, {tok_s}{speedup}, {self.config_label}"
         trials = ", ".join(map(str, self.launches))
         return (
-            f"best: trials {trials} (one configuration), median {self.median_tok_per_s:.1f} tok/s of {n} "
+            f"{what}trials {trials} (one configuration), median {self.median_tok_per_s:.1f} tok/s of {n} "
             f"launches{speedup}, {self.config_label}"
         )
 

@@ -3,6 +3,11 @@ and how sure the sweep is that it beats the runner-up.
 
 The console, `best.json`, the MLflow parent run and the report all read this one choice, so a user never
 sees one trial in one place and another launch of the same configuration, or another figure, elsewhere.
+
+The server without speculation (the baseline launch) is a candidate too: when it leads the best speculative
+configuration by more than the noise of that comparison, it is the answer (a weak draft, or a load too
+heavy for speculation to pay). Within the noise the best speculative configuration stays the answer (what
+the sweep was asked to find) and its verdict against the baseline is kept beside it.
 A configuration is named by its label (`ServerConfig.label()`, the `config` tag of its MLflow runs), so
 the same function answers from the sweep's records and from runs read back from MLflow.
 """
@@ -11,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -37,11 +42,20 @@ def _objective_stage(record: TrialRecord) -> StageTiming:
 
 
 def answer_launches(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[Launch]:
-    """The launches that can be the answer: measured (ok, not pruned, an objective), not the baseline
-    (the reference, never the recommendation) and not a draft that changed the greedy output."""
+    """The speculative launches that can be the answer: measured (ok, not pruned, an objective), not the
+    baseline (`baseline_launches`) and not a draft that changed the greedy output."""
     return [
         Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r))
         for r in sorted(measured(candidates(records, lossy)), key=lambda r: r.number)
+    ]
+
+
+def baseline_launches(records: Sequence[TrialRecord]) -> list[Launch]:
+    """The measured launches of the server without speculation (the baseline), in launch order."""
+    base = [r for r in records if r.baseline and not r.result.config.speculative]
+    return [
+        Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r))
+        for r in sorted(measured(base), key=lambda r: r.number)
     ]
 
 
@@ -52,6 +66,7 @@ class Group:
     config: str
     numbers: tuple[int, ...]
     values: tuple[float, ...]
+    nospec: bool = False  # the server without speculation
 
     @property
     def median(self) -> float:
@@ -71,6 +86,8 @@ class Group:
 
     def subject(self) -> str:
         """The configuration as the subject of a sentence."""
+        if self.nospec:
+            return f"the server without speculation ({self.name()})"
         return self.name() if len(self.numbers) == 1 else f"the configuration of {self.name()}"
 
 
@@ -121,14 +138,29 @@ class Answer:
     median: float
     representative: int  # the launch whose record gives the command, memory and acceptance
     verdict: Verdict
+    nospec: bool = False  # the answer is the server without speculation (the baseline launch)
+    # The best speculative configuration against the baseline: the verdict of that comparison when the
+    # speculative answer stands (None when the answer is the baseline: its `verdict` is that comparison)
+    versus_nospec: Verdict | None = None
+    comparison: NospecComparison | None = None  # what that comparison used, for the per-level calls
 
     def name(self) -> str:
         return Group(self.config, self.launches, self.values).name()
 
 
-def choose_answer(launches: Sequence[Launch]) -> Answer | None:
-    """The configuration with the best median, and the verdict against the runner-up; None without a
-    launch to choose from."""
+@dataclass(frozen=True)
+class NospecComparison:
+    """The best speculative configuration and the baseline, and the noise their comparison used."""
+
+    speculative: Group
+    baseline: Group
+    noise: Noise
+
+
+def choose_answer(launches: Sequence[Launch], baseline: Sequence[Launch] = ()) -> Answer | None:
+    """The speculative configuration with the best median and its verdict against the runner-up, unless
+    the server without speculation (``baseline``'s launches) leads it beyond the noise: then that server,
+    with the verdict against the best speculative configuration. None without a speculative launch."""
     groups = group_launches(launches)
     if not groups:
         return None
@@ -137,9 +169,31 @@ def choose_answer(launches: Sequence[Launch]) -> Answer | None:
     contenders = {g.config for g in groups[:2]}
     noise = calibrate([g.values for g in groups], [x.timing for x in launches if x.config in contenders])
     best = groups[0]
-    return Answer(
+    answer = Answer(
         best.config, best.numbers, best.values, best.median, best.representative, judge(groups, noise)
     )
+    if not baseline:
+        return answer
+    base = replace(group_launches(baseline)[0], nospec=True)
+    # Its own noise: the two it decides between give the regime, every repeat the pooled spread.
+    timings = [x.timing for x in [*launches, *baseline] if x.config in (best.config, base.config)]
+    noise = calibrate([*(g.values for g in groups), base.values], timings)
+    comparison = NospecComparison(best, base, noise)
+    if base.median > best.median:
+        verdict = judge([base, *groups], noise)
+        if verdict.call is Call.CLEARLY_AHEAD:
+            return Answer(
+                base.config,
+                base.numbers,
+                base.values,
+                base.median,
+                base.representative,
+                verdict,
+                nospec=True,
+                comparison=comparison,
+            )
+        return replace(answer, versus_nospec=verdict, comparison=comparison)
+    return replace(answer, versus_nospec=judge([best, base], noise), comparison=comparison)
 
 
 def _percent(x: float) -> str:
@@ -182,10 +236,12 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
         for g in groups[1:]
         if g.median > 0 and best.median / g.median - 1 <= noise.gap_noise(n, len(g.numbers))
     ]
-    where = "this node" if n == len(runner.numbers) == 1 else "this comparison"
+    # The figure is the threshold of this comparison (what noise alone opens between these two at 95 %,
+    # with their launch counts), not the node's noise: it was once labelled so, and read as such.
     statement = (
-        f"{_counts(best, runner)}: {best.subject()} is {_percent(gap)} ahead of {runner.subject()}; the "
-        f"noise on {where} is about {_percent(limit)} ({noise.describe()}), so {call.value}"
+        f"{_counts(best, runner)}: {best.subject()} is {_percent(gap)} ahead of {runner.subject()}; noise "
+        f"alone opens gaps of up to {_percent(limit)} in this comparison ({noise.describe()}), so "
+        f"{call.value}"
     )
     others = [t for t in close if t != runner.numbers[0]]
     if others:

@@ -7,13 +7,12 @@ that one answer; the report reads the same `best.json`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
-from orchestrator.driver.answer.choose import Answer, answer_launches, choose_answer
+from orchestrator.driver.answer.choose import Answer, answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
 from orchestrator.engines.sglang.command import shell_command
 from orchestrator.mlflow_schema import TEXT_LIMIT, Tag
@@ -40,7 +39,9 @@ class Conclusion:
         """The answer on the MLflow parent run: the configuration, its launches and the verdict."""
         if self.best is None:
             return {}
+        speculation = "by level" if self.best.split else "off" if self.best.nospec else "on"
         return {
+            Tag.ANSWER_SPECULATION.value: speculation,
             Tag.ANSWER_CONFIG.value: self.best.config_label,
             Tag.ANSWER_LAUNCHES.value: ",".join(map(str, self.best.launches)),
             Tag.ANSWER_VERDICT.value: self.best.verdict.statement[:TEXT_LIMIT],
@@ -49,28 +50,26 @@ class Conclusion:
 
 def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> Answer | None:
     """The answer a sweep's records give: what `conclude` prints and writes to best.json (the search
-    benchmark scores this same function)."""
-    return choose_answer(answer_launches(records, lossy))
+    benchmark scores this same function). The baseline, when it ran, is a candidate."""
+    return choose_answer(answer_launches(records, lossy), baseline_launches(records))
 
 
-def baseline_lines(best: BestFile, records: Sequence[TrialRecord]) -> list[str]:
-    """A line when the baseline without speculation beat the answer by more than one launch's noise
-    (a draft that is not accepted costs a draft and a verify pass per token): the answer is still the best
-    speculative configuration, since that is what was asked, but the user must not read it as a gain."""
-    base = [r for r in records if r.baseline and r.objective]
-    if not base or not best.median_tok_per_s:
+def nospec_lines(best: BestFile) -> list[str]:
+    """What the comparison with the server without speculation says, when there was one: the answer is
+    that server (its verdict is the comparison), or the speculative answer stands against it."""
+    v = best.verdict
+    if best.nospec and v.gap is not None and v.noise is not None:
+        runner = ", ".join(map(str, v.runner_up))
+        return [
+            f"speculation does not pay here: without it the server measured {best.median_tok_per_s:.1f} "
+            f"tok/s, {100 * v.gap:.1f} % above the best speculative configuration (trial(s) {runner}, "
+            f"{v.runner_up_median or 0.0:.1f} tok/s; beyond the {100 * v.noise:.1f} % noise alone opens): "
+            f"serve without speculation (the command below has no speculative flag), or fix the draft and "
+            f"sweep again"
+        ]
+    if best.versus_nospec is None:
         return []
-    fastest = max(base, key=lambda r: r.objective or 0.0)
-    lead = (fastest.objective or 0.0) / best.median_tok_per_s - 1
-    # the gap one launch against the answer's launches opens at 95 % (the verdict's own spread)
-    noise = 1.96 * best.verdict.launch_sd * math.sqrt(1 + 1 / len(best.launches))
-    if lead <= noise:
-        return []
-    return [
-        f"speculation does not pay here: without it the same server measured {fastest.objective:.1f} tok/s "
-        f"(trial {fastest.number}), {100 * lead:.1f} % above the best speculative configuration (beyond "
-        f"the {100 * noise:.1f} % noise); serve without speculation, or fix the draft and sweep again"
-    ]
+    return [f"against no speculation: {best.versus_nospec.statement}"]
 
 
 def conclude(
@@ -99,7 +98,7 @@ def conclude(
             earlier_stands=True,
         )
     if answer is None and lossy:
-        # The baseline is never the recommendation; with every draft lossy there is none to make.
+        # The baseline is the answer only against a speculative configuration it beat; none is left.
         return Conclusion(
             None,
             (
@@ -117,7 +116,7 @@ def conclude(
     representative = next(r for r in records if r.number == best.trial)
     lines = (
         f"\n{best.headline()}",
-        *baseline_lines(best, records),
+        *nospec_lines(best),
         f"confidence: {best.verdict.statement}",
         render_levels(best),
         f"SGLang launch command (also in {study_dir / BEST_COMMAND}):",

@@ -89,8 +89,9 @@ def measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
 
 
 def candidates(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[TrialRecord]:
-    """The launches that can be the answer: the baseline is the reference, never the recommendation, and
-    a draft that changed the greedy output is never recommended. Confirmation and the verdict use these."""
+    """The speculative launches that can be the answer (the baseline is judged on its own against their
+    leader, `choose.choose_answer`), a draft that changed the greedy output never among them.
+    Confirmation and the verdict among speculative configurations use these."""
     return [r for r in records if not r.baseline and r.number not in lossy]
 
 

@@ -22,7 +22,8 @@ log; tp 2 is the slowest), all of it scheduling and launch overhead. The 8B shap
 (3079 tok/s at concurrency 32, accept length 1) and 15 ms (EAGLE-3 s3k1d4, 2090 tok/s). A step of
 `GPU_BOUND_STEP_MS` (between 7.0 and 10.4) or more is GPU work; below it the overhead prior is used,
 which errs on the side of calling a close race too close (the 8B shape without speculation, 6.7 ms a
-step at concurrency 32, falls there: a baseline is never the answer, and the error is the cautious one).
+step at concurrency 32, falls there: the wider prior makes the baseline the answer only by a wider lead,
+the cautious error).
 
 A stage without a steady window (too short: it measured the ramp-up) moves by about 15 % from one
 repeat to the next whatever the regime; its within-launch figure is then `RAMP_UP_STAGE_SD`.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.adaptive import CONFIG_FILE
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level
 from orchestrator.driver.answer.choose import Answer
+from orchestrator.driver.answer.levels import level_calls, split_of
 from orchestrator.driver.policy import best_by_concurrency, runtime_policy
 from orchestrator.engines import engine_for
 from orchestrator.engines.sglang.command import shell_script
@@ -59,6 +60,15 @@ def write_best(
     r = record.result
     levels = best_by_concurrency(records)
     base = [x.result.output_tok_per_s for x in records if x.baseline and x.result.output_tok_per_s]
+    by_level = level_calls(records, answer.comparison) if answer.comparison is not None else []
+    speculative = by_number.get(answer.comparison.speculative.representative) if answer.comparison else None
+    split = split_of(by_level, speculative.result.config) if speculative is not None else None
+    if split is not None:
+        policy: dict[str, Any] = split.runtime_policy or runtime_policy(record, levels)
+    elif answer.nospec:
+        policy = {"speculation": "off", "measured": True}
+    else:
+        policy = runtime_policy(record, levels)
     best = BestFile(
         config_label=answer.config,
         config=BestFile.config_fields(r.config),
@@ -67,7 +77,7 @@ def write_best(
         median_tok_per_s=answer.median,
         trial=record.number,
         verdict=answer.verdict,
-        speedup_vs_baseline=answer.median / statistics.median(base) if base else None,
+        speedup_vs_baseline=answer.median / statistics.median(base) if base and not answer.nospec else None,
         accept_length=r.accept_length,
         memory=r.memory.as_metrics(),
         resolved_args=r.resolved_args.as_dict(),
@@ -75,7 +85,11 @@ def write_best(
         command=argv,
         dataset=r.dataset,
         best_by_concurrency=[Level.model_validate(lv) for lv in levels],
-        runtime_policy=runtime_policy(record, levels),
+        runtime_policy=policy,
+        nospec=answer.nospec,
+        versus_nospec=answer.versus_nospec,
+        speculation_by_level=by_level,
+        split=split,
     )
     written = [best.write(study_dir)]
     sh_path = study_dir / BEST_COMMAND
@@ -268,6 +282,10 @@ def count_line(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
 
 def render_levels(best: BestFile) -> str:
     """The best speculative setting per concurrency level and the policy to launch with, for the CLI."""
+    if best.split is not None:
+        return f"by concurrency level: {best.split.statement}"
+    if best.nospec:
+        return "runtime policy: no speculation (no --speculative-* flag)"
     lines = ["best speculative setting per concurrency level:"]
     for lv in best.best_by_concurrency:
         lines.append(

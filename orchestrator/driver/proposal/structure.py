@@ -51,7 +51,10 @@ def choose_structure(space: SearchSpace, concurrency: list[int]) -> Structure:
     )
 
 
-def config_for(structure: Structure, tree: DraftTree, fraction: float) -> ServerConfig:
+def config_for(structure: Structure, tree: DraftTree | None, fraction: float) -> ServerConfig:
+    """The tree with the structure's memory flags; ``tree`` None: the server without speculation."""
+    if tree is None:
+        return make_config(fraction, structure.cuda_graph_max_bs, structure.max_running_requests)
     return make_config(
         fraction,
         structure.cuda_graph_max_bs,
@@ -70,11 +73,12 @@ def has_prior(model: MemoryModel) -> bool:
 
 
 def fitting_config(
-    structure: Structure, tree: DraftTree, model: MemoryModel, served: Collection[float] = ()
+    structure: Structure, tree: DraftTree | None, model: MemoryModel, served: Collection[float] = ()
 ) -> ServerConfig | None:
     """The tree at the highest fraction the memory model is confident fits; without the prior, no higher
     than a fraction a launch has ``served`` at; without a confident answer, the `UNSURE_QUANTILE` fraction
-    among those it does not rule out. None when it rules out every one."""
+    among those it does not rule out. None when it rules out every one. ``tree`` None: the server without
+    speculation (the baseline), by the same rule."""
     ceiling = max(served) if served and not has_prior(model) else None
     open_: list[float] = []
     for fraction in sorted(structure.fractions, reverse=True):

@@ -65,9 +65,13 @@ def test_h200_8b_one_launch_each_is_clearly_ahead_and_never_tied_with_a_configur
     assert v.gap == pytest.approx(3078.9 / 2716.4 - 1)
     assert v.noise is not None and v.noise < 0.05  # under 1 % a launch: a few % between two launches
     s = v.statement
+    # The 3.4 % is the threshold of this comparison (what noise alone opens between these two launches),
+    # not the node's noise: a chat workload's 41.6 % once read as "the noise on this node".
     assert s.startswith(
-        "1 launch each: trial 4 is 13.3 % ahead of trial 6; the noise on this node is about 3.4 %"
+        "1 launch each: trial 4 is 13.3 % ahead of trial 6; noise alone opens gaps of up to 3.4 % in this "
+        "comparison"
     )
+    assert "noise on this node" not in s
     assert "prior for a gpu-bound node" in s and s.endswith("so clearly ahead")
     assert "tied" not in s and "interval" not in s
 
@@ -130,7 +134,7 @@ def test_repeated_launches_give_the_pooled_spread_and_an_interval_and_say_so() -
     s = v.statement
     assert s.startswith("trials 1, 4, 6: median 1000.0 tok/s of 3 launches, 95 % interval ")
     lead = "the configuration of trials 1, 4, 6 is 8.7 % ahead of the configuration of trials 2, 5, 7"
-    assert f"3 launches each: {lead}; the noise on this comparison" in s
+    assert f"3 launches each: {lead}; noise alone opens gaps of up to " in s
     assert "pooled over 6 launches of 2 configuration(s)" in s and "measured: " in s
 
 

@@ -91,3 +91,41 @@ def test_the_report_without_best_json_makes_the_same_choice(tmp_path: Path) -> N
     section = best_section(page)
     # Not trial 8's single highest figure: the configuration's median over its two launches.
     assert "2 (2, 8)" in section and "2170.0" in section
+
+
+@pytest.mark.slow  # a whole sweep, its report and MLflow read back
+def test_when_the_server_without_speculation_leads_every_place_names_it(tmp_path: Path) -> None:
+    """The H200 case: without speculation the server measured about twice the best speculative figure,
+    and the `best:` line, best.json and its command still named the speculative configuration."""
+    tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study_dir = tmp_path / STUDY
+    study_dir.mkdir()
+    from orchestrator.driver.tracking import Tracker
+
+    tracker = Tracker(tracking_uri, STUDY, tmp_path / "spool")
+    tracker.start("sweep", params={Param.TRIALS.value: "8"}, tags=sweep_tags(STUDY, resume=False))
+    study = optuna.create_study(study_name=STUDY, storage=storage, direction="maximize")
+    fast = tuple(replace(p, tok_s=5000.0) if p.baseline else p for p in PLAN)
+    records = run_plan(study, tracker, fast)
+    concluded = conclude(records, fixture_spec(), study_dir)
+    tracker.finish(concluded.parent_metrics(), list(concluded.written), tags=concluded.parent_tags())
+    write_report(STUDY, tracking_uri, storage, study_dir / "report.html")
+
+    label = PLAN[0].config.label()
+    assert concluded.lines[0] == f"\nbest: serve without speculation: trial 0, 5000.0 tok/s, {label}"
+    best = BestFile.read(study_dir)
+    assert best is not None and best.nospec and best.launches == [0] and best.config_label == label
+    assert not [a for a in best.command if a.startswith("--speculative")]
+    parent = MlflowClient(tracking_uri).get_run(tracker.parent_run_id).data
+    assert parent.metrics[BEST_METRIC] == 5000.0
+    assert parent.tags[Tag.ANSWER_SPECULATION.value] == "off"
+    assert parent.tags[Tag.ANSWER_CONFIG.value] == label and parent.tags[Tag.ANSWER_LAUNCHES.value] == "0"
+    assert parent.tags[Tag.ANSWER_VERDICT.value] == best.verdict.statement
+    assert "the server without speculation (trial 0) is 138.1 % ahead of trial 2" in best.verdict.statement
+    section = best_section((study_dir / "report.html").read_text())
+    assert f"{label} (the server without speculation)" in section and "Serve without speculation" in section
+    assert "--speculative" not in section
+    # Without best.json the report makes the same choice from the runs.
+    page = write_report(STUDY, tracking_uri, storage, tmp_path / "alone" / "report.html").read_text()
+    assert f"{label} (the server without speculation)" in best_section(page)

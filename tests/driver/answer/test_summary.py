@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -180,6 +181,26 @@ def test_best_json_reads_back_through_its_model_and_the_command_is_one_flag_per_
     assert [p.name for p in written] == [BEST_JSON, "best_command.sh"]
     assert BestFile.read(tmp_path) == best
     assert best.launches == [1] and best.median_tok_per_s == 1021.0 and best.trial == 1
+    # Typed values for scripts (they were the strings "0.85", "64"), read back by the product's readers
+    raw = json.loads((tmp_path / BEST_JSON).read_text())["config"]
+    assert raw == {
+        "mem_fraction_static": 0.85,
+        "cuda_graph_max_bs": 64,
+        "max_running_requests": 32,
+        "speculative_num_steps": 2,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 3,
+        "speculative_adaptive": "off",
+    }
+    assert type(raw["cuda_graph_max_bs"]) is int and type(raw["mem_fraction_static"]) is float
+    assert best.server_config() == recs[1].result.config
+    # A best.json written before they were typed still reads, to the same configuration.
+    old = json.loads((tmp_path / BEST_JSON).read_text())
+    old["config"] = {k: str(v) for k, v in old["config"].items()}
+    (tmp_path / BEST_JSON).write_text(json.dumps(old))
+    again = BestFile.read(tmp_path)
+    assert again is not None and again.server_config() == recs[1].result.config
+    best.write(tmp_path)
     assert best.speedup_vs_baseline == pytest.approx(1021.0 / 1200.0)
     assert "trial 1, 1021.0 tok/s, 0.85x the baseline" in best.headline()
     sh_path = written[1]

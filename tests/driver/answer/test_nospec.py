@@ -1,0 +1,45 @@
+"""The server without speculation as a candidate answer: the issue's H200 figures (5011.6 tok/s without
+speculation against 2323 for the best speculative configuration, a dummy draft) and a baseline within the
+noise of the speculative leader."""
+
+from __future__ import annotations
+
+from orchestrator.driver.answer.choose import Call, answer_launches, baseline_launches, choose_answer
+from orchestrator.spec_search import make_config
+from tests.driver.answer.test_answer import config, h200_8b, rec
+
+BASE = make_config(0.9, 256, 256)
+
+
+def test_a_baseline_far_ahead_is_the_answer_with_the_verdict_against_the_best_speculative_one() -> None:
+    records = [rec(0, BASE, 5011.6, baseline=True), rec(1, config(256), 2323.0), rec(2, config(64), 1900.0)]
+    answer = choose_answer(answer_launches(records), baseline_launches(records))
+    assert answer is not None and answer.nospec
+    assert answer.launches == (0,) and answer.median == 5011.6 and answer.config == BASE.label()
+    v = answer.verdict
+    assert v.call is Call.CLEARLY_AHEAD and v.runner_up == [1] and v.runner_up_median == 2323.0
+    assert v.statement.startswith("1 launch each: the server without speculation (trial 0) is 115.7 % ahead")
+    assert answer.versus_nospec is None
+    # Without the baseline's launches it is today's answer: the best speculative configuration.
+    speculative = choose_answer(answer_launches(records))
+    assert speculative is not None and not speculative.nospec and speculative.launches == (1,)
+
+
+def test_a_baseline_within_the_noise_leaves_the_speculative_answer_with_its_verdict_against_it() -> None:
+    # 0.7 % above the leader (3078.9): within the 3.4 % noise alone opens between two launches
+    records = [rec(0, BASE, 3100.0, baseline=True), *h200_8b()]
+    answer = choose_answer(answer_launches(records), baseline_launches(records))
+    assert answer is not None and not answer.nospec and answer.launches == (4,)
+    assert answer.verdict.runner_up == [6]  # its verdict among speculative configurations is unchanged
+    against = answer.versus_nospec
+    assert against is not None and against.call is Call.TOO_CLOSE and against.runner_up == [4]
+    assert "the server without speculation (trial 0) is 0.7 % ahead of trial 4" in against.statement
+    # Behind the leader: the speculative answer, clearly ahead of the server without speculation.
+    slower = [rec(0, BASE, 2000.0, baseline=True), *h200_8b()]
+    answer = choose_answer(answer_launches(slower), baseline_launches(slower))
+    assert answer is not None and not answer.nospec and answer.versus_nospec is not None
+    assert answer.versus_nospec.call is Call.CLEARLY_AHEAD
+    assert (
+        "trial 4 is 53.9 % ahead of the server without speculation (trial 0)"
+        in answer.versus_nospec.statement
+    )
