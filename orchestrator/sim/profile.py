@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.sim.shape_memory import derive_memory
+from orchestrator.sim.truth import AcceptCell, StepCell
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -215,6 +216,14 @@ class SimProfile(BaseModel):
     lossy_rate: float = Field(default=0.0, ge=0, le=1)
     """Chance that a verify step with accepted drafts emits a wrong token (a lossy draft path, a
     numerics mismatch between verify and plain decode): 0 = lossless, as speculative decoding must be."""
+
+    # --- measured truth (``sim.truth``): used instead of the parametric forms above when set ----------
+    measured_steps: tuple[StepCell, ...] | None = None
+    """Seconds of one decode step per tree and running batch, as measured on real hardware; replaces the
+    ``*_step_*`` figures (a tree it lacks is refused). Prefill and start-up stay parametric."""
+    accept_table: tuple[AcceptCell, ...] | None = None
+    """Published accept lengths per tree (per batch where given); replaces ``accept_p0``, ``accept_decay``
+    and ``topk_gain`` for every prompt (a tree it lacks is refused)."""
 
 
 def builtin_profiles() -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.args import SimArgs
 from orchestrator.sim.profile import SimProfile
+from orchestrator.sim.truth import chain_probs, measured_step_s, table_accept
 
 
 def broken_draft_reason(profile: SimProfile, args: SimArgs) -> str:
@@ -36,6 +37,8 @@ def position_probs(profile: SimProfile, tree: DraftTree, *, broken: bool = False
     """Acceptance probability of each draft position, given the previous ones were accepted."""
     if broken:
         return [0.0] * tree.max_accepted
+    if profile.accept_table is not None:
+        return chain_probs(table_accept(profile.accept_table, tree), tree.max_accepted)
     shrink = tree.topk ** (-profile.topk_gain) if tree.topk > 1 else 1.0
     probs = []
     p = profile.accept_p0
@@ -117,6 +120,11 @@ class SpeedModel:
             t = base + per_token * tokens + extra
             return t * p.eager_factor + p.eager_overhead_s if eager else t
 
+        if p.measured_steps is not None:
+            # Measured with CUDA graphs at this batch: the eager path above the captured sizes still costs
+            # what the profile says a forward without a graph costs.
+            t = measured_step_s(p.measured_steps, self.tree, b)
+            return t * p.eager_factor + p.eager_overhead_s if eager else t
         if self.tree is None:
             t = fwd(p.target_step_base_s, p.target_step_per_token_s, b, self._allreduce())
         else:

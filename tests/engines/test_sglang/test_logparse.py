@@ -90,6 +90,8 @@ OUTCOMES = [
     # the ground-truth grid measured on the H200: every launch started, served both stages and stopped
     *[(f"0.5.17/llama8b-grid/trials/{n:04d}", "server.log", True, None, None) for n in range(14)],
     *[(f"0.5.17/llama8b-grid/repeat/trials/{n:04d}", "server.log", True, None, None) for n in range(2)],
+    *[(f"0.5.17/llama8b-trees/trials/{n:04d}", "server.log", True, None, None) for n in range(8)],
+    *[(f"0.5.17/llama8b-trees-2/trials/{n:04d}", "server.log", True, None, None) for n in range(5)],
     # the proposal policy's own sweep of trials/h200-8b.yaml on the H200 (test_policy_live_h200.py);
     # trial 2 (s4k2d8 at fraction 0.98) ran out of memory under load, in the draft's prefill extend
     *[(f"0.5.17/llama8b-live/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1, 3, 4, 5, 6, 7)],

@@ -1,0 +1,165 @@
+"""The H200's measured step costs, read from the product's own records of `trials/h200-8b-trees.yaml`.
+
+Each stage of each trial there is one cell: a tree (or none) at a running batch, its output tok/s and
+accept length. With a dummy draft (accept length 1.01) the stage's rate is the step's cost, so
+`sim.truth.step_from_stage` reads each cell back into the seconds of one step, through the simulator's
+own timing of a stage (waves of the batch: a prefill, then the decode steps). The result is the profile
+`h200-llama8b-measured` (the parametric `h200-llama8b` with `measured_steps`), written by
+`python -m benchmarks.measured` and held to these records by a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.draft_tree import DraftTree
+from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.sim.profile import PROFILE_DIR, load_profile
+from orchestrator.sim.speed import SpeedModel
+from orchestrator.sim.truth import step_from_stage, tree_key
+from orchestrator.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
+# The first part ran the baseline and 7 trees before its device time ran out; the second 5 more trees.
+PARTS = ("llama8b-trees", "llama8b-trees-2")
+SPEC = ROOT / "trials" / "h200-8b-trees.yaml"
+BASE_PROFILE = "h200-llama8b"
+MEASURED_PROFILE = "h200-llama8b-measured"
+
+
+@dataclass(frozen=True)
+class MeasuredCell:
+    """One measured stage: what the H200 did, and the step it implies."""
+
+    source: str  # part/trial, e.g. llama8b-trees/0003
+    tree: DraftTree | None
+    batch: int
+    tok_s: float
+    accept: float
+    step_s: float
+
+
+def _config(raw: dict[str, Any]) -> ServerConfig:
+    return ServerConfig(**{k: v for k, v in raw.items() if k in ServerConfig.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class _Stage:
+    source: str
+    tree: DraftTree | None
+    batch: int
+    tok_s: float
+    accept: float
+
+
+def _stages() -> list[_Stage]:
+    out = []
+    for part in PARTS:
+        for path in sorted((FIXTURES / part / "records").glob("*.json")):
+            result = json.loads(path.read_text())["result"]
+            if result["status"] != TrialStatus.OK.value:
+                continue
+            config = _config(result["config"])
+            tree = DraftTree.of(config)
+            for stage in result["stages"]:
+                batch = min(int(stage["concurrency"]), config.max_running_requests or stage["concurrency"])
+                accept = float(stage.get("accept_length") or 1.0) if tree is not None else 1.0
+                out.append(
+                    _Stage(f"{part}/{path.stem}", tree, batch, float(stage["output_tok_per_s"]), accept)
+                )
+    return out
+
+
+def prefill_per_token_s(stages: list[_Stage], output_len: int, input_len: int) -> float:
+    """The prefill's cost per prompt token, from the two stages of the server without speculation.
+
+    A stage is waves of a prefill and ``output_len - 1`` decode steps. Without speculation an 8B model's
+    decode step is memory-bound (each reads the 16 GB of weights once), so its step at 32 running requests
+    costs what it does at 8; the two stages' waves then differ by the prefill of the extra prompts alone.
+    (The parametric profile's 40 us a token left the step at 32 cheaper than at 8.)
+    """
+    base = sorted((s for s in stages if s.tree is None), key=lambda s: s.batch)
+    low, high = base[0], base[-1]
+    wave_low = low.batch * output_len / low.tok_s
+    wave_high = high.batch * output_len / high.tok_s
+    return (wave_high - wave_low) / ((high.batch - low.batch) * input_len)
+
+
+# Two stages cannot tell a prefill's fixed cost from its cost per token. The node prefills arrivals as
+# they come (one request at a time, once a stage has desynchronised) where the stage model prefills a
+# wave at once: with a fixed cost of 8 ms (the parametric profile's) the node paid it per request and
+# served 10.6 % below the H200 at concurrency 8. A fixed cost near zero makes both prefills cost the same.
+PREFILL_BASE_S = 0.0005
+
+
+def measured_profile_overrides() -> dict[str, Any]:
+    """What the measured profile changes besides its steps: the prefill, read from the same records."""
+    wl = load_spec(SPEC).workload
+    return {
+        "prefill_base_s": PREFILL_BASE_S,
+        "prefill_per_token_s": round(prefill_per_token_s(_stages(), wl.output_len, wl.input_len), 9),
+    }
+
+
+def measured_cells() -> list[MeasuredCell]:
+    """Every stage of every trial that served, in record order, with the step it implies."""
+    wl = load_spec(SPEC).workload
+    profile = load_profile({"base": BASE_PROFILE, **measured_profile_overrides()})
+    cells = []
+    for st in _stages():
+        prefill = SpeedModel(profile, 1, st.tree, ()).prefill_time(st.batch * wl.input_len)
+        step = step_from_stage(st.tok_s, st.batch, st.accept, wl.output_len, prefill)
+        cells.append(MeasuredCell(st.source, st.tree, st.batch, st.tok_s, st.accept, step))
+    return cells
+
+
+def profile_mapping(cells: list[MeasuredCell]) -> dict[str, Any]:
+    return {
+        "base": BASE_PROFILE,
+        "name": MEASURED_PROFILE,
+        "description": "Llama-3-8B shape + EAGLE-3 draft on one H200 (SGLang 0.5.17): measured step costs",
+        **measured_profile_overrides(),
+        "measured_steps": [
+            {"tree": tree_key(c.tree), "batch": c.batch, "step_s": round(c.step_s, 7)} for c in cells
+        ],
+    }
+
+
+HEADER = """\
+# The Llama-3-8B shape on one H200 (SGLang 0.5.17) with its decode steps as measured there: the parametric
+# h200-llama8b profile (memory, start-up, prefill, noise) with `measured_steps` in place of its step
+# formula, and its prefill read from the same records. Written by `python -m benchmarks.measured` from the records of trials/h200-8b-trees.yaml
+# (tests/fixtures/sglang/0.5.17/llama8b-trees*/): do not edit by hand; a test holds it to the records.
+# Acceptance is not here: the dummy draft accepted nothing. A case adds `accept_table`.
+"""
+
+
+def write_profile(path: Path = PROFILE_DIR / f"{MEASURED_PROFILE}.yaml") -> Path:
+    path.write_text(HEADER + yaml.safe_dump(profile_mapping(measured_cells()), sort_keys=False, width=110))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--print", action="store_true", help="print the cells instead of writing the profile")
+    args = parser.parse_args()
+    if args.print:
+        print(f"{'source':22} {'tree':9} {'batch':>5} {'tok/s':>8} {'accept':>6} {'step ms':>8}")
+        for c in measured_cells():
+            print(
+                f"{c.source:22} {tree_key(c.tree):9} {c.batch:5d} {c.tok_s:8.1f} {c.accept:6.3f} "
+                f"{1000 * c.step_s:8.3f}"
+            )
+        return
+    print(f"wrote {write_profile()}")
+
+
+if __name__ == "__main__":
+    main()
