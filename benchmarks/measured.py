@@ -134,10 +134,10 @@ def profile_mapping(cells: list[MeasuredCell]) -> dict[str, Any]:
 
 HEADER = """\
 # The Llama-3-8B shape on one H200 (SGLang 0.5.17) with its decode steps as measured there: the parametric
-# h200-llama8b profile (memory, start-up, prefill, noise) with `measured_steps` in place of its step
-# formula, and its prefill read from the same records. Written by `python -m benchmarks.measured` from the records of trials/h200-8b-trees.yaml
-# (tests/fixtures/sglang/0.5.17/llama8b-trees*/): do not edit by hand; a test holds it to the records.
-# Acceptance is not here: the dummy draft accepted nothing. A case adds `accept_table`.
+# h200-llama8b profile (memory, start-up, noise) with `measured_steps` in place of its step formula, and
+# its prefill read from the same records. Written by `python -m benchmarks.measured` from the records of
+# trials/h200-8b-trees.yaml (tests/fixtures/sglang/0.5.17/llama8b-trees*/): do not edit by hand; a test
+# holds it to the records. Acceptance is not here (the dummy draft accepted nothing): a case adds it.
 """
 
 

@@ -67,6 +67,8 @@ QUICK = Settings(
         final_cases=1,
         final_seeds=4,
         final_seed_base=600_000,
+        real_cases=3,
+        real_seeds=2,
     ),
     GiveUpSettings(repeats=3),
     CeilingSettings(shapes=((128, 32, 128), (1024, 32, 32))),

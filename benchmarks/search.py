@@ -28,6 +28,7 @@ from typing import Any
 from benchmarks.heldout import generate
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
+from benchmarks.real_derived import REAL_CASES, real_derived_cases
 from benchmarks.regret import RunScore, score, summary_row
 from benchmarks.search_notes import NO_BUDGET, REGIMES, not_leading, pooled_notes, table_rows
 from benchmarks.spaces import CASES, BenchCase, case_spec
@@ -95,6 +96,14 @@ METHOD = """\
   server (graph bs 64 or 256 under max running 16 captures graphs up to 16 only) answer with the
   measured graph-bs-16 cell; a strategy that launches a configuration not measured (auto_benchmark's
   bases without speculation) is reported as not replayable. `python -m benchmarks.replay`.
+- **Real-derived set** (`benchmarks/real_derived.py`, `set: "real_derived"`): truth from outside the
+  search. The decode steps of 12 trees and of the server without speculation, measured on one H200
+  (the Llama-3-8B shape with dummy weights at concurrency 8 and 32, `trials/h200-8b-trees.yaml`, records in
+  `tests/fixtures/sglang/0.5.17/llama8b-trees*/`), with the accept lengths that nine public tables printed
+  for those trees (`tests/fixtures/acceptance/published.yaml`, each row with its source): no acceptance
+  drawn from the policy's family, no step from its cost form. Between the measured batches the step is
+  interpolated; a tree that was not both measured and published is not in any case's space. Run seeds
+  4200000 and up; nothing in the product was tuned on this set.
 - Print the regret tables and the paired comparisons from `benchmarks/out/search.json` with
   `python -m benchmarks.regret`.
 """
@@ -104,6 +113,7 @@ class CaseSet(StrEnum):
     DEV = "development"
     HELDOUT_1 = "held-out 1 (seen)"
     HELDOUT_2 = "held-out 2"
+    REAL_DERIVED = "real_derived"  # measured H200 steps x published acceptance (benchmarks.real_derived)
 
 
 # The second held-out set's generator seed and run seeds: picked once, for the final table only. Nothing
@@ -127,6 +137,9 @@ class SearchSettings:
     final_cases: int = 4
     final_seeds: int = 20
     final_seed_base: int = FINAL_HELDOUT_SEED_BASE
+    real_cases: int = len(REAL_CASES)  # the first N real-derived cases (0: none)
+    real_seeds: int = 20
+    real_seed_base: int = 4_200_000
     variants: tuple[str, ...] = ("specsweep",)
     regimes: tuple[Regime, ...] = (Regime.GPU_BOUND, Regime.OVERHEAD_BOUND)
 
@@ -235,10 +248,13 @@ def case_sets(settings: SearchSettings) -> list[tuple[BenchCase, CaseSet, list[i
     dev_seeds = list(range(settings.seeds))
     seen_seeds = [settings.heldout_seed_base + i for i in range(settings.heldout_seeds)]
     final_seeds = [settings.final_seed_base + i for i in range(settings.final_seeds)]
+    real = real_derived_cases()[: settings.real_cases]
+    real_seeds = [settings.real_seed_base + i for i in range(settings.real_seeds)]
     return (
         [(c, CaseSet.DEV, dev_seeds) for c in dev]
         + [(c, CaseSet.HELDOUT_1, seen_seeds) for c in seen]
         + [(c, CaseSet.HELDOUT_2, final_seeds) for c in final]
+        + [(c, CaseSet.REAL_DERIVED, real_seeds) for c in real]
     )
 
 

@@ -44,6 +44,7 @@ class BenchCase:
     why: str = ""
     profile: dict[str, Any] | None = None  # a generated profile (held-out cases); None: the built-in one
     heldout: bool = False
+    workload: WorkloadSpec | None = None  # None: the shared WORKLOAD
 
     def load_profile(self) -> SimProfile:
         return load_profile(self.profile if self.profile is not None else self.name)
@@ -93,7 +94,7 @@ def case_spec(case: BenchCase, *, seed: int = 0, gpus: int, base: Path = DEMO_SP
             "simulated": SimulatedSpec(profile=case.profile or case.name, seed=0),
             "node": spec.node.model_copy(update={"gpus": gpus}),
             "search": case.space,
-            "workload": WORKLOAD,
+            "workload": case.workload or WORKLOAD,
             # Every strategy starts from nothing: no known-good configuration for anyone.
             "known_good": [],
             "budget": spec.budget.model_copy(update={"baseline": False}),

@@ -286,6 +286,8 @@ def test_cli_writes_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             final_cases=1,
             final_seeds=1,
             final_seed=4,
+            real_cases=1,
+            real_seeds=1,
             regimes=(Regime.GPU_BOUND,),
         ),
         GiveUpSettings(repeats=1),

@@ -35,6 +35,7 @@ class StopReason(StrEnum):
     BUDGET_DONE = "budget_done"  # every trial of the budget ran
     TIME_BUDGET = "time_budget"  # --time-budget ran out; running trials finished
     ONLY_REPEATS = "only_repeats"  # the sampler kept proposing configurations already measured
+    SPACE_EXHAUSTED = "space_exhausted"  # every configuration of a finite space is measured or ruled out
     ALL_SKIPPED = "all_skipped"  # the memory model ruled out almost every proposal
     ALL_LOST = "all_lost"  # launch after launch died with its worker or node
     ANSWER_KNOWN = "answer_known"  # the proposal policy: the leader is separated, no untried tree can beat it
@@ -45,6 +46,7 @@ class StopReason(StrEnum):
             StopReason.TIME_BUDGET: "the time budget ran out (no new trial after --time-budget seconds)",
             StopReason.ONLY_REPEATS: "the sampler only proposed configurations already measured: "
             "the space is exhausted at this budget",
+            StopReason.SPACE_EXHAUSTED: "every configuration of the search space is measured or ruled out",
             StopReason.ALL_SKIPPED: "the memory model rules out almost every proposal: widen the space "
             "(higher mem_fraction_static, smaller cuda_graph_max_bs)",
             StopReason.ALL_LOST: "launch after launch was lost with its worker or node: see the errors "

@@ -31,7 +31,7 @@ from orchestrator.driver.outcome import Progress, StopReason, SweepOutcome
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
 from orchestrator.driver.restore import enqueue_first, restore
 from orchestrator.driver.settle import Settled, settle
-from orchestrator.driver.space import suggest_config
+from orchestrator.driver.space import space_configs, suggest_config
 from orchestrator.driver.study import (
     close_and_requeue,
     finished_elsewhere,
@@ -116,6 +116,7 @@ class Sweep:
         self.repeats = 0
         self.lost_in_a_row = 0
         self.measured: obs.Measured = {}
+        self._space: frozenset[ServerConfig] | None = None  # the finite space's configurations, once listed
         self.lossless = LosslessCheck(spec, tracker)
         self.journal = Journal(workdir / "records")
         self.journal_complete = True  # every earlier launch's record was found on --resume
@@ -329,6 +330,9 @@ class Sweep:
                 return
             if not self._propose():
                 return
+            if self._space_exhausted():
+                self._stop(StopReason.SPACE_EXHAUSTED)
+                return
             trial = self.study.ask()
             self._open[trial.number] = trial
             if self.lease is not None:
@@ -360,6 +364,22 @@ class Sweep:
             self._inflight[handle] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = handle
             log.info("trial %d started: %s", trial.number, config.label())
+
+    def _space_exhausted(self) -> bool:
+        """Every configuration of a finite space is settled (measured, or ruled out before launch) and
+        nothing is queued: an ask could only repeat one, answered from the record, and on a small space
+        the sampler would be asked thousands of times before the repeat limit (each TPE ask reads every
+        trial so far). A space with a continuous range is never exhausted."""
+        if self._space is None:
+            try:
+                self._space = frozenset(space_configs(self.spec.search))
+            except ValueError:  # a float range without a step: not enumerable
+                self._space = frozenset()
+        if not self._space or self.study.get_trials(
+            deepcopy=False, states=(optuna.trial.TrialState.WAITING,)
+        ):
+            return False
+        return self._space <= self.measured.keys()
 
     # -- the proposal policy (driver.proposal) ---------------------------------------------------
 

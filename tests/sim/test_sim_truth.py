@@ -47,7 +47,7 @@ def test_a_measured_step_is_used_as_measured_and_interpolated_between_measured_b
 
 
 def test_a_tree_the_table_does_not_hold_is_refused_not_guessed() -> None:
-    with pytest.raises(UnmeasuredTree, match="s4k2d8.*s3k1d4"):
+    with pytest.raises(UnmeasuredTree, match=r"s4k2d8.*s3k1d4"):
         measured_step_s(CELLS, DraftTree(4, 2, 8), 8)
     with pytest.raises(UnmeasuredTree, match="no published accept length for s2k1d3"):
         table_accept([AcceptCell(tree="s3k1d4", accept_length=2.0)], DraftTree(2, 1, 3))
