@@ -39,6 +39,7 @@ from benchmarks.oracle import STOP_S, Evaluation, Oracle
 from benchmarks.regret import RunScore, score, summary_row
 from benchmarks.search import SearchSettings, Truth, strategies
 from benchmarks.spaces import DEMO_SPEC
+from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
 from orchestrator.driver.answer.noise import Regime
@@ -166,6 +167,8 @@ def replay(
     budget_s = budget * typical * oracle.gpus
     results = []
     for name, strategy in strategies(SearchSettings()).items():
+        if name == "specsweep":  # the truth here is speculative only (above): specsweep without its baseline
+            strategy = specsweep_strategy("specsweep_no_baseline")
         cap = len(configs) if name == "grid" else 3 * budget
         runs: list[RunScore] = []
         try:

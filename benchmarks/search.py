@@ -47,9 +47,12 @@ log = logging.getLogger(__name__)
 METHOD = """\
 ## How the search benchmark is made
 
-- **Same start for all.** No strategy gets a known-good configuration or a baseline launch; every one starts
-  from nothing. A launch of a configuration already launched is a new launch, paid in full and measured
-  anew, for every strategy that makes it.
+- **Same start for all.** No strategy gets a known-good configuration; every one starts from nothing.
+  specsweep runs as it ships: its first launch is the server without speculation (`budget.baseline`,
+  on by default), paid from its budget like any launch, as auto_benchmark's base stage is; either may
+  answer "serve without speculation". A launch of a configuration already launched is a new launch, paid
+  in full and measured anew, for every strategy that makes it. (The H200 grid's replay scores speculative
+  configurations only, and runs specsweep without its baseline launch.)
 - **Two noise regimes, every case in both** (`benchmarks/noise.py`, figures from the H200 measurements of
   SGLang 0.5.17). *GPU-bound* (`gpu_bound`, what users serve; measured on a Llama-3-8B-shaped model):
   every launch multiplies its stages by one log-normal factor of 0.5 % (three launches differed by

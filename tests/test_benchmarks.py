@@ -25,6 +25,7 @@ from benchmarks.regret import score
 from benchmarks.scale import ScaleSettings
 from benchmarks.search import SearchSettings
 from benchmarks.spaces import CASES, case_spec
+from benchmarks.specsweep_runs import VARIANTS
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_defaults
 from benchmarks.table import Row, Table, median, ratio
@@ -150,10 +151,12 @@ def test_oracle_kv_pressure_matches_the_trial_probe(tmp_path: Path, pool: int, s
 
 
 def test_every_strategy_starts_from_nothing() -> None:
-    """Same start for all: no known-good configuration and no baseline launch, in any case's spec."""
+    """Same start for all: no known-good configuration in any case's spec; specsweep launches the server
+    without speculation first as it ships (its own choice, paid for like auto_benchmark's base stage)."""
     for case in CASES.values():
         spec = case_spec(case, gpus=1)
         assert spec.known_good == [] and not spec.budget.baseline
+    assert VARIANTS["specsweep"].budget == {"baseline": True}
 
 
 def test_sglang_defaults_follow_the_profile() -> None:

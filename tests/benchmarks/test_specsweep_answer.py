@@ -109,7 +109,8 @@ def test_specsweep_runs_the_product_sweep_on_the_oracle(tight: tuple[Oracle, lis
         t.state is optuna.trial.TrialState.PRUNED and t.constraints == {"oom": 1.0} for t in infeasible
     )
     ok = [r for r in launched if r.result.status is TrialStatus.OK]
-    assert ok and all(r.result.config in set(grid) for r in launched)
+    assert ok and all(r.result.config in set(grid) for r in launched if not r.baseline)
+    assert [r.baseline for r in launched][:1] == [True]  # as it ships: the server without speculation first
     # the confirmation the spec's budget reserves (the top 2 configurations, 3 launches each) ran, after
     # the proposal policy's race, whose relaunches are confirmation launches too
     confirming = [t.number for t in trials if TrialAttr.CONFIRM_OF in t.user_attrs]

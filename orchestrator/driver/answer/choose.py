@@ -38,7 +38,9 @@ class Launch:
 
 def _objective_stage(record: TrialRecord) -> StageTiming:
     stages = [s for s in record.result.stages if s.output_tok_per_s == record.objective]
-    return stage_timing(stages[0] if stages else record.result.best_stage)
+    memory = record.result.memory
+    weights = memory.weights_gb if memory is not None else None  # SGLang's "GB" are GiB
+    return stage_timing(stages[0] if stages else record.result.best_stage, weights)
 
 
 def answer_launches(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[Launch]:

@@ -20,10 +20,13 @@ The regime is read from the server's own decode step: the best stage's median ti
 logs of the tiny models (tests/fixtures/sglang/0.5.17) a decode step takes 3.8-7.0 ms (median of each
 log; tp 2 is the slowest), all of it scheduling and launch overhead. The 8B shape's steps took 10.4 ms
 (3079 tok/s at concurrency 32, accept length 1) and 15 ms (EAGLE-3 s3k1d4, 2090 tok/s). A step of
-`GPU_BOUND_STEP_MS` (between 7.0 and 10.4) or more is GPU work; below it the overhead prior is used,
-which errs on the side of calling a close race too close (the 8B shape without speculation, 6.7 ms a
-step at concurrency 32, falls there: the wider prior makes the baseline the answer only by a wider lead,
-the cautious error).
+`GPU_BOUND_STEP_MS` (between 7.0 and 10.4) or more is GPU work. A short step is not always overhead,
+though: the 8B shape without speculation steps in 5.0 ms at concurrency 8 and 5.6 ms at 32 (the
+llama8b-trees records), 3.3 ms of it reading its 15 GB of weights at the H200's 4.8 TB/s, and the step
+alone called it overhead-bound, so the baseline was the answer only by a 7.5 % launch-to-launch prior's
+lead. So the weights one GPU reads each step decide first (from the launch's memory account): from
+`GPU_BOUND_WEIGHTS_GIB` on it is GPU work (the tiny models hold 0.10 GB); the step decides where the
+account is missing.
 
 A stage without a steady window (too short: it measured the ramp-up) moves by about 15 % from one
 repeat to the next whatever the regime; its within-launch figure is then `RAMP_UP_STAGE_SD`.
@@ -41,6 +44,10 @@ from orchestrator.bench.steady import t975
 from orchestrator.records import StageMetrics
 
 GPU_BOUND_STEP_MS = 8.5  # a decode step at least this long is GPU work (see the module's docstring)
+# Weights a GPU reads every decode step: at least this much is GPU work whatever the step's length. The
+# 8B shape (14.98 GB a GPU) steps in 5.0 ms without speculation on an H200, 3.3 ms of it reading its
+# weights, as short as the tiny models' pure overhead (0.10 GB: 3.8-7.0 ms); see the module's docstring.
+GPU_BOUND_WEIGHTS_GIB = 2.0
 RAMP_UP_STAGE_SD = 0.15  # a stage with no steady window: sub-second stages move about 15 %
 MIN_POOLED_DOF = 2  # one configuration launched three times, or two launched twice each
 Z975 = 1.96  # a prior is taken as known: the normal quantile, not Student's
@@ -80,22 +87,27 @@ class StageTiming:
 
     step_ms: float | None  # a decode step: TPOT p50 x tokens per step; None when not measured
     steady: bool  # the stage had a steady window (not only the ramp-up)
+    weights_gib: float | None = None  # the target's weights on one GPU (the launch's memory account)
 
 
-def stage_timing(stage: StageMetrics | None) -> StageTiming:
+def stage_timing(stage: StageMetrics | None, weights_gib: float | None = None) -> StageTiming:
     if stage is None or stage.tpot_p50_ms <= 0:
-        return StageTiming(None, bool(stage and stage.steady))
+        return StageTiming(None, bool(stage and stage.steady), weights_gib)
     per_step = stage.accept_length if stage.accept_length and stage.accept_length > 1 else 1.0
-    return StageTiming(stage.tpot_p50_ms * per_step, stage.steady)
+    return StageTiming(stage.tpot_p50_ms * per_step, stage.steady, weights_gib)
 
 
 def regime_of(timings: Sequence[StageTiming]) -> tuple[Regime, float | None]:
-    """The regime of the launches (from their median decode step) and that step in ms. Without any
-    step time the overhead prior, the wider one, is used."""
+    """The regime of the launches and their median decode step in ms: GPU-bound when each GPU reads
+    `GPU_BOUND_WEIGHTS_GIB` of weights a step or the step takes `GPU_BOUND_STEP_MS`; without either
+    figure the overhead prior, the wider one, is used."""
     steps = [t.step_ms for t in timings if t.step_ms is not None]
-    if not steps:
+    weights = [t.weights_gib for t in timings if t.weights_gib is not None]
+    step = statistics.median(steps) if steps else None
+    if weights and statistics.median(weights) >= GPU_BOUND_WEIGHTS_GIB:
+        return Regime.GPU_BOUND, step
+    if step is None:
         return Regime.OVERHEAD_BOUND, None
-    step = statistics.median(steps)
     return (Regime.GPU_BOUND if step >= GPU_BOUND_STEP_MS else Regime.OVERHEAD_BOUND), step
 
 
