@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from orchestrator.bench.steady import MIN_TURNOVERS
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.engines.sglang.command import sglang_flags
 from orchestrator.engines.sglang.logparse import MemoryAccount
@@ -291,4 +292,9 @@ class _StageModel:
             itl_p99_ms=1000.0 * step,
             tpot_p50_ms=1000.0 * step / self.accept,
             accept_length=self.accept if self.speed.tree is not None else None,
+            # The client's steady window spans the waves after the first, to the last send: like a real
+            # stage (the H200's at 6 or 12 waves were steady, its 3-wave ones not), it needs at least
+            # MIN_TURNOVERS turnovers inside it.
+            window_s=duration,
+            steady=waves >= MIN_TURNOVERS + 2,
         )

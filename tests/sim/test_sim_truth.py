@@ -132,3 +132,16 @@ def test_a_table_profile_steps_by_its_measurement_not_by_the_formula() -> None:
     assert measured != pytest.approx(SpeedModel(formula, 1, tree, (8, 16, 32)).step_time(32), rel=0.05)
     # Above the captured sizes the batch runs without a graph, and costs the profile's eager factor.
     assert SpeedModel(profile, 1, tree, (8, 16)).step_time(32) > measured
+
+
+def test_the_oracle_calls_a_stage_steady_where_the_h200_client_did() -> None:
+    """A stage of many waves had a steady window on the H200 (s3k1d4: 12 waves at concurrency 8, 6 at
+    32 once the stage ran 192 requests); one of 3 waves (s4k4d16 at 32: 96 requests) did not."""
+    spec = load_spec(SPEC).model_copy(
+        update={"backend": Backend.SIMULATED, "simulated": SimulatedSpec(profile=MEASURED_PROFILE)}
+    )
+    oracle = Oracle(spec, load_profile(_replay_profile()))
+    s8, s32 = oracle.evaluate(_config(DraftTree(3, 1, 4))).stages
+    assert s8.steady and not s32.steady  # 96 requests: 12 waves at 8, 3 at 32
+    many = spec.model_copy(update={"workload": spec.workload.model_copy(update={"num_prompts": 192})})
+    assert all(s.steady for s in Oracle(many, load_profile(_replay_profile())).evaluate(_config(None)).stages)
