@@ -16,9 +16,13 @@ What it proposes, in order (each call, from the records):
 2. **Coverage**: `MIN_TREES` spread-out trees (the classic chain first, then each the farthest from those
    tried), so the model sees different depths and widths.
 3. **The model** (`proposal.spec_model`): fitted on the measured trees; every untried tree's objective is
-   predicted with an uncertainty (the model's leave-one-out error against measured launches, noise
-   included, larger off the measured region), and the tree with the largest expected gain over the
-   leader is launched. A tree whose 95 % upper bound does not reach the leader is not proposed.
+   predicted with an uncertainty: the model's leave-one-out error against measured launches (never a
+   guess: until a tree can be left out, coverage goes on), larger off the measured region, with the
+   leader's launch noise added once the study has measured it. A tree whose 95 % upper bound does not
+   reach the leader is ruled out.
+   When the measured error is above `TRUSTED_ERROR` the fit is not trusted to rank: of the trees not
+   ruled out, the one farthest from those tried is launched (more coverage, a better fit next time);
+   otherwise the tree with the largest expected gain over the leader.
 4. **Around the leader**: the adaptive-speculation modes the space searches, on the leader's tree; wider
    memory flags only when the leader's stages show a throttle (retractions, or no gain from the last level).
 5. **Race**: while the leader is too close to call against a configuration (`answer.judge`, with the
@@ -46,6 +50,7 @@ from orchestrator.driver.answer.choose import (
     choose_answer,
     group_launches,
 )
+from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
 from orchestrator.driver.proposal.trees import dim_values, trees_of
@@ -62,6 +67,10 @@ NOVELTY = 0.5  # the model's error is taken this much larger for a tree outside 
 # The race: the leader and the one configuration within the noise that the model ranks highest. On the
 # development cases under overhead-bound noise racing 2 was right in 60 % of runs, 4 in 51 %, 6 in 44 %.
 RACE_TOP = 2
+# Above this leave-one-out error the model's ranking of the trees left is not trusted: a 2 % goal cannot
+# be met by a model that misses unseen trees by more than twice that, so coverage goes on (among the trees
+# it does not rule out) until the fit is good enough or no tree is left.
+TRUSTED_ERROR = 0.04
 THROTTLE_GAIN = 0.02
 # A race still too close once its noise is below this is over: what is left apart is less than the 2 %
 # a user can tell, so more launches buy nothing (on a GPU-bound node that is after 2-3 launches each).
@@ -203,16 +212,30 @@ class ProposalPolicy:
                 tree = self._cover(tried, candidates)
                 return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
             return Decision(Action.PASS)
-        # 3. the model
-        fitted = self._prospects(records, samples, candidates)
+        # 3. the model. The leader's figure is a median of noisy launches: once the study has measured
+        # its noise (pooled over repeats) that is added; a prior is a guess, and guesses rule nothing in.
+        pooled = answer.verdict.noise_source is NoiseSource.POOLED
+        leader_noise = answer.verdict.launch_sd / math.sqrt(len(answer.launches)) if pooled else 0.0
+        fitted = self._prospects(records, samples, candidates, leader_noise)
         best = answer.median
-        if fitted is None:  # no model yet (no accept lengths): cover instead
-            if candidates:
-                tree = self._cover(tried, candidates)
-                return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
-            return Decision(Action.PASS)
-        prospects, spec_model = fitted
+        if fitted is None and candidates:  # no model, or its error not measured yet: cover instead
+            tree = self._cover(tried, candidates)
+            return Decision(Action.PROPOSE, candidates[tree], why=f"coverage: {tree.label()}")
+        if fitted is None:
+            # Every tree is tried, with too few to measure the model's error: no tree is left to rule
+            # out, and the fit still ranks the race (the accept lengths pool every launch of a tree).
+            if len({s.tree for s in samples}) < MIN_TREES:
+                return Decision(Action.PASS)
+            fitted = ([], fit(samples), math.inf)
+        prospects, spec_model, error = fitted
         alive = [p for p in prospects if p.upper() > best]
+        if alive and error > TRUSTED_ERROR:
+            tree = self._cover(tried, {p.tree: p.config for p in alive})
+            why = (
+                f"coverage: the model misses unseen trees by {100 * error:.1f} % (leave-one-out), above "
+                f"{100 * TRUSTED_ERROR:.0f} %: {tree.label()}, one of {len(alive)} it cannot rule out"
+            )
+            return Decision(Action.PROPOSE, candidates[tree], why=why)
         if alive:
             pick = max(alive, key=lambda p: p.gain(best))
             why = (
@@ -242,7 +265,10 @@ class ProposalPolicy:
         records: Sequence[TrialRecord],
         samples: Sequence[StageSample],
         candidates: dict[DraftTree, ServerConfig],
-    ) -> tuple[list[Prospect], SpecModel] | None:
+        leader_noise: float = 0.0,
+    ) -> tuple[list[Prospect], SpecModel, float] | None:
+        """Each candidate's predicted objective and its absolute error, the model, and the model's
+        measured (leave-one-out) error; None while that error cannot be measured."""
         by_tree: dict[DraftTree, list[float]] = {}
         for r in records:
             tree = DraftTree.of(r.result.config)
@@ -265,12 +291,14 @@ class ProposalPolicy:
         out = []
         for tree, config in candidates.items():
             outside = tree.steps > max(steps) or tree.steps < min(steps) or tree.topk not in widths
-            # The leave-one-out error compares each prediction with one noisy launch: it holds the
-            # launch-to-launch noise already, so it is not added again.
-            rel = loo * (1 + (NOVELTY if outside else 0.0))
+            # The leave-one-out error compares each prediction with one noisy launch: it holds that
+            # launch's noise already. What it does not hold is the noise of the figure a prospect is
+            # compared with (the leader's median), so that is added, independent of the model's miss.
+            rel = math.hypot(loo * (1 + (NOVELTY if outside else 0.0)), leader_noise)
             mean = spec_model.objective(tree)
             out.append(Prospect(tree, config, mean, rel * mean))
-        return out, spec_model
+        log.debug("speculation model: leave-one-out error %.2f %% over %d trees", 100 * loo, len(measured))
+        return out, spec_model, loo
 
     @staticmethod
     def _leader_record(records: Sequence[TrialRecord], answer: Answer) -> TrialRecord | None:
