@@ -36,7 +36,13 @@ from orchestrator.driver.memory.prior import (
     with_graph_scale,
     without_prefill_graphs,
 )
-from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_peak, simulated_costs
+from orchestrator.driver.memory.serving import (
+    ServingPeak,
+    ServingWorkload,
+    serving_ceiling,
+    serving_peak,
+    simulated_costs,
+)
 from orchestrator.memory_model import Correction, Prediction, kv_heads_of, kv_shards, started
 from orchestrator.model_shape import ModelShape, ShapeError, load_shape
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
@@ -285,24 +291,13 @@ class PriorMemoryModel(BoundedMemoryModel):
 
     def serving_ceiling(self, config: ServerConfig) -> float | None:
         """The highest fraction whose start-up leaves room for the serving peak (0 when none does);
-        None when the peak is not modelled. What is left falls as the fraction rises: bisection."""
+        None when the peak is not modelled."""
         peak = self.serving_peak(config)
         if peak is None:
             return None
-
-        def room(f: float) -> bool:
-            left = self.left_after_start(replace(config, mem_fraction_static=f))
-            return left is not None and left >= peak.total_gib
-
-        lo, hi = 0.0, 0.9999
-        if room(hi):
-            return hi
-        if not room(lo):
-            return 0.0
-        for _ in range(40):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if room(mid) else (lo, mid)
-        return lo
+        return serving_ceiling(
+            lambda f: self.left_after_start(replace(config, mem_fraction_static=f)), peak.total_gib
+        )
 
     def _retracts(self, config: ServerConfig, pool: int) -> bool:
         """Whether the KV probe (max_running_requests of the workload's requests at once) would see

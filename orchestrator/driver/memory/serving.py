@@ -38,7 +38,7 @@ the largest forward's tokens times a cost per token, nothing else), so the prior
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -172,6 +172,25 @@ def serving_peak(costs: ServingCosts, config: ServerConfig, load: ServingLoad) -
         costs.fragmentation_gib,
         fixed + transient,
     )
+
+
+def serving_ceiling(left_at: Callable[[float], float | None], peak_gib: float) -> float:
+    """The highest fraction whose start-up leaves ``peak_gib`` free (0 when none does), given what is
+    left at a fraction; what is left falls as the fraction rises (bisection, as for the graph ceiling)."""
+
+    def room(f: float) -> bool:
+        left = left_at(f)
+        return left is not None and left >= peak_gib
+
+    lo, hi = 0.0, 0.9999
+    if room(hi):
+        return hi
+    if not room(lo):
+        return 0.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if room(mid) else (lo, mid)
+    return lo
 
 
 # -- fitting the runtime constant on serving logs ------------------------------------------------------
