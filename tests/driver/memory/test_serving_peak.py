@@ -180,3 +180,45 @@ def test_the_highest_fraction_that_fits_leaves_room_for_the_serving_peak() -> No
     peak = model.serving_peak(heavy)
     left = model.left_after_start(heavy)
     assert peak is not None and left is not None and left >= peak.total_gib
+
+
+def test_a_simulated_node_s_serving_rule_is_what_the_prior_predicts() -> None:
+    """The simulated node runs out of memory serving when a forward's tokens x `serving_gib_per_token`
+    exceed what start-up left (its profile's rule, `sim.scheduler`); the prior reads the same figure
+    from the profile, and a profile without it (every shipped one) gets no serving rule."""
+    from orchestrator.driver.memory.prior_model import build_memory_model
+    from orchestrator.driver.memory.serving import ServingWorkload
+    from orchestrator.sim.profile import load_profile
+
+    spec = load_spec(ROOT / "trials" / "demo.yaml")
+    assert spec.simulated is not None and isinstance(spec.simulated.profile, str)
+    shipped = load_profile(spec.simulated.profile)
+    assert shipped.serving_gib_per_token == 0
+    config = make_config(0.85, 64, 16, 3, 1, 4)
+    workload = ServingWorkload(16, 256, 1024)  # the largest forward: a prefill of 1024 prompt tokens
+
+    def model_with(gib_per_token: float) -> object:
+        profile = shipped.model_copy(update={"serving_gib_per_token": gib_per_token})
+        model, _ = build_memory_model(
+            spec.node.gpus,
+            None,
+            use_prior=True,
+            profile=profile,
+            target_dir="",
+            draft_dir=None,
+            gpu_memory_mib=None,
+            serving=workload,
+        )
+        return model
+
+    from orchestrator.driver.memory.prior_model import PriorMemoryModel
+
+    plain = model_with(0.0)
+    assert isinstance(plain, PriorMemoryModel) and plain.serving_peak(config) is None
+    left = plain.left_after_start(config)
+    assert left is not None and left > 0
+    below, above = model_with(0.99 * left / 1024), model_with(1.01 * left / 1024)
+    assert isinstance(below, PriorMemoryModel) and isinstance(above, PriorMemoryModel)
+    assert not below.predict(config).skip
+    refused = above.predict(config)
+    assert refused.skip and refused.stage is FailureStage.UNDER_LOAD
