@@ -16,10 +16,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from orchestrator.draft_tree import draft_tokens_problem
-from orchestrator.driver.memory.prior import Estimate, MemoryFacts, estimate
+from orchestrator.driver.memory.prior import Estimate, MemoryFacts, estimate, left_after_start
+from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
 from orchestrator.driver.memory.tp_fit import NodeShape, TpAdvice, smallest_tp, weights_exceed
+from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.launch_rules import draft_mismatch, tp_refusal
 from orchestrator.model_shape import GIB, ModelShape, ShapeError, load_shape
 from orchestrator.records import ServerConfig
@@ -45,6 +49,18 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--draft-tokens", type=int, help="--speculative-num-draft-tokens (default steps + 1)")
     p.add_argument("--sglang-version", default="0.5.17", help="its memory accounting (default 0.5.17)")
     p.add_argument("--no-prefill-graphs", action="store_true", help="--cuda-graph-backend-prefill disabled")
+    p.add_argument(
+        "--concurrency", type=int, help="requests in flight under load (default: --max-running-requests)"
+    )
+    p.add_argument("--input-len", type=int, help="prompt tokens a request (default: a full prefill chunk)")
+    p.add_argument(
+        "--chunked-prefill-size", type=int, help="SGLang's --chunked-prefill-size (default: its own by GPU)"
+    )
+    p.add_argument(
+        "--log",
+        help="a ready server's log of these models on this GPU: what it had left after start-up corrects "
+        "the prior's figure, as a sweep's first launch does",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     return p
 
@@ -63,6 +79,9 @@ def _check(args: argparse.Namespace) -> str | None:
         ("--tp", args.tp),
         ("--cuda-graph-max-bs", args.cuda_graph_max_bs),
         ("--max-running-requests", args.max_running_requests),
+        ("--concurrency", args.concurrency or 1),
+        ("--input-len", args.input_len or 1),
+        ("--chunked-prefill-size", args.chunked_prefill_size or 1),
     ):
         if value < 1:
             return f"{flag} {value}: give a whole number of at least 1"
@@ -146,6 +165,10 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     node = NodeShape(target, draft, args.gpu_memory_mib, args.sglang_version, not args.no_prefill_graphs)
     facts = node.facts(args.tp)
     est = estimate(facts, config)
+    shift = _log_shift(args.log, facts) if args.log else 0.0
+    if isinstance(shift, str):
+        return _bad(shift)
+    serving = _serving(args, facts, config, shift)
     too_big = weights_exceed(facts, config)
     advice = smallest_tp(node, config, above=args.tp) if too_big else None
     if args.json:
@@ -158,8 +181,11 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             out["reason"] = _verdict(est, facts, too_big, advice).removeprefix("no: ")
         if note:
             out["note"] = note
+        out["serving_peak_gb"] = round(serving.peak.total_gib, 3)
+        out["serving_ceiling_fraction"] = round(serving.ceiling, 4)
+        out["serves"] = serving.serves
         print(json.dumps(out))
-        return 0 if est.fits else 1
+        return 0 if est.fits and serving.serves else 1
     rows = [
         ("configuration", config.label() + f" tp{args.tp}"),
         *([("note", note)] if note else []),
@@ -177,11 +203,86 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         ("floor fraction", f"{est.floor_fraction:.4f} (minimum viable: below, no KV pool)"),
         ("ceiling fraction", f"{est.ceiling_fraction:.4f} (above, the CUDA graphs no longer fit)"),
         ("fits", _verdict(est, facts, too_big, advice)),
+        *serving.rows(est),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    return 0 if est.fits else 1
+    return 0 if est.fits and serving.serves else 1
+
+
+@dataclass(frozen=True)
+class _Serving:
+    """The serving peak of the configuration under the given load, and where it still fits."""
+
+    peak: ServingPeak
+    concurrency: int
+    left: float
+    ceiling: float
+    shift: float = 0.0  # what a launch's log moved the prior's left by
+
+    @property
+    def serves(self) -> bool:
+        return self.peak.total_gib <= self.left
+
+    def rows(self, est: Estimate) -> list[tuple[str, str]]:
+        if not est.fits:
+            return []
+        verdict = "yes" if self.serves else f"no: {self.left:.2f} GiB left after start-up"
+        return [
+            (
+                "serving peak",
+                f"{self.peak.total_gib:.2f} GiB at concurrency {self.concurrency}: {self.peak.terms()}",
+            ),
+            (
+                "serving ceiling",
+                f"{self.ceiling:.4f} (the largest fraction that leaves room for the serving peak"
+                + (
+                    f"; {self.shift:+.2f} GiB left after start-up from the log)"
+                    if self.shift
+                    else "; the prior's left after start-up, which a launch's --log raises: by 1.8 GiB on "
+                    "the H200's 8B shape)"
+                ),
+            ),
+            ("serves", verdict),
+        ]
+
+
+def _serving(args: argparse.Namespace, facts: MemoryFacts, config: ServerConfig, shift: float) -> _Serving:
+    costs = facts.serving
+    assert costs is not None  # the facts come from config.json shapes
+    concurrency = args.concurrency or args.max_running_requests
+    workload = ServingWorkload(concurrency, args.input_len, args.chunked_prefill_size)
+    peak = serving_peak(costs, config, workload.load(facts.gpu_total_mib, facts.tp))
+
+    def left(f: float) -> float:
+        return left_after_start(facts, replace(config, mem_fraction_static=f)) + shift
+
+    ceiling = serving_ceiling(left, peak.total_gib)
+    return _Serving(peak, concurrency, left(config.mem_fraction_static), ceiling, shift)
+
+
+def _log_shift(path: str, facts: MemoryFacts) -> float | str:
+    """How much more a ready launch's log had left after start-up than the prior predicts for it (the
+    prior credits none of what the allocator gives back before the captures); a message when the log
+    cannot say."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as err:
+        return f"--log {path}: {err.strerror or err}"
+    report = parse_log(text)
+    a, end = report.args, report.memory.avail_end_gb
+    if a is None or not report.ready or end is None or a.mem_fraction_static is None:
+        return f"--log {path}: not the log of a server that started (no server_args line or no ready figures)"
+    launched = ServerConfig(
+        mem_fraction_static=a.mem_fraction_static,
+        cuda_graph_max_bs=a.cuda_graph_max_bs or 256,
+        max_running_requests=a.max_running_requests or 48,
+        speculative_num_steps=a.speculative_num_steps,
+        speculative_eagle_topk=a.speculative_eagle_topk,
+        speculative_num_draft_tokens=a.speculative_num_draft_tokens,
+    )
+    return end - left_after_start(facts, launched)
 
 
 if __name__ == "__main__":

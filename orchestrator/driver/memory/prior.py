@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from orchestrator.adaptive import candidate_steps, tiers_of
+from orchestrator.driver.memory.serving import ServingCosts, serving_costs_for
 from orchestrator.model_shape import GIB, ModelShape
 from orchestrator.records import FailureStage, ServerConfig
 
@@ -119,6 +120,8 @@ class MemoryFacts:
     # (fitted on a tiny model), so 0.25 GiB and 5 % of the need unless the figures are the node's own.
     graph_margin_gib: float = 0.25
     graph_margin_rel: float = 0.05
+    # What forwards take under load, out of what start-up leaves (`serving`); None: not modelled
+    serving: ServingCosts | None = None
     source: str = ""  # where the figures came from, for messages
 
     @property
@@ -283,6 +286,14 @@ def ceiling_fraction(facts: MemoryFacts, config: ServerConfig, margin_gib: float
     return lo
 
 
+def left_after_start(facts: MemoryFacts, config: ServerConfig) -> float:
+    """Free once start-up is done (`Estimate.left_gb`), without the floor and ceiling searches."""
+    f = config.mem_fraction_static
+    room = room_after_pools(facts, config, f)
+    need, _ = _graph_need(facts, config, room)
+    return room - _late_draft_gib(facts, config, _kv(facts, config, f)[2]) - need
+
+
 def floor_fraction(facts: MemoryFacts, config: ServerConfig) -> float:
     """SGLang's printed ``minimum viable = 1 - available/pre``."""
     loaded, _, _, _ = _kv(facts, config, 0.0)
@@ -371,6 +382,7 @@ def facts_from_shapes(
         draft_kv_cell_bytes=draft.kv_bytes_per_token(tp, kv_dtype_bytes) if draft else 0.0,
         rule=rule_for_version(sglang_version),
         graphs=graph_costs_for(target, draft, tp),
+        serving=serving_costs_for(target, draft, tp),
         source=f"{target.path}" + (f" + {draft.path}" if draft else ""),
     )
 

@@ -157,3 +157,63 @@ def test_figures_are_labelled_gib_and_weights_also_in_gb(capsys: pytest.CaptureF
     assert "target weights        14.97 GiB (16.08 GB)" in out
     assert "free before loading   139.09 GiB per GPU" in out
     assert " GB per GPU" not in out and "GB (target + draft)" not in out
+
+
+# The H200's 8B sweep: concurrency 32, 256-token prompts, graph bs 32, max running 64, prefill graphs off
+UNDER_LOAD = [
+    *H200,
+    "--fraction",
+    "0.98",
+    "--cuda-graph-max-bs",
+    "32",
+    "--max-running-requests",
+    "64",
+    "--no-prefill-graphs",
+    "--concurrency",
+    "32",
+    "--input-len",
+    "256",
+]
+FIRST_LAUNCH = str(ROOT / "tests/fixtures/sglang/0.5.17/llama8b-live/trials/0000/server.log")
+
+
+@pytest.mark.parametrize(
+    ("tree", "rc", "peak", "ceiling"),
+    [(("1", "2", "2"), 0, "3.37", "0.982"), (("4", "2", "8"), 1, "3.65", "0.977")],
+)
+def test_the_serving_peak_and_the_largest_fraction_that_leaves_room_for_it(
+    capsys: pytest.CaptureFixture[str], tree: tuple[str, str, str], rc: int, peak: str, ceiling: str
+) -> None:
+    """With the first launch's log (s3k1d4 at 0.85) the prior's left after start-up is the node's: s1k2d2
+    serves at 0.98 (as on the GPU, 3.73 GB free), s4k2d8 does not (it ran out of memory with 3.29)."""
+    steps, topk, tokens = tree
+    argv = [TARGET, "--draft", DRAFT, *UNDER_LOAD, "--steps", steps, "--topk", topk, "--draft-tokens", tokens]
+    assert main([*argv, "--log", FIRST_LAUNCH]) == rc
+    out = capsys.readouterr().out
+    assert f"serving peak          {peak} GiB at concurrency 32: runtime 1.93 + fragmentation 0.37" in out
+    assert f"serving ceiling       {ceiling}" in out
+    assert ("serves                yes" in out) is (rc == 0)
+
+
+def test_without_a_log_the_serving_ceiling_comes_from_the_prior_s_conservative_left(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [TARGET, "--draft", DRAFT, *UNDER_LOAD, "--steps", "1", "--topk", "2", "--draft-tokens", "2"]
+    assert main([*argv, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["fits"] is True and out["serves"] is False  # starts; 1.86 GiB predicted left, 3.37 needed
+    assert out["serving_peak_gb"] == pytest.approx(3.37, abs=0.01)
+    assert out["serving_ceiling_fraction"] == pytest.approx(0.969, abs=0.001)
+    assert out["serving_ceiling_fraction"] < out["ceiling_fraction"]
+
+
+def test_a_log_that_cannot_say_what_start_up_left_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = [TARGET, "--draft", DRAFT, *UNDER_LOAD]
+    assert main([*argv, "--log", str(tmp_path / "missing.log")]) == 2
+    assert "--log" in capsys.readouterr().err
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing here\n")
+    assert main([*argv, "--log", str(empty)]) == 2
+    assert "not the log of a server that started" in capsys.readouterr().err

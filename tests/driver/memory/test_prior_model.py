@@ -226,3 +226,38 @@ def test_the_nodes_gpu_memory_replaces_a_drivers_other_gpu() -> None:
     model.observe(0, TrialResult(ServerConfig(0.85, 64, 64), TrialStatus.OK, "node", (), gpu_before=gpu))
     assert model.facts is not None and model.facts.gpu_total_mib == H200_MIB
     assert not model.predict(ServerConfig(0.70, 64, 64, 3, 1, 4)).skip
+
+
+def test_a_launch_whose_allocator_gave_memory_back_does_not_shrink_the_graph_costs() -> None:
+    """The H200's first 8B launch (llama8b-live trial 0) had more free after its captures than after its
+    pools (21.35 against 21.16 GB: the allocator's cache went back first). Its figures measure no graph
+    memory; read as a ratio they made every graph cost negative, and the configuration whose real log ran
+    out of memory capturing the draft's graphs (llama8b-h200/f98b256s4k2d8.log) was predicted to fit."""
+    import json
+
+    from pydantic import TypeAdapter
+
+    from orchestrator.engines.sglang.logparse import parse_log
+    from orchestrator.records import TrialRecord
+
+    fixtures = ROOT / "tests/fixtures/sglang/0.5.17"
+    first = TypeAdapter(TrialRecord).validate_python(
+        json.loads((fixtures / "llama8b-live/records/0000.json").read_text())
+    )
+    report = parse_log((fixtures / "llama8b-h200/f98b256s4k2d8.log").read_text())
+    assert report.failure is not None and report.failure.stage is FailureStage.DRAFT_GRAPH_CAPTURE
+    assert report.args is not None
+    failed = ServerConfig(0.98, 256, report.args.max_running_requests or 256, 4, 2, 8)
+    model, _ = build_memory_model(
+        1,
+        8,
+        use_prior=True,
+        profile=None,
+        target_dir=str(TARGET),
+        draft_dir=str(DRAFT),
+        gpu_memory_mib=H200_MIB,
+    )
+    model.observe(0, first.result)
+    assert model.graph_scale is None or model.graph_scale > 0
+    prediction = model.predict(failed)
+    assert prediction.skip and prediction.stage is FailureStage.DRAFT_GRAPH_CAPTURE

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from pydantic import TypeAdapter
 from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.driver.memory.prior_model import memory_model_for
 from orchestrator.driver.proposal.policy import TRUSTED_ERROR, Action, ProposalPolicy
-from orchestrator.records import TrialRecord
+from orchestrator.records import FailureStage, TrialRecord
 from orchestrator.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,7 +47,9 @@ def test_the_fixture_is_the_run_the_console_printed() -> None:
 # trial launched next <- the records the policy had (trial 3 and trial 7 were confirmation launches).
 # After trials 5 and 6 the GPU run trusted a guessed model error (8 % until a fit could leave a tree out);
 # the policy now measures it, and it is far above what it trusts: see the test below.
-PROPOSED_AFTER = [(1, 1), (2, 2), (4, 4)]
+# Trial 2 (s4k2d8 at 0.98) ran out of memory under load: the policy now launches that tree at 0.97
+# instead (`test_after_two_records_the_heavy_tree_is_launched_where_its_serving_peak_fits`).
+PROPOSED_AFTER = [(1, 1), (4, 4)]
 
 
 @pytest.mark.parametrize(("seen", "launched"), PROPOSED_AFTER)
@@ -59,6 +62,23 @@ def test_the_policy_decides_from_the_records_what_it_launched_on_the_gpu(seen: i
     decision = ProposalPolicy(spec).decide(records[:seen], [], model)
     assert decision.action is Action.PROPOSE
     assert decision.config == records[launched].result.config
+
+
+def test_after_two_records_the_heavy_tree_is_launched_where_its_serving_peak_fits() -> None:
+    """On the GPU the policy launched s4k2d8 at 0.98 (the highest fraction that starts), which served
+    concurrency 8 and ran out of memory at 32 with 3.29 GB free; its forwards need about 3.65 GiB under
+    that load (`driver.memory.serving`), so the same tree now goes at 0.97, the highest fraction that
+    leaves room for them, and the lighter trees stay at 0.98 (the other cases above)."""
+    spec = load_spec(SPEC)
+    records = _records()
+    model, _ = memory_model_for(spec, None)
+    for record in records[:2]:
+        model.observe(record.number, record.result)
+    decision = ProposalPolicy(spec).decide(records[:2], [], model)
+    assert decision.action is Action.PROPOSE and decision.config is not None
+    on_the_gpu = records[2].result.config
+    assert decision.config == replace(on_the_gpu, mem_fraction_static=0.97)
+    assert model.predict(on_the_gpu).stage is FailureStage.UNDER_LOAD
 
 
 def test_the_structure_comes_first_graphs_and_running_requests_at_the_workload_s_concurrency() -> None:

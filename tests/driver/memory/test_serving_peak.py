@@ -1,0 +1,224 @@
+"""The serving peak, predicted from config.json and the workload, against every real log under load.
+
+The H200 runs of the 8B shape (`trials/h200-8b.yaml`: concurrency 8 then 32, 256-token prompts, SGLang's
+chunked prefill of 8192), each log read with the product's parser:
+
+| log | tree, fraction, graph bs | free after start-up GiB | predicted peak GiB | predicted | real |
+| --- | --- | --- | --- | --- | --- |
+| llama8b-live trial 0 | s3k1d4, 0.85, 64 | 21.35 | 3.46 | serves | served |
+| llama8b-live trials 1, 3 | s1k2d2, 0.98, 32 | 3.73 | 3.37 | serves | served |
+| llama8b-live trials 4, 7 | s1k1d2, 0.98, 32 | 3.73 | 3.37 | serves | served |
+| llama8b-live trial 5 | s2k1d3, 0.98, 32 | 3.61 | 3.41 | serves | served |
+| llama8b-live trial 6 | s1k2d3, 0.98, 32 | 3.68 | 3.42 | serves | served |
+| llama8b-live trial 2 | s4k2d8, 0.98, 32 | 3.29 | 3.65 | OOM | torch OOM (3.45 used when it failed) |
+| llama8b-h200 Triton | s4k2d8, 0.98, 32 | 3.29 | 3.65 | OOM | Triton OOM |
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter
+
+from orchestrator.draft_tree import DraftTree
+from orchestrator.driver.memory.prior_model import memory_model_for
+from orchestrator.driver.memory.serving import (
+    FRAGMENTATION_GIB,
+    RUNTIME_GIB,
+    Served,
+    ServingLoad,
+    ServingObservation,
+    fit_runtime,
+    oom_figures,
+    serving_costs_for,
+    serving_peak,
+)
+from orchestrator.driver.proposal.structure import choose_structure, fitting_config
+from orchestrator.engines.sglang.logparse import parse_log
+from orchestrator.model_shape import load_shape
+from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialRecord
+from orchestrator.spec import load_spec
+from orchestrator.spec_search import make_config
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
+LIVE = FIXTURES / "llama8b-live"
+TRITON = FIXTURES / "llama8b-h200" / "f98b32s4k2d8-triton-oom-under-load"
+SPEC = ROOT / "trials" / "h200-8b.yaml"
+TARGET, DRAFT = ROOT / "trials/models/llama3-8b-shape", ROOT / "trials/models/llama3-8b-eagle3-shape"
+_RECORD = TypeAdapter(TrialRecord)
+
+
+def _record(path: Path) -> TrialRecord:
+    return _RECORD.validate_python(json.loads(path.read_text()))
+
+
+def _logs() -> list[tuple[str, ServerConfig, str]]:
+    """(name, configuration, log text) of every launch that ran under load."""
+    out = []
+    for path in sorted((LIVE / "records").glob("*.json")):
+        record = _record(path)
+        log = LIVE / "trials" / f"{record.number:04d}" / "server.log"
+        out.append((f"live-{record.number}", record.result.config, log.read_text()))
+    triton = _record(TRITON.with_suffix(".record.json"))
+    out.append(("h200-triton", triton.result.config, TRITON.with_suffix(".log").read_text()))
+    return out
+
+
+def _load(log_text: str) -> ServingLoad:
+    spec = load_spec(SPEC)
+    report = parse_log(log_text)
+    assert report.args is not None
+    chunk = int(report.args.raw["chunked_prefill_size"])  # SGLang's own, as the log prints it
+    return ServingLoad(max(spec.workload.concurrency), spec.workload.input_len, chunk)
+
+
+def _observation(name: str, config: ServerConfig, log_text: str) -> ServingObservation:
+    report = parse_log(log_text)
+    costs = serving_costs_for(load_shape(TARGET), load_shape(DRAFT), 1)
+    peak = serving_peak(costs, config, _load(log_text))
+    transient = peak.prefill_gib + peak.verify_gib + peak.draft_gib
+    free = report.memory.avail_end_gb
+    assert report.ready and free is not None
+    failure = report.failure
+    if failure is None:
+        return ServingObservation(name, free, transient, Served.OK)
+    assert failure.stage is FailureStage.UNDER_LOAD and failure.kind is FailureKind.OOM
+    figures = oom_figures(failure.message)
+    used = free - figures[1] + figures[0] if figures else None
+    return ServingObservation(name, free, transient, Served.OOM, used)
+
+
+def test_the_torch_oom_message_gives_what_was_asked_and_what_was_free() -> None:
+    report = parse_log((LIVE / "trials" / "0002" / "server.log").read_text())
+    assert report.failure is not None
+    asked, free = oom_figures(report.failure.message) or (0.0, 0.0)
+    assert asked == pytest.approx(176 / 1024) and free == pytest.approx(14.31 / 1024)
+    # the allocation is one activation of the prefill: 6400 prompt tokens (25 of the workload's 256) x
+    # the draft's 14336 intermediate x bf16 is 175 MiB, rounded up to the allocator's 2 MiB blocks
+    activation_mib = 25 * 256 * 14336 * 2 / 2**20
+    assert asked * 1024 == 2 * math.ceil(activation_mib / 2)
+    assert oom_figures("RuntimeError: Triton Error [CUDA]: out of memory") is None
+
+
+def test_the_runtime_constant_is_the_fit_on_the_real_logs() -> None:
+    observations = [_observation(*log) for log in _logs()]
+    assert sorted(o.outcome.value for o in observations) == ["ok"] * 7 + ["oom"] * 2
+    fit = fit_runtime(observations, FRAGMENTATION_GIB)
+    assert fit.consistent  # one constant separates every OOM from every launch that served
+    assert fit.low == pytest.approx(1.726, abs=0.002)  # trial 2: 3.45 GiB used when it failed
+    assert fit.high == pytest.approx(2.124, abs=0.002)  # trial 5 (s2k1d3): served with 3.61 free
+    assert pytest.approx(fit.value, abs=0.001) == RUNTIME_GIB
+
+
+@pytest.mark.parametrize(("name", "config", "log_text"), _logs(), ids=[log[0] for log in _logs()])
+def test_the_predicted_peak_decides_each_real_launch_as_it_went(
+    name: str, config: ServerConfig, log_text: str
+) -> None:
+    report = parse_log(log_text)
+    free = report.memory.avail_end_gb
+    assert free is not None
+    costs = serving_costs_for(load_shape(TARGET), load_shape(DRAFT), 1)
+    peak = serving_peak(costs, config, _load(log_text))
+    served = report.failure is None
+    assert (peak.total_gib <= free) is served, f"{name}: peak {peak.total_gib:.2f}, free {free:.2f}"
+    # and by a margin no smaller than the prediction's own error on what start-up leaves (0.05 GiB)
+    assert abs(peak.total_gib - free) > 0.15
+
+
+def test_at_concurrency_32_s1k2d2_serves_at_098_and_s4k2d8_does_not() -> None:
+    costs = serving_costs_for(load_shape(TARGET), load_shape(DRAFT), 1)
+    load = ServingLoad(32, 256, 8192)
+    light = serving_peak(costs, make_config(0.98, 32, 64, 1, 2, 2), load)
+    heavy = serving_peak(costs, make_config(0.98, 32, 64, 4, 2, 8), load)
+    assert (light.verify_tokens, heavy.verify_tokens, heavy.prefill_tokens) == (64, 256, 8192)
+    # the fp32 logits and the sampling's two copies over 128256 entries: 1.47 MiB a verified token
+    assert heavy.verify_gib == pytest.approx(256 * 128256 * 12 / 2**30)
+    assert light.total_gib == pytest.approx(3.37, abs=0.01)
+    assert heavy.total_gib == pytest.approx(3.65, abs=0.01)
+    assert light.total_gib < 3.73 and heavy.total_gib > 3.29  # what each really had free
+
+
+def _after_trial_0() -> object:
+    spec = load_spec(SPEC)
+    model, _ = memory_model_for(spec, None)
+    first = _record(LIVE / "records" / "0000.json")
+    model.observe(first.number, first.result)
+    return model
+
+
+def test_after_the_first_launch_the_model_predicts_each_tree_at_098_as_it_served() -> None:
+    from orchestrator.driver.memory.prior_model import PriorMemoryModel
+
+    model = _after_trial_0()
+    assert isinstance(model, PriorMemoryModel)
+    for tree in ((1, 2, 2), (1, 1, 2), (2, 1, 3), (1, 2, 3)):
+        prediction = model.predict(make_config(0.98, 32, 64, *tree))
+        assert prediction.fits and prediction.confident, tree
+    heavy = model.predict(make_config(0.98, 32, 64, 4, 2, 8))
+    assert heavy.skip and heavy.stage is FailureStage.UNDER_LOAD
+    assert "under load at concurrency 32" in heavy.reason
+    # what start-up leaves, as the model predicts it from trial 0's log, is within 0.05 GiB of the real
+    left = model.left_after_start(make_config(0.98, 32, 64, 4, 2, 8))
+    assert left == pytest.approx(3.29, abs=0.05)
+
+
+def test_the_highest_fraction_that_fits_leaves_room_for_the_serving_peak() -> None:
+    from orchestrator.driver.memory.prior_model import PriorMemoryModel
+
+    model = _after_trial_0()
+    assert isinstance(model, PriorMemoryModel)
+    spec = load_spec(SPEC)
+    structure = choose_structure(spec.search, spec.workload.concurrency)
+    light = fitting_config(structure, DraftTree(1, 2, 2), model)
+    assert light is not None and light.mem_fraction_static == pytest.approx(0.98)
+    heavy = fitting_config(structure, DraftTree(4, 2, 8), model)
+    assert heavy is not None and heavy.mem_fraction_static == pytest.approx(0.97)
+    peak = model.serving_peak(heavy)
+    left = model.left_after_start(heavy)
+    assert peak is not None and left is not None and left >= peak.total_gib
+
+
+def test_a_simulated_node_s_serving_rule_is_what_the_prior_predicts() -> None:
+    """The simulated node runs out of memory serving when a forward's tokens x `serving_gib_per_token`
+    exceed what start-up left (its profile's rule, `sim.scheduler`); the prior reads the same figure
+    from the profile, and a profile without it (every shipped one) gets no serving rule."""
+    from orchestrator.driver.memory.prior_model import build_memory_model
+    from orchestrator.driver.memory.serving import ServingWorkload
+    from orchestrator.sim.profile import load_profile
+
+    spec = load_spec(ROOT / "trials" / "demo.yaml")
+    assert spec.simulated is not None and isinstance(spec.simulated.profile, str)
+    shipped = load_profile(spec.simulated.profile)
+    assert shipped.serving_gib_per_token == 0
+    config = make_config(0.85, 64, 16, 3, 1, 4)
+    workload = ServingWorkload(16, 256, 1024)  # the largest forward: a prefill of 1024 prompt tokens
+
+    def model_with(gib_per_token: float) -> object:
+        profile = shipped.model_copy(update={"serving_gib_per_token": gib_per_token})
+        model, _ = build_memory_model(
+            spec.node.gpus,
+            None,
+            use_prior=True,
+            profile=profile,
+            target_dir="",
+            draft_dir=None,
+            gpu_memory_mib=None,
+            serving=workload,
+        )
+        return model
+
+    from orchestrator.driver.memory.prior_model import PriorMemoryModel
+
+    plain = model_with(0.0)
+    assert isinstance(plain, PriorMemoryModel) and plain.serving_peak(config) is None
+    left = plain.left_after_start(config)
+    assert left is not None and left > 0
+    below, above = model_with(0.99 * left / 1024), model_with(1.01 * left / 1024)
+    assert isinstance(below, PriorMemoryModel) and isinstance(above, PriorMemoryModel)
+    assert not below.predict(config).skip
+    refused = above.predict(config)
+    assert refused.skip and refused.stage is FailureStage.UNDER_LOAD
