@@ -102,6 +102,23 @@ def _fmt(values: list[float | None]) -> str:
     return f"{100 * statistics.median(got):5.1f} %" if got else "    -  "
 
 
+def notes(cases: list[BenchCase], seeds: int) -> list[str]:
+    """One note per real-derived case and regime: how wrong the policy's model was, in its own sweeps."""
+    out = []
+    for case in cases:
+        for regime in (Regime.GPU_BOUND, Regime.OVERHEAD_BOUND):
+            rs = [run_error(case, regime, SEED_BASE + i) for i in range(seeds)]
+            fitted = sum(r.fitted for r in rs)
+            trees = statistics.median(r.trees_launched for r in rs)
+            out.append(
+                f"Model error, {case.name} [{regime.value}], {seeds} runs: {trees:.0f} trees launched "
+                f"(median), the speculation model fitted in {fitted}; its leave-one-out error (median) "
+                f"{_fmt([r.loo for r in rs]).strip()}, against the truth over the space's trees "
+                f"{_fmt([r.vs_truth for r in rs]).strip()}."
+            )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)

@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from benchmarks.heldout import generate
+from benchmarks.model_error import notes as model_error_notes
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.real_derived import REAL_CASES, real_derived_cases
@@ -277,6 +278,9 @@ def run_search(settings: SearchSettings) -> tuple[list[Row], list[str], list[dic
             + (f"; {case.why}." if case.why else ".")
         )
     notes[:0] = pooled_notes(rows) + not_leading(rows)
+    if settings.real_cases:
+        # What the policy's own model gets wrong where its family is not the truth (benchmarks.model_error)
+        notes += model_error_notes(real_derived_cases()[: settings.real_cases], min(settings.real_seeds, 10))
     if not HAS_TORCH:
         notes.append(
             "Optuna's GPSampler (the `gp` peer) needs PyTorch, which this environment does not install: "
