@@ -15,6 +15,9 @@ trial measured at another tp (an earlier study on other nodes) is converted firs
 and the KV bytes per token both split across the tp ranks (`at_tp`). A graph-stage OOM is a lower
 bound on the graph memory at its width, so a predicted-feasible trial that OOMs corrects the model.
 The coefficients are plain data so a later study can start from an earlier one's.
+
+Memory figures are GiB (2^30 bytes), which SGLang's log prints as "GB" (the `_gb` names keep the log's
+word); the reasons and corrections written for users say GiB, as the memory command does.
 """
 
 from __future__ import annotations
@@ -276,7 +279,7 @@ class MemoryModel:
         ):
             found.append(
                 Correction(
-                    number, f"graph room: predicted {before.graph_room_gb:.2f} GB, measured {room:.2f} GB"
+                    number, f"graph room: predicted {before.graph_room_gb:.2f} GiB, measured {room:.2f} GiB"
                 )
             )
         for corr in found:
@@ -332,7 +335,7 @@ class MemoryModel:
                 kv,
                 room,
                 need,
-                f"CUDA graphs need about {need:.2f} GB, {room:.2f} GB left at fraction {f:.3f}",
+                f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {f:.3f}",
             )
         return Prediction(True, room is not None and need is not None, None, kv, room, need, "fits")
 

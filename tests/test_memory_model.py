@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.driver.diagnosis import broken_speculation, check_draft_config, diagnose
@@ -50,7 +51,8 @@ def test_graph_oom_teaches_a_floor_and_the_diagnosis_has_figures() -> None:
     assert model.predict(make_config(0.99, 512, 512, 3, 1, 4)).skip
     text = diagnose(oom, model)
     assert "OOM while capturing the target's CUDA graphs" in text
-    assert "0.990" in text and "GB" in text
+    assert "0.990" in text and "GiB" in text
+    assert " GB" not in text  # the log's "GB" figures are GiB, labelled as `specsweep fit` labels them
     assert "mem_fraction_static" in text
 
 
@@ -104,3 +106,21 @@ def test_a_kv_oom_alone_rules_out_every_lower_fraction() -> None:
     assert not model.ready  # no KV pool was ever allocated
     assert model.predict(make_config(0.0001, 64, 16, 2, 1, 3)).skip
     assert not model.predict(make_config(0.5, 16, 16, 3, 1, 4)).skip
+
+
+def test_the_learned_models_figures_are_labelled_gib_as_the_memory_command_labels_them() -> None:
+    """SGLang's log prints GiB as "GB"; what the sweep says about them (a predicted OOM's reason, a
+    correction) says GiB, as `specsweep fit` does, so a user comparing the two reads one unit."""
+    model = MemoryModel()
+    ok = result_from_log("ok.log", (0.85, 16, 16, 3, 1, 4), TrialStatus.OK)
+    model.observe(0, ok)
+    model.observe(1, result_from_log("graph-oom.log", (0.99, 512, 512, 3, 1, 4), TrialStatus.OOM))
+    reason = model.predict(make_config(0.99, 512, 512, 3, 1, 4)).reason
+    assert "GiB left at fraction 0.990" in reason and "CUDA graphs need about" in reason
+    assert " GB" not in reason
+    # A launch whose room after the KV pool is far from the prediction corrects the model, in GiB.
+    assert ok.memory.avail_after_kv_gb is not None
+    off = replace(ok, memory=replace(ok.memory, avail_after_kv_gb=ok.memory.avail_after_kv_gb + 5.0))
+    corrections = model.observe(2, off)
+    room = [c.what for c in corrections if c.what.startswith("graph room")]
+    assert room and "GiB, measured" in room[0] and " GB" not in room[0]

@@ -25,7 +25,9 @@ EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
 
 
 def _gb(value: float | None) -> str:
-    return f"{value:.2f} GB" if value is not None else "? GB"
+    """A figure of the log's, which it prints as "GB" and which is GiB (2^30 bytes): labelled GiB, as the
+    memory command and the learned model's reasons label it."""
+    return f"{value:.2f} GiB" if value is not None else "? GiB"
 
 
 def diagnose(

@@ -116,7 +116,8 @@ def _is_number(text: str) -> bool:
 def _memory_value(key: str, value: float) -> tuple[str, str]:
     if key.endswith("_tokens"):
         return f"{value:,.0f}", "tokens"
-    for suffix, unit in (("_gb", "GB"), ("_gib", "GiB"), ("_mib", "MiB"), ("_bytes", "bytes")):
+    # A `_gb` figure is the log's "GB", which is GiB (2^30 bytes): labelled what it is.
+    for suffix, unit in (("_gb", "GiB"), ("_gib", "GiB"), ("_mib", "MiB"), ("_bytes", "bytes")):
         if key.endswith(suffix):
             return f"{value:,.2f}", unit
     return f"{value:g}", ""
@@ -187,7 +188,10 @@ def memory_section(best: BestConfig | None) -> str:
     for key, value in best.memory:
         shown, unit = _memory_value(key, value)
         body.append([_e(key), shown, _e(unit), _e(MEMORY_NOTES.get(key, ""))])
-    intro = f"<p>As the server of trial {best.row.number} reported it at start-up, per GPU.</p>"
+    intro = (
+        f"<p>As the server of trial {best.row.number} reported it at start-up, per GPU (GiB, which "
+        'SGLang\'s log prints as "GB").</p>'
+    )
     return intro + _table(["figure", "value", "unit", "what it is"], body)
 
 

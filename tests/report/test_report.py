@@ -318,6 +318,8 @@ def test_write_report_is_one_self_contained_page(store: Store) -> None:
     assert best_cmd is not None and "--cuda-graph-max-bs 128" in best_cmd.group(1)
     memory = text[text.index('<section id="memory">') : text.index('<section id="feasibility">')]
     assert "kv_cache_tokens" in memory and "512,000" in memory and "draft_graph_gb" in memory
+    # the log's "GB" figures are GiB: labelled as `specsweep fit` and the sweep's messages label them
+    assert ">GiB<" in memory and ">GB<" not in memory
     trials = text[text.index('<section id="trials">') :]
     assert trials.count('<tr class="') == len(PLAN)
     assert DIAGNOSIS in trials and "RuntimeError: boom" in trials and "predicted_oom" in trials

@@ -97,8 +97,8 @@ class BoundedMemoryModel(MemoryModel):
                 base.kv_tokens,
                 base.graph_room_gb,
                 base.graph_need_gb,
-                f"about {left:.2f} GB left after start-up for {tokens} tokens a verify; trial {number} ran "
-                f"out of memory under load with {gb:.2f} GB for {runs}",
+                f"about {left:.2f} GiB left after start-up for {tokens} tokens a verify; trial {number} ran "
+                f"out of memory under load with {gb:.2f} GiB for {runs}",
             )
         if self.pressure and self.ready:
             pool = self.kv_tokens(f)

@@ -320,8 +320,8 @@ class PriorMemoryModel(BoundedMemoryModel):
         f = config.mem_fraction_static
         if f < est.floor_fraction + FLOOR_MARGIN:
             reason = (
-                f"{PRIOR}the weights ({est.weights_gb:.2f} + {est.draft_weights_gb:.2f} GB) leave no KV pool "
-                f"at fraction {f:.3f} (minimum viable {est.floor_fraction:.4f})"
+                f"{PRIOR}the weights ({est.weights_gb:.2f} + {est.draft_weights_gb:.2f} GiB) leave no KV "
+                f"pool at fraction {f:.3f} (minimum viable {est.floor_fraction:.4f})"
             )
             return Prediction(
                 False,

@@ -73,6 +73,7 @@ def test_before_any_launch_the_floor_and_the_graph_ceiling_are_refused() -> None
     low = model.predict(ServerConfig(0.10, 64, 64, 3, 1, 4))
     assert low.skip and low.stage is FailureStage.KV_ALLOCATION and from_prior(low)
     assert "minimum viable 0.1238" in low.reason
+    assert "(14.97 + 2.14 GiB)" in low.reason and " GB" not in low.reason  # `specsweep fit`'s unit
     high = model.predict(ServerConfig(0.98, 256, 256, 4, 2, 8))
     assert high.skip and high.stage is FailureStage.DRAFT_GRAPH_CAPTURE
     assert from_prior(high)

@@ -52,6 +52,8 @@ def test_the_failed_configuration_and_heavier_ones_with_no_more_room_are_not_lau
         assert prediction.skip, config.label()
         assert prediction.stage is FailureStage.UNDER_LOAD
         assert "trial 2 ran out of memory under load" in prediction.reason
+        # GiB, as SGLang's log figures are and as `specsweep fit` labels them
+        assert "GiB left after start-up" in prediction.reason and " GB" not in prediction.reason
 
 
 @pytest.mark.parametrize(

@@ -92,9 +92,9 @@ def test_diagnosis_at_tp2_uses_the_per_gpu_figures() -> None:
     oom = tp2_result("tp2-kv-oom.log", (0.0001, 16, 16, 3, 1, 4), TrialStatus.OOM)
     text = diagnose(oom, model)
     assert text.startswith(
-        "OOM while allocating the KV cache: the target's weights take 0.04 GB of 138.18 GB"
+        "OOM while allocating the KV cache: the target's weights take 0.04 GiB of 138.18 GiB"
     )
-    assert "the draft's 0.02 GB" in text and "per GPU" in text
+    assert "the draft's 0.02 GiB" in text and "per GPU" in text
     assert "Raise mem_fraction_static above 0.001." in text
     killed = tp2_result("scheduler-killed.log", (0.85, 16, 16, 3, 1, 4), TrialStatus.FAILED)
     assert diagnose(killed, model).startswith("crash at kv_allocation: RuntimeError: Rank 0 scheduler died")
