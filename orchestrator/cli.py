@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import shlex
 import signal
@@ -205,7 +206,7 @@ def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
     study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
     --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials is left out,
     and --warm-start seeds new studies only."""
-    argv = ["python", "-m", "orchestrator.sweep", args.spec, "--study", study or args.study]
+    argv = [args.spec, "--study", study or args.study]
     default_out = build_parser().get_default("out")
     if args.out != default_out:
         argv += ["--out", args.out]
@@ -216,7 +217,9 @@ def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
         argv += ["--time-budget", f"{args.time_budget:g}"]
     argv += ["--no-dashboard"] if args.no_dashboard else []
     argv += ["-v"] if args.verbose else []
-    return shlex.join([*argv, "--resume"])
+    if os.environ.get("MAKELEVEL"):  # started by `make sweep`, whose python is the venv's
+        return "make sweep ARGS=" + shlex.quote(shlex.join([*argv, "--resume"]))
+    return shlex.join(["python", "-m", "orchestrator.sweep", *argv, "--resume"])
 
 
 def search_and_confirm(

@@ -269,3 +269,10 @@ def test_the_command_to_continue_keeps_the_flags_that_name_the_study_and_its_sto
     assert cli.resume_command(plain, study="demo") == (
         f"python -m orchestrator.sweep {plain.spec} --study demo --resume"
     )
+
+
+def test_under_make_the_command_to_continue_is_make_s_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make sweep` runs the venv's python, which a bare `python` on the user's PATH is not."""
+    monkeypatch.setenv("MAKELEVEL", "1")
+    args = cli.build_parser().parse_args(["trials/demo.yaml", "--study", "x2"])
+    assert cli.resume_command(args) == "make sweep ARGS='trials/demo.yaml --study x2 --resume'"
