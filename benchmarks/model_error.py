@@ -110,11 +110,12 @@ def notes(cases: list[BenchCase], seeds: int) -> list[str]:
             rs = [run_error(case, regime, SEED_BASE + i) for i in range(seeds)]
             fitted = sum(r.fitted for r in rs)
             trees = statistics.median(r.trees_launched for r in rs)
+            loo = _fmt([r.loo for r in rs]).strip().replace("-", "not measured")
+            truth = _fmt([r.vs_truth for r in rs]).strip().replace("-", "no fit")
             out.append(
-                f"Model error, {case.name} [{regime.value}], {seeds} runs: {trees:.0f} trees launched "
+                f"Model error, {case.name} [{regime.value}], {seeds} runs: {trees:.0f} tree(s) launched "
                 f"(median), the speculation model fitted in {fitted}; its leave-one-out error (median) "
-                f"{_fmt([r.loo for r in rs]).strip()}, against the truth over the space's trees "
-                f"{_fmt([r.vs_truth for r in rs]).strip()}."
+                f"{loo}, against the truth over the space's trees {truth}."
             )
     return out
 
