@@ -292,9 +292,18 @@ class _StageModel:
             itl_p99_ms=1000.0 * step,
             tpot_p50_ms=1000.0 * step / self.accept,
             accept_length=self.accept if self.speed.tree is not None else None,
-            # The client's steady window spans the waves after the first, to the last send: like a real
-            # stage (the H200's at 6 or 12 waves were steady, its 3-wave ones not), it needs at least
-            # MIN_TURNOVERS turnovers inside it.
+            # The client's steady window spans the waves after the first, to the last send, and needs at
+            # least MIN_TURNOVERS turnovers inside it. The client sends the prompts again until the stage
+            # lasts `min_stage_s` and holds `min_stage_tokens`, so the waves it runs are those: on the
+            # H200, s3k1d4 at 32 ran 192 requests (6 waves) and was steady, s4k4d16 at 32 its 96 (3 waves,
+            # 11.5 s) and was not.
             window_s=duration,
-            steady=waves >= MIN_TURNOVERS + 2,
+            steady=self.waves_run(waves, wave, batch * lout, wl) >= MIN_TURNOVERS + 2,
         )
+
+    @staticmethod
+    def waves_run(waves: int, wave_s: float, wave_tokens: int, wl: WorkloadSpec) -> int:
+        """The waves a stage runs once the client has extended it to its minimum length and tokens."""
+        by_time = math.ceil(wl.min_stage_s / wave_s) if wave_s > 0 else waves
+        by_tokens = math.ceil(wl.min_stage_tokens / wave_tokens) if wave_tokens > 0 else waves
+        return max(waves, by_time, by_tokens)

@@ -135,13 +135,14 @@ def test_a_table_profile_steps_by_its_measurement_not_by_the_formula() -> None:
 
 
 def test_the_oracle_calls_a_stage_steady_where_the_h200_client_did() -> None:
-    """A stage of many waves had a steady window on the H200 (s3k1d4: 12 waves at concurrency 8, 6 at
-    32 once the stage ran 192 requests); one of 3 waves (s4k4d16 at 32: 96 requests) did not."""
+    """The client extends a stage to `min_stage_s` (10 s here): s3k1d4 at 32 ran 192 requests (6 waves)
+    and had a steady window on the H200, s4k4d16 at 32 needed no extension for its 96 (3 waves, 11.5 s)
+    and had none; every stage at concurrency 8 (12 waves) was steady."""
     spec = load_spec(SPEC).model_copy(
         update={"backend": Backend.SIMULATED, "simulated": SimulatedSpec(profile=MEASURED_PROFILE)}
     )
     oracle = Oracle(spec, load_profile(_replay_profile()))
-    s8, s32 = oracle.evaluate(_config(DraftTree(3, 1, 4))).stages
-    assert s8.steady and not s32.steady  # 96 requests: 12 waves at 8, 3 at 32
-    many = spec.model_copy(update={"workload": spec.workload.model_copy(update={"num_prompts": 192})})
-    assert all(s.steady for s in Oracle(many, load_profile(_replay_profile())).evaluate(_config(None)).stages)
+    chain8, chain32 = oracle.evaluate(_config(DraftTree(3, 1, 4))).stages
+    wide8, wide32 = oracle.evaluate(_config(DraftTree(4, 4, 16))).stages
+    assert chain8.steady and chain32.steady and wide8.steady
+    assert not wide32.steady
