@@ -11,15 +11,15 @@ own timing of a stage (waves of the batch: a prefill, then the decode steps). Th
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import TypeAdapter
 
 from orchestrator.draft_tree import DraftTree
-from orchestrator.records import ServerConfig, TrialStatus
+from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.sim.profile import PROFILE_DIR, load_profile
 from orchestrator.sim.speed import SpeedModel
 from orchestrator.sim.truth import step_from_stage, tree_key
@@ -32,6 +32,7 @@ PARTS = ("llama8b-trees", "llama8b-trees-2")
 SPEC = ROOT / "trials" / "h200-8b-trees.yaml"
 BASE_PROFILE = "h200-llama8b"
 MEASURED_PROFILE = "h200-llama8b-measured"
+_RECORD = TypeAdapter(TrialRecord)
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,6 @@ class MeasuredCell:
     tok_s: float
     accept: float
     step_s: float
-
-
-def _config(raw: dict[str, Any]) -> ServerConfig:
-    return ServerConfig(**{k: v for k, v in raw.items() if k in ServerConfig.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -63,17 +60,15 @@ def _stages() -> list[_Stage]:
     out = []
     for part in PARTS:
         for path in sorted((FIXTURES / part / "records").glob("*.json")):
-            result = json.loads(path.read_text())["result"]
-            if result["status"] != TrialStatus.OK.value:
+            record = _RECORD.validate_json(path.read_text())
+            result = record.result
+            if result.status is not TrialStatus.OK:
                 continue
-            config = _config(result["config"])
-            tree = DraftTree.of(config)
-            for stage in result["stages"]:
-                batch = min(int(stage["concurrency"]), config.max_running_requests or stage["concurrency"])
-                accept = float(stage.get("accept_length") or 1.0) if tree is not None else 1.0
-                out.append(
-                    _Stage(f"{part}/{path.stem}", tree, batch, float(stage["output_tok_per_s"]), accept)
-                )
+            tree = DraftTree.of(result.config)
+            for stage in result.stages:
+                batch = min(stage.concurrency, result.config.max_running_requests or stage.concurrency)
+                accept = (stage.accept_length or 1.0) if tree is not None else 1.0
+                out.append(_Stage(f"{part}/{path.stem}", tree, batch, stage.output_tok_per_s, accept))
     return out
 
 

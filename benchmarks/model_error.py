@@ -32,7 +32,7 @@ from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.strategies import quiet_optuna
 from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.proposal.policy import stage_samples
+from orchestrator.driver.proposal.policy import measured_objectives, stage_samples
 from orchestrator.driver.proposal.spec_model import MIN_TREES, fit, loo_error
 from orchestrator.driver.space import space_configs
 from orchestrator.spec_search import make_config
@@ -62,13 +62,7 @@ def run_error(case: BenchCase, regime: Regime, seed: int) -> RunError:
     launcher = Launcher(oracle, seed, budget_gpu_s=BUDGET * typical, max_launches=3 * BUDGET, regime=regime)
     records = run_sweep(VARIANTS["specsweep"], launcher).outcome.records
     samples = stage_samples(records)
-    by_tree: dict[DraftTree, list[float]] = {}
-    for r in records:
-        tree = DraftTree.of(r.result.config)
-        if tree is not None and r.objective is not None:
-            by_tree.setdefault(tree, []).append(r.objective)
-    measured = {t: statistics.median(v) for t, v in by_tree.items()}
-    loo = loo_error(samples, measured)
+    loo = loo_error(samples, measured_objectives(records))  # what the policy itself computes
     trees = sorted({s.tree for s in samples})
     if len(trees) < MIN_TREES:
         return RunError(case.name, regime.value, seed, len(trees), False, loo, None)

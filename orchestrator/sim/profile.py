@@ -222,8 +222,8 @@ class SimProfile(BaseModel):
     """Seconds of one decode step per tree and running batch, as measured on real hardware; replaces the
     ``*_step_*`` figures (a tree it lacks is refused). Prefill and start-up stay parametric."""
     accept_table: tuple[AcceptCell, ...] | None = None
-    """Published accept lengths per tree (per batch where given); replaces ``accept_p0``, ``accept_decay``
-    and ``topk_gain`` for every prompt (a tree it lacks is refused)."""
+    """Published accept lengths per tree (the lightest load's where a source gives several); replaces
+    ``accept_p0``, ``accept_decay`` and ``topk_gain`` for every prompt (a tree it lacks is refused)."""
 
 
 def builtin_profiles() -> list[str]:

@@ -8,8 +8,8 @@ profiles scores how well the policy recovers its own model. A profile can instea
   without speculation) and running batch, as measured on real hardware. Between two measured batches the
   cost is interpolated linearly; outside them it holds the nearest measured one (a batch is never
   extrapolated), and a tree that was not measured is refused, not guessed.
-- ``accept_table``: mean accept lengths per tree (bonus token included, as SGLang's "accept len"), per
-  batch where the source gives several (the nearest measured batch answers).
+- ``accept_table``: mean accept lengths per tree (bonus token included, as SGLang's "accept len"); where
+  a source gives several batches, the lightest load's figure answers for all.
 
 Nothing here is fitted: a measured cell is used as it is. A table's accept length becomes per-position
 probabilities of one constant ``p`` (``1 + p + p**2 + ... = accept``), so the server's draws average to it.
@@ -80,17 +80,16 @@ def measured_step_s(cells: Sequence[StepCell], tree: DraftTree | None, batch: in
     return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
 
 
-def table_accept(cells: Sequence[AcceptCell], tree: DraftTree, batch: int | None = None) -> float:
-    """The table's accept length for ``tree``: at the nearest batch the source measured."""
+def table_accept(cells: Sequence[AcceptCell], tree: DraftTree) -> float:
+    """The table's accept length for ``tree``: at the lightest load the source measured. Acceptance is
+    the draft's, not the batch's (AngelSlim's 4/4/16 gave 2.54-2.58 from batch 1 to 64), so one figure
+    serves every batch; the rows' batches stay for provenance."""
     key = tree_key(tree)
     rows = [c for c in cells if c.tree == key]
     if not rows:
         known = sorted({c.tree for c in cells})
         raise UnmeasuredTree(f"no published accept length for {key}: the table holds {', '.join(known)}")
-    if batch is None or all(r.batch is None for r in rows):
-        # One figure per tree where no batch is asked: the lightest load's (what a table leads with).
-        return min(rows, key=lambda r: r.batch or 0).accept_length
-    return min(rows, key=lambda r: (abs((r.batch or batch) - batch), r.batch or 0)).accept_length
+    return min(rows, key=lambda r: r.batch or 0).accept_length
 
 
 def chain_probs(accept: float, positions: int) -> list[float]:

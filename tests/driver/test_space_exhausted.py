@@ -8,23 +8,17 @@ repeats.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-from typing import cast
-
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import NoTracking, run_on_oracle
+from benchmarks.driver import run_on_oracle
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.space import space_configs
 from orchestrator.driver.study import open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec_search import Choices
-from tests.driver.test_driver_decisions import InProcessExecutor
+from tests.driver.test_driver_decisions import InProcessExecutor, _sweep
 
 
 def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled() -> None:
@@ -42,15 +36,7 @@ def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled()
     spec = case_spec(bench, gpus=1).model_copy(update={"search": space})
     assert len(space_configs(space)) == 4
     study = open_study(spec, "exhausted", InMemoryStorage(), resume=False)
-    sweep = Sweep(
-        spec,
-        study,
-        cast(Tracker, NoTracking()),
-        n_trials=40,
-        workdir=Path(tempfile.mkdtemp(prefix="exhausted-")),
-        sim_profile=None,
-        executor=InProcessExecutor(Oracle(spec, profile)),
-    )
+    sweep = _sweep(spec, study, InProcessExecutor(Oracle(spec, profile)), n_trials=40)
     sweep.journal.folder = None
     run_on_oracle(sweep)
     assert sweep.outcome.stop_reason is StopReason.SPACE_EXHAUSTED

@@ -53,16 +53,13 @@ def test_a_tree_the_table_does_not_hold_is_refused_not_guessed() -> None:
         table_accept([AcceptCell(tree="s3k1d4", accept_length=2.0)], DraftTree(2, 1, 3))
 
 
-def test_the_nearest_published_batch_answers() -> None:
+def test_the_lightest_published_load_answers_for_every_batch() -> None:
     table = [
-        AcceptCell(tree="s4k4d16", accept_length=2.542, batch=1),
         AcceptCell(tree="s4k4d16", accept_length=2.578, batch=8),
+        AcceptCell(tree="s4k4d16", accept_length=2.542, batch=1),
         AcceptCell(tree="s4k4d16", accept_length=2.56, batch=32),
     ]
-    tree = DraftTree(4, 4, 16)
-    assert table_accept(table, tree) == 2.542  # no batch asked: the lightest load's
-    assert table_accept(table, tree, 10) == 2.578
-    assert table_accept(table, tree, 30) == 2.56
+    assert table_accept(table, DraftTree(4, 4, 16)) == 2.542
 
 
 @pytest.mark.parametrize("accept", [1.0, 1.042, 1.86, 2.2, 3.2])

@@ -123,6 +123,21 @@ def _spread(tree: DraftTree, others: Collection[DraftTree], scale: tuple[float, 
     return min(math.dist(a, coords(o)) for o in others)
 
 
+def measured_objectives(records: Sequence[TrialRecord]) -> dict[DraftTree, float]:
+    """Each speculative tree's measured objective: the (upper) median over its ok launches."""
+    by_tree: dict[DraftTree, list[float]] = {}
+    for r in records:
+        tree = DraftTree.of(r.result.config)
+        if (
+            tree is not None
+            and r.objective is not None
+            and not r.baseline
+            and r.result.status is TrialStatus.OK
+        ):
+            by_tree.setdefault(tree, []).append(float(r.objective))
+    return {t: sorted(v)[len(v) // 2] for t, v in by_tree.items()}
+
+
 def stage_samples(records: Sequence[TrialRecord]) -> list[StageSample]:
     """Every measured stage of a speculative launch with an accept length (the baseline excluded)."""
     out = []
@@ -269,17 +284,7 @@ class ProposalPolicy:
     ) -> tuple[list[Prospect], SpecModel, float] | None:
         """Each candidate's predicted objective and its absolute error, the model, and the model's
         measured (leave-one-out) error; None while that error cannot be measured."""
-        by_tree: dict[DraftTree, list[float]] = {}
-        for r in records:
-            tree = DraftTree.of(r.result.config)
-            if (
-                tree is not None
-                and r.objective is not None
-                and not r.baseline
-                and r.result.status is TrialStatus.OK
-            ):
-                by_tree.setdefault(tree, []).append(float(r.objective))
-        measured = {t: sorted(v)[len(v) // 2] for t, v in by_tree.items()}
+        measured = measured_objectives(records)
         if len({s.tree for s in samples}) < MIN_TREES:
             return None
         spec_model: SpecModel = fit(samples)
