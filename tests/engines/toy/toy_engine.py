@@ -11,7 +11,7 @@ from pathlib import Path
 
 from orchestrator import engines
 from orchestrator.engines.engine import Endpoints
-from orchestrator.engines.sglang.logrecords import LogEvent, LogReport
+from orchestrator.engines.logrecords import LogEvent, LogReport
 from orchestrator.records import Failure, FailureKind, FailureStage, MemoryAccount, ServerConfig
 from orchestrator.spec import SweepSpec
 
