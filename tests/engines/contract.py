@@ -1,5 +1,6 @@
 """What each implementation gives the engines' contract suite (`test_engine_contract.py`), and how a live
-server of it is run: one `EngineCase` per engine or node kind, each defined beside its own tests.
+server of it is run: one `EngineCase` per engine or node kind, each defined beside its own tests in a
+`*_contract.py` module whose `contract_case()` returns it (`discover_cases` finds them all).
 
 A case's logs and HTTP answers are recorded (SGLang's, from real servers: `tests/fixtures/sglang/`) or
 made here by launching the implementation's own server (the simulated node, the toy), through the same
@@ -9,6 +10,7 @@ made here by launching the implementation's own server (the simulated node, the 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from orchestrator.node.backends import NodeBackend, free_port
 from orchestrator.records import FailureKind, FailureStage, ServerConfig
 from orchestrator.spec import SweepSpec
 
+TESTS = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 60.0
 # What every live exchange asks: a few short greedy requests.
 REQUESTS = tuple(synthetic_requests(4, 16, 8, 32000, 3))
@@ -166,3 +169,13 @@ def failed_launch(node: NodeBackend, config: ServerConfig, folder: Path) -> str:
         while server.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
     return log_path.read_text()
+
+
+def discover_cases() -> list[EngineCase]:
+    """The case of every `*_contract.py` under tests/ (the suite's own test module aside), in the order of
+    their paths."""
+    cases = []
+    for path in sorted(p for p in TESTS.rglob("*_contract.py") if not p.name.startswith("test_")):
+        name = ".".join(("tests", *path.relative_to(TESTS).with_suffix("").parts))
+        cases.append(importlib.import_module(name).contract_case())
+    return cases

@@ -5,8 +5,9 @@ manner of Optuna's storage tests): SGLang's engine on real SGLang logs and answe
 What a trial relies on, and nothing of one engine: the launch command, readiness on the line that says so,
 the log's report (memory, what the server settled on), failures with their stage and kind, the HTTP API
 through the benchmark client (request bodies, streamed answers, greedy outputs, accept length, the
-cache flush), and a clean stop. Each implementation's case stands beside its own tests
-(`contract.EngineCase`).
+cache flush), and a clean stop. Each implementation's case stands beside its own tests, in a
+module named `*_contract.py` whose `contract_case()` gives it (`contract.discover_cases`): an engine joins
+the suite from its own test folder.
 """
 
 from __future__ import annotations
@@ -24,12 +25,9 @@ from orchestrator.engines.launch import launch_plan
 from orchestrator.engines.logrecords import LogEvent
 from orchestrator.mlflow_schema import param_value
 from orchestrator.records import FailureKind, FailureStage
-from tests.engines.contract import EngineCase, Exchange, FailureCase, LiveRun, run_live
-from tests.engines.test_sglang.sglang_contract import sglang_case
-from tests.engines.toy.toy_contract import toy_case
-from tests.sim.sim_contract import sim_case
+from tests.engines.contract import EngineCase, Exchange, FailureCase, LiveRun, discover_cases, run_live
 
-CASES = [sglang_case(), sim_case(), toy_case()]
+CASES = discover_cases()
 FAILURES = [(c, f) for c in CASES for f in c.failures]
 PORT = 4321
 
@@ -76,6 +74,11 @@ def fed(case: EngineCase, text: str) -> tuple[list[tuple[int, LogEvent]], LogRea
         if (e := reader.feed(line, float(i))) is not LogEvent.NONE
     ]
     return events, reader
+
+
+def test_the_suite_runs_for_sglang_and_the_simulated_node_each_once() -> None:
+    names = [c.name for c in CASES]
+    assert {"sglang", "simulated"} <= set(names) and len(names) == len(set(names)) >= 3
 
 
 # --- the launch command ----------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def node(spec: SweepSpec, folder: Path) -> SimulatedNode:
     return SimulatedNode(spec, f"contract-{folder.name}", resolve_profile(spec) or {})
 
 
-def sim_case() -> EngineCase:
+def contract_case() -> EngineCase:
     spec = sim_spec()
     refused = sim_spec("--no-such-flag")  # SGLang's argument parser refuses it, and so does the simulator's
     return EngineCase(

@@ -53,7 +53,7 @@ def exchange() -> Exchange:
     )
 
 
-def sglang_case() -> EngineCase:
+def contract_case() -> EngineCase:
     data = yaml.safe_load((ROOT / "trials" / "demo.yaml").read_text())
     data.update(backend="real")
     data.pop("simulated")

@@ -16,7 +16,7 @@ def failure(how: str, stage: FailureStage, kind: FailureKind) -> FailureCase:
     return FailureCase(how, stage, kind, lambda folder: failed_launch(ToyNode(spec, "toy"), CONFIG, folder))
 
 
-def toy_case() -> EngineCase:
+def contract_case() -> EngineCase:
     spec = toy_spec()
     return EngineCase(
         name="toy",
