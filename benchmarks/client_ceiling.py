@@ -53,16 +53,16 @@ class CeilingSettings:
 async def _measure(url: str, output_len: int, concurrency: int, prompts: int) -> dict[str, float]:
     from orchestrator.bench.client import new_session, run_stage
     from orchestrator.bench.workload import synthetic_requests
-    from orchestrator.engines.sglang.engine import SGLANG_ENDPOINTS
+    from orchestrator.engines.sglang.wire import SGLANG_API
 
     requests = synthetic_requests(prompts, INPUT_LEN, output_len, 32000, seed=0)
     async with new_session() as session:
         await run_stage(
-            url, requests[: min(4, prompts)], 4, endpoints=SGLANG_ENDPOINTS, timeout_s=60, session=session
+            url, requests[: min(4, prompts)], 4, api=SGLANG_API, timeout_s=60, session=session
         )  # warm
         cpu0 = time.process_time()
         outcomes, duration = await run_stage(
-            url, requests, concurrency, endpoints=SGLANG_ENDPOINTS, timeout_s=600, session=session
+            url, requests, concurrency, api=SGLANG_API, timeout_s=600, session=session
         )
         cpu = time.process_time() - cpu0
     tokens = sum(o.completion_tokens for o in outcomes if o.success)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from benchmarks.live import live_spec, profile_dict
 from benchmarks.table import Row, quantile
-from orchestrator.engines.sglang.logparse import LogEvent, LogParser
-from orchestrator.engines.sglang.process import LogFollower
+from orchestrator.engines.logrecords import LogEvent
+from orchestrator.engines.process import LogFollower
+from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.node.backends import SimulatedNode, current_node_id
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialResult, TrialStatus

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, replace
 from orchestrator.bench.steady import MIN_TURNOVERS
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.engines.sglang.command import sglang_flags
-from orchestrator.engines.sglang.logparse import MemoryAccount
 from orchestrator.records import (
     Failure,
     FailureKind,
     FailureStage,
+    MemoryAccount,
     ResolvedLaunch,
     ServerConfig,
     StageMetrics,

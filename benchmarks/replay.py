@@ -44,8 +44,7 @@ from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.space import space_configs
-from orchestrator.engines.sglang.logparse import MemoryAccount
-from orchestrator.records import ServerConfig, TrialRecord
+from orchestrator.records import MemoryAccount, ServerConfig, TrialRecord
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec import SweepSpec, load_spec
 

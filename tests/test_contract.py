@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.sglang.logparse import LogReport, parse_log
+from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "sglang" / "0.5.17" / "specsweep-h200"
 COMMON = [
@@ -154,7 +154,7 @@ def close(a: float | None, b: float | None, rel: float = 0.05, abs_: float = 0.0
 def test_simulator_matches_real_sglang(case: str, tmp_path: Path) -> None:
     from orchestrator.node.backends import free_port
 
-    real: LogReport = parse_log((REAL / case).read_text())
+    real: SglangLogReport = parse_log((REAL / case).read_text())
     text = simulate(tmp_path, CASES[case], free_port("127.0.0.1", 31000))
     sim = parse_log(text)
     assert sim.ready == real.ready

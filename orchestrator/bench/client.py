@@ -1,4 +1,4 @@
-"""Streaming client for SGLang's native ``/generate``, timed the way SGLang's bench_serving times it.
+"""Streaming client for an engine's generate endpoint, timed the way SGLang's bench_serving times it.
 
 Per request: TTFT is the time to the first chunk that carries tokens; every later chunk that carries
 ``k`` new tokens adds ``k`` inter-token latencies of ``gap / k`` (a speculative step delivers several
@@ -6,17 +6,14 @@ tokens at once); chunks with no new token are skipped. Latency is the time of th
 ``latency - ttft == sum(itls)`` holds exactly (bench_serving stops its clock at ``[DONE]``, which
 follows the last chunk at once).
 
-Counting new tokens: SGLang 0.5.17 sends the *cumulative* ``output_ids`` in every chunk, so a long
-output costs O(n^2) bytes of JSON. Parsing all of it would let the client's CPU, not the server, set
-the measured throughput, so the hot path parses only the small ``meta_info`` object and takes
-``completion_tokens`` from it (the count so far, right whether ids are cumulative or incremental).
-Only a chunk without it is parsed whole.
+What a request looks like and how an answer's lines count tokens are the engine's (`engines.api.ServerApi`:
+its `stream_body` and `stream_reader`; SGLang's, and why its reader parses as little as it does, in
+`engines.sglang.wire`); the timing is this module's, one code for every engine.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -26,12 +23,10 @@ from typing import Any
 import aiohttp
 
 from orchestrator.bench.workload import RequestSpec
-from orchestrator.engines.engine import Endpoints
+from orchestrator.engines.api import ServerApi, StreamReader
 
 log = logging.getLogger(__name__)
 
-_META_KEY = b'"meta_info":'
-_DECODER = json.JSONDecoder()
 _JSON_HEADERS = {"Content-Type": "application/json"}
 _MAX_ERROR_CHARS = 300
 
@@ -73,29 +68,23 @@ class StageTimeout(TimeoutError):
 
 
 class StreamAccumulator:
-    """Folds one request's SSE lines into timings and counts; fed with the arrival time of each line."""
+    """Folds one request's streamed lines into timings and counts; fed with the arrival time of each line.
+    The engine's ``reader`` says how many tokens each line brings the answer to, and how it ended."""
 
-    __slots__ = ("count", "done", "error", "itls", "last", "meta", "start", "ttft")
+    __slots__ = ("count", "error", "itls", "last", "reader", "start", "ttft")
 
-    def __init__(self, start: float) -> None:
+    def __init__(self, start: float, reader: StreamReader) -> None:
         self.start = start
+        self.reader = reader
         self.last = start
         self.ttft = -1.0
         self.count = 0
         self.itls: list[float] = []
-        self.meta: dict[str, Any] | None = None
-        self.error = ""
-        self.done = False
+        self.error = ""  # the transport's: an HTTP status, a dropped connection (the stream's: the reader's)
 
     def feed(self, line: bytes, now: float) -> None:
-        """One SSE line (``data: {json}``, ``data: [DONE]``, blank or other lines are ignored)."""
-        if not line.startswith(b"data:"):
-            return
-        payload = line[5:].strip()
-        if payload == b"[DONE]":
-            self.done = True
-            return
-        total = self._tokens_so_far(payload)
+        """One line of the answer, without its newline."""
+        total = self.reader.tokens(line, self.count)
         if total is None:
             return
         new = total - self.count
@@ -108,70 +97,29 @@ class StreamAccumulator:
         self.last = now
         self.count = total
 
-    def _tokens_so_far(self, payload: bytes) -> int | None:
-        meta: Any = None
-        at = payload.rfind(_META_KEY)
-        if at >= 0:
-            try:
-                meta, _ = _DECODER.raw_decode(payload[at + len(_META_KEY) :].decode().lstrip())
-            except ValueError:
-                meta = None
-        if isinstance(meta, dict):
-            count = meta.get("completion_tokens")
-            if isinstance(count, int) and not isinstance(count, bool):
-                self.meta = meta
-                return count
-        return self._tokens_from_whole_chunk(payload)
-
-    def _tokens_from_whole_chunk(self, payload: bytes) -> int | None:
-        """Slow path: a chunk without ``meta_info.completion_tokens`` (an error, or another server)."""
-        try:
-            obj = json.loads(payload)
-        except ValueError:
-            self.error = self.error or f"unparseable chunk: {payload[:100]!r}"
-            return None
-        if not isinstance(obj, dict):
-            self.error = self.error or f"unexpected chunk: {payload[:100]!r}"
-            return None
-        if "error" in obj:
-            self.error = self.error or _error_text(obj["error"])
-            return None
-        if isinstance(obj.get("meta_info"), dict):
-            self.meta = obj["meta_info"]
-        ids = obj.get("output_ids")
-        if not isinstance(ids, list) or not ids:
-            return None
-        # Cumulative ids (0.5.17) only grow; a chunk no longer than the count so far must hold new ids only.
-        return len(ids) if len(ids) > self.count else self.count + len(ids)
-
     def outcome(self, prompt_tokens: int) -> RequestOutcome:
         """The request's result once its stream has ended (or broken off, with ``error`` set)."""
-        meta = self.meta or {}
-        finish = meta.get("finish_reason")
-        finish_type = str(finish.get("type", "")) if isinstance(finish, dict) else str(finish or "")
-        error = self.error
+        end = self.reader.end()
+        # A stream's own error comes before any the transport meets after it (and none follows an HTTP error).
+        error = end.error or self.error
         if not error:
-            if finish_type == "abort":
-                message = finish.get("message", "") if isinstance(finish, dict) else ""
-                error = f"request aborted by the server: {message}".rstrip(": ")
+            if end.finish_reason == "abort":
+                error = f"request aborted by the server: {end.abort_message}".rstrip(": ")
             elif self.count == 0:
                 error = "stream ended without any token"
-            elif not self.done and finish is None:
+            elif not end.done and not end.finished:
                 error = "stream ended before the final chunk"
-        verify = meta.get("spec_verify_ct")
-        retractions = meta.get("num_retractions")
-        prompt = meta.get("prompt_tokens")
         return RequestOutcome(
             success=not error,
             error=error[:_MAX_ERROR_CHARS],
-            prompt_tokens=prompt if isinstance(prompt, int) else prompt_tokens,
+            prompt_tokens=end.prompt_tokens if end.prompt_tokens is not None else prompt_tokens,
             completion_tokens=self.count,
             ttft_s=max(self.ttft, 0.0),
             latency_s=self.last - self.start,
             itls_s=tuple(self.itls),
-            spec_verify_ct=verify if isinstance(verify, int) else None,
-            num_retractions=retractions if isinstance(retractions, int) else 0,
-            finish_reason=finish_type,
+            spec_verify_ct=end.spec_verify_ct,
+            num_retractions=end.num_retractions,
+            finish_reason=end.finish_reason,
         )
 
 
@@ -189,7 +137,7 @@ async def run_stage(
     requests: Sequence[RequestSpec],
     concurrency: int,
     *,
-    endpoints: Endpoints,
+    api: ServerApi,
     timeout_s: float,
     session: aiohttp.ClientSession | None = None,
     min_duration_s: float = 0.0,
@@ -211,9 +159,9 @@ async def run_stage(
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     if not requests:
         return [], 0.0
-    url = endpoints.url(base_url, endpoints.generate)
+    url = api.endpoints.url(base_url, api.endpoints.generate)
     # Serialized before the clock starts: the measurement is of the server, not of json.dumps.
-    bodies = [_generate_body(r) for r in requests]
+    bodies = [api.stream_body(r.input_ids, r.max_new_tokens) for r in requests]
     prompt_lens = [len(r.input_ids) for r in requests]
     per_request = aiohttp.ClientTimeout(total=None, sock_read=timeout_s)
     own_session = session is None
@@ -243,7 +191,7 @@ async def run_stage(
             state["next"] += 1
             which = index % len(bodies)
             sent = perf()
-            outcome = await _stream_one(http, url, bodies[which], prompt_lens[which], per_request)
+            outcome = await _stream_one(http, url, bodies[which], prompt_lens[which], per_request, api)
             done[index] = replace(outcome, sent_s=sent - start, request_index=which)
             if outcome.success:
                 state["tokens"] += outcome.completion_tokens
@@ -269,10 +217,15 @@ async def run_stage(
 
 
 async def _stream_one(
-    http: aiohttp.ClientSession, url: str, body: bytes, prompt_len: int, timeout: aiohttp.ClientTimeout
+    http: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    prompt_len: int,
+    timeout: aiohttp.ClientTimeout,
+    api: ServerApi,
 ) -> RequestOutcome:
     perf = time.perf_counter
-    acc = StreamAccumulator(perf())
+    acc = StreamAccumulator(perf(), api.stream_reader())
     feed = acc.feed
     try:
         async with http.post(url, data=body, headers=_JSON_HEADERS, timeout=timeout) as resp:
@@ -304,15 +257,6 @@ async def _stream_one(
     return acc.outcome(prompt_len)
 
 
-def _generate_body(request: RequestSpec) -> bytes:
-    payload = {
-        "input_ids": list(request.input_ids),
-        "sampling_params": {"max_new_tokens": request.max_new_tokens, "temperature": 0, "ignore_eos": True},
-        "stream": True,
-    }
-    return json.dumps(payload, separators=(",", ":")).encode()
-
-
 async def _cancel(tasks: Sequence[asyncio.Task[Any]]) -> None:
     for task in tasks:
         task.cancel()
@@ -325,10 +269,3 @@ def describe_error(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
         return f"no data from the server for {timeout.sock_read:g} s"
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _error_text(error: Any) -> str:
-    """SGLang streams ``{"error": {"message": ...}}`` when a request fails after the stream began."""
-    if isinstance(error, dict) and "message" in error:
-        return str(error["message"])
-    return str(error)

@@ -1,8 +1,9 @@
-"""The server's control endpoints the benchmark uses between stages: health, cache flush, server info.
+"""The server's control endpoints the benchmark uses around its stages: health and server info.
 
-SGLang answers each of them in its own way (400 while requests are pending, 503 while starting, a
-renamed info endpoint from 0.5.9 on); these calls wait through the expected answers and say when the
-server is not there.
+A server answers 503 while it starts, and an engine may have renamed its info endpoint (SGLang did in
+0.5.9: `Endpoints.server_info` lists the names); these calls wait through the expected answers and say
+when the server is not there. The cache flush between stages is the engine's own
+(`engines.engine.Engine.flush_cache`).
 """
 
 from __future__ import annotations
@@ -13,45 +14,16 @@ from typing import Any
 
 import aiohttp
 
-from orchestrator.bench.client import describe_error
-from orchestrator.engines.engine import Endpoints
+from orchestrator.engines.api import Endpoints, ServerApi
 
 log = logging.getLogger(__name__)
 _CONTROL_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
-async def flush_cache(
-    base_url: str,
-    session: aiohttp.ClientSession,
-    *,
-    endpoints: Endpoints,
-    attempts: int = 20,
-    delay_s: float = 0.5,
-) -> bool:
-    """POST the engine's flush_cache. SGLang answers 400 while requests are still pending, so retry
-    briefly."""
-    url = endpoints.url(base_url, endpoints.flush_cache)
-    for _ in range(attempts):
-        try:
-            async with session.post(url, timeout=_CONTROL_TIMEOUT) as resp:
-                if resp.status == 200:
-                    return True
-                if resp.status != 400:
-                    log.warning("/flush_cache answered %d", resp.status)
-                    return False
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("/flush_cache failed: %s", describe_error(exc, _CONTROL_TIMEOUT))
-            return False
-        await asyncio.sleep(delay_s)
-    log.warning("/flush_cache still refused (requests pending) after %d attempts", attempts)
-    return False
-
-
 async def server_info(
     base_url: str, session: aiohttp.ClientSession, *, endpoints: Endpoints
 ) -> dict[str, Any] | None:
-    """GET the engine's server info, from the first of its paths that answers (SGLang: /server_info, or
-    /get_server_info for servers before 0.5.9)."""
+    """GET the engine's server info, from the first of its paths that answers."""
     for path in endpoints.server_info:
         try:
             async with session.get(endpoints.url(base_url, path), timeout=_CONTROL_TIMEOUT) as resp:
@@ -67,18 +39,12 @@ async def server_info(
 
 
 async def server_accept_length(
-    base_url: str, session: aiohttp.ClientSession, *, endpoints: Endpoints
+    base_url: str, session: aiohttp.ClientSession, *, api: ServerApi
 ) -> float | None:
-    """The server's own average accept length since the last /flush_cache (warm-up included),
-    ``internal_states[0].avg_spec_accept_length``; None without speculation or when unreadable."""
-    info = await server_info(base_url, session, endpoints=endpoints)
-    states = info.get("internal_states") if info else None
-    if not isinstance(states, list) or not states or not isinstance(states[0], dict):
-        return None
-    value = states[0].get("avg_spec_accept_length")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
+    """The server's own average accept length since the last cache flush (warm-up included), as the
+    engine reads it off its server info; None without speculation or when unreadable."""
+    info = await server_info(base_url, session, endpoints=api.endpoints)
+    return api.accept_length(info) if info else None
 
 
 async def wait_healthy(

@@ -11,7 +11,7 @@ import aiohttp
 
 from orchestrator.bench.traffic import build_requests
 from orchestrator.bench.workload import RequestSpec
-from orchestrator.engines.engine import Endpoints
+from orchestrator.engines.api import ServerApi
 from orchestrator.spec import SweepSpec
 
 NUM_PROMPTS = 4
@@ -28,23 +28,21 @@ def check_requests(spec: SweepSpec) -> list[RequestSpec]:
 
 
 async def greedy_outputs(
-    base_url: str, session: aiohttp.ClientSession, requests: Sequence[RequestSpec], *, endpoints: Endpoints
+    base_url: str, session: aiohttp.ClientSession, requests: Sequence[RequestSpec], *, api: ServerApi
 ) -> tuple[tuple[int, ...], ...]:
     """Each prompt's greedy output ids (one request at a time, so batching cannot change numerics)."""
-    url = endpoints.url(base_url, endpoints.generate)
+    url = api.endpoints.url(base_url, api.endpoints.generate)
     out = []
     for r in requests:
-        body = {
-            "input_ids": list(r.input_ids),
-            "sampling_params": {"max_new_tokens": r.max_new_tokens, "temperature": 0, "ignore_eos": True},
-        }
+        body = api.greedy_body(r.input_ids, r.max_new_tokens)
         async with session.post(url, json=body, timeout=_TIMEOUT) as resp:
             data: Any = await resp.json(content_type=None)
-        if resp.status != 200 or not isinstance(data, dict) or not isinstance(data.get("output_ids"), list):
+        ids = api.greedy_ids(data) if resp.status == 200 else None
+        if ids is None:
             raise RuntimeError(
-                f"lossless check: {endpoints.generate} answered {resp.status}: {str(data)[:200]}"
+                f"lossless check: {api.endpoints.generate} answered {resp.status}: {str(data)[:200]}"
             )
-        out.append(tuple(int(i) for i in data["output_ids"]))
+        out.append(ids)
     return tuple(out)
 
 

@@ -1,8 +1,11 @@
-"""The inference engines a trial launches: each engine's own command line, process, log and endpoints.
+"""The inference engines a trial launches, and the registry that finds the spec's.
 
 `engines.engine.Engine` is what an engine gives the rest of the product; `register` adds one and
-`engine_for` finds the spec's. `engines/sglang/` holds SGLang's (its launch plan, its server process, its
-log parser), registered on first use.
+`engine_for` finds the spec's. Beside it stands what every engine shares: the launch plan (`launch`), the
+server process and its log follower (`process`), the log's records (`logrecords`), the HTTP API's shape
+(`api`) and the saved command (`shell`). `engines/sglang/` holds SGLang's own (its flags, its log
+reader, its `/generate`), registered on first use; nothing outside it but this registry and the
+simulated node (`sim/`) imports it.
 """
 
 from __future__ import annotations

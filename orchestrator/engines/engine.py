@@ -2,42 +2,51 @@
 
 A trial asks the spec's engine (`engines.engine_for(spec.engine)`) for everything that is the engine's
 own: the module a node launches and the flags it renders, which flags it owns, which configurations its
-version can run, the parser that follows its log into a `LogReport`, and the paths of its HTTP API. The
-memory prior (`driver/memory/`) and the search-space rules (`spec_search`, `driver/space.py`) stay
-SGLang's for now: they are fitted on SGLang's accounting and not routed through the engine.
+version can run, the reader that follows its log into a `LogReport`, its HTTP API as the benchmark
+client speaks it (`engines.api.ServerApi`) and its cache flush. The memory prior (`driver/memory/`) and
+the search-space rules (`spec_search`, `driver/space.py`) stay SGLang's for now: they are fitted on
+SGLang's accounting and not routed through the engine.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from orchestrator.engine_catalog import EngineName
-from orchestrator.engines.sglang.logrecords import LogEvent, LogReport
+from orchestrator.engines.api import ServerApi
+from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
 from orchestrator.records import ServerConfig
 from orchestrator.spec import SweepSpec
 
-__all__ = ["Endpoints", "Engine", "EngineName", "LogReader"]
+if TYPE_CHECKING:
+    import aiohttp
 
-
-@dataclass(frozen=True)
-class Endpoints:
-    """The paths of the engine's HTTP API the benchmark client calls."""
-
-    generate: str  # POST, streamed
-    health: str  # GET, 200 once the server serves
-    flush_cache: str  # POST, between stages
-    server_info: tuple[str, ...]  # GET, tried in order: the first that answers 200 wins
-
-    def url(self, base_url: str, path: str) -> str:
-        return base_url.rstrip("/") + path
+__all__ = ["Engine", "EngineName", "LogReader", "read_all"]
 
 
 class LogReader(Protocol):
     """Follows one server log, a line at a time; `report` says what the log has shown so far."""
 
-    def feed(self, line: str, now: float | None = None) -> LogEvent: ...
-    def report(self) -> LogReport: ...
+    def feed(self, line: str, now: float | None = None) -> LogEvent:
+        """Take one line (a trailing newline is fine); ``now`` is the monotonic time it was read."""
+        ...
+
+    def finish(self, now: float | None = None) -> LogEvent:
+        """The log ended (the process exited): settle what was still open."""
+        ...
+
+    def report(self) -> LogReport[ResolvedArgs]: ...
+
+
+Reader = TypeVar("Reader", bound=LogReader)
+
+
+def read_all(reader: Reader, text: str) -> Reader:
+    """``reader`` fed a whole log at once and finished (no `now`: ``error_line_at`` stays None)."""
+    for line in text.splitlines():
+        reader.feed(line)
+    reader.finish()
+    return reader
 
 
 class Engine(Protocol):
@@ -51,7 +60,7 @@ class Engine(Protocol):
     def owned_flags(self) -> frozenset[str]: ...
 
     @property
-    def endpoints(self) -> Endpoints: ...
+    def api(self) -> ServerApi: ...
 
     def installed_version(self, python: str) -> str:
         """The engine's version on this node ('' or 'unknown' when unreadable); ``python`` is the spec's
@@ -82,3 +91,7 @@ class Engine(Protocol):
         ...
 
     def log_parser(self) -> LogReader: ...
+
+    async def flush_cache(self, base_url: str, session: aiohttp.ClientSession) -> bool:
+        """Empty the server's prefix cache between benchmark stages; False when the server would not."""
+        ...

@@ -7,14 +7,36 @@ SGLang server with the same flags and its own (`SIM_FLAG_PREFIX`) after them.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 from orchestrator import adaptive
 from orchestrator.engines import engine_for
-from orchestrator.engines.sglang.command import SIM_FLAG_PREFIX, LaunchPlan
 from orchestrator.records import ServerConfig
+from orchestrator.secrets import mask_argv
 from orchestrator.spec import NodeKind, SweepSpec
 
 SIM_SERVER_MODULE = "orchestrator.sim.server"
+# The simulated server's own flags start so; no engine has a setting named so (SGLang has none).
+SIM_FLAG_PREFIX = "--sim-"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a trial starts: the argument list (never a shell string) and where it listens."""
+
+    argv: tuple[str, ...]
+    host: str
+    port: int
+    env: tuple[tuple[str, str], ...] = ()
+    secret_flags: tuple[str, ...] = ()  # the spec's own, beyond SGLang's credential flags
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    def masked_argv(self) -> tuple[str, ...]:
+        return mask_argv(self.argv, self.secret_flags)
 
 
 def launch_plan(

@@ -31,6 +31,7 @@ from orchestrator.mlflow_schema.read import (
     memory_from_result,
     numbers,
     parse_param,
+    run_engine,
 )
 from orchestrator.mlflow_schema.write import (
     LaunchParams,
@@ -69,6 +70,7 @@ __all__ = [
     "parse_param",
     "per_dataset",
     "result_json",
+    "run_engine",
     "stage_series",
     "sweep_params",
     "sweep_tags",

@@ -60,6 +60,9 @@ class Param(StrEnum):
 
     SPEC = "spec"
     BACKEND = "backend"
+    # The engine the sweep launched (`spec.engine`), on the parent run and every trial run; a run
+    # written before it was recorded has none and is SGLang's (`read.run_engine`).
+    ENGINE = "engine"
     GPUS_PER_NODE = "gpus_per_node"
     MODEL_PATH = "model_path"
     DRAFT_MODEL_PATH = "draft_model_path"
@@ -87,8 +90,8 @@ class Param(StrEnum):
 
 NO_SPECULATION = "none"
 FLAG_SET = "true"  # a bare flag's param value
-# A trial's params that are no SGLang flag: a command rebuilt from the params leaves them out.
-NOT_FLAGS = frozenset({Param.DATASET, Param.BACKEND})
+# A trial's params that are no engine flag: a command rebuilt from the params leaves them out.
+NOT_FLAGS = frozenset({Param.DATASET, Param.BACKEND, Param.ENGINE})
 
 
 class Metric(StrEnum):

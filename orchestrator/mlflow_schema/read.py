@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator import adaptive
 from orchestrator.engine_catalog import EngineName
 from orchestrator.engines import engine_for
-from orchestrator.engines.sglang.command import shell_command
+from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
     MEMORY_FIGURES,
@@ -65,11 +65,15 @@ def numbers(values: Any) -> dict[str, float]:
     return {str(k): float(v) for k, v in items if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
-def command_from_params(
-    params: Mapping[str, float | str], version: str, engine_name: str = EngineName.SGLANG.value
-) -> str:
-    """A launch command rebuilt from a trial's params, when its launch_command.sh is out of reach."""
-    engine = engine_for(engine_name)
+def run_engine(params: Mapping[str, float | str]) -> str:
+    """The engine a run's params name; SGLang for a run written before the engine was recorded."""
+    return str(params.get(Param.ENGINE) or EngineName.SGLANG.value)
+
+
+def command_from_params(params: Mapping[str, float | str], version: str, engine_name: str = "") -> str:
+    """A launch command rebuilt from a trial's params, when its launch_command.sh is out of reach, with
+    the flags of the run's own engine unless ``engine_name`` is given."""
+    engine = engine_for(engine_name or run_engine(params))
     argv = ["python", "-m", engine.launch_module]
     for key, value in params.items():
         if key in NOT_FLAGS or (key == Param.SPECULATIVE_ALGORITHM and value == NO_SPECULATION):

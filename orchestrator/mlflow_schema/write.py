@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 
 from orchestrator.config_codec import mlflow_params
 from orchestrator.dataset_ref import DatasetCounts
-from orchestrator.engines.sglang.command import SIM_FLAG_PREFIX, shell_script
+from orchestrator.engines.launch import SIM_FLAG_PREFIX
+from orchestrator.engines.shell import shell_script
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
     NO_SPECULATION,
@@ -45,6 +46,7 @@ def sweep_params(
     return counts | {
         Param.SPEC: spec_path,
         Param.BACKEND: spec.backend.value,
+        Param.ENGINE: spec.engine,
         Param.GPUS_PER_NODE: str(spec.node.gpus),
         Param.MODEL_PATH: spec.model.path,
         Param.DRAFT_MODEL_PATH: spec.model.draft_path,
@@ -64,10 +66,12 @@ def sweep_tags(study: str, resume: bool, datasets: Sequence[DatasetCounts] = ())
 
 @dataclass(frozen=True)
 class LaunchParams:
-    """The params every launched trial of a sweep shares, from its spec: SGLang's flags that are not
-    searched (the model, the tensor-parallel size, the spec's fixed flags, secrets masked)."""
+    """The params every trial of a sweep shares, from its spec: its engine, and for a launched trial the
+    engine's flags that are not searched (the model, the tensor-parallel size, the spec's fixed flags,
+    secrets masked)."""
 
     backend: str = ""
+    engine: str = ""
     model_path: str = ""
     draft_model_path: str = ""
     speculative_algorithm: str = ""
@@ -82,6 +86,7 @@ class LaunchParams:
             fixed[Param.ENABLE_METRICS] = FLAG_SET
         return cls(
             spec.backend.value,
+            spec.engine,
             spec.model.path,
             spec.model.draft_path,
             spec.model.speculative_algorithm,
@@ -117,6 +122,8 @@ def trial_params(result: TrialResult, launch: LaunchParams | None = None) -> dic
     """A trial's params: its configuration, and for a launched trial what the spec launched it with."""
     config = result.config
     params = mlflow_params(config)
+    if launch is not None and launch.engine:
+        params[Param.ENGINE] = launch.engine
     if launch is not None and result.command:  # a configuration never launched was given no flag
         params.update(dict(launch.fixed))
         params[Param.MODEL_PATH] = launch.model_path

@@ -18,8 +18,7 @@ from typing import Any, Protocol
 from orchestrator import adaptive
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import Engine
-from orchestrator.engines.launch import launch_plan
-from orchestrator.engines.sglang.command import LaunchPlan
+from orchestrator.engines.launch import LaunchPlan, launch_plan
 from orchestrator.gpu import GpuProbe, NvmlProbe, visible_indices
 from orchestrator.records import ServerConfig
 from orchestrator.spec import NodeKind, SweepSpec

@@ -18,16 +18,16 @@ import aiohttp
 
 from orchestrator import adaptive, dashboard_metrics
 from orchestrator.bench.client import run_stage
-from orchestrator.bench.control import flush_cache, server_accept_length, wait_healthy
+from orchestrator.bench.control import server_accept_length, wait_healthy
 from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import LogReader
-from orchestrator.engines.sglang.command import LaunchPlan
-from orchestrator.engines.sglang.logparse import LogEvent, LogReport
-from orchestrator.engines.sglang.process import LogFollower, ServerProcess
+from orchestrator.engines.launch import LaunchPlan
+from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
+from orchestrator.engines.process import LogFollower, ServerProcess
 from orchestrator.errors import TrialError
 from orchestrator.gpu import wait_clean
 from orchestrator.node.backends import NodeBackend, current_node_id, free_port, launch_profile, make_node
@@ -111,7 +111,7 @@ class TrialRun:
         self.workdir = fresh_folder(Path(request.workdir))
         self.log_path = self.workdir / "server.log"
         self.engine = engine_for(self.spec.engine)
-        self.endpoints = self.engine.endpoints
+        self.api = self.engine.api
         self.parser: LogReader = self.engine.log_parser()
         self.t0 = time.monotonic()
         self.t0_unix = time.time()
@@ -287,9 +287,9 @@ class TrialRun:
         key = self.spec.server.api_key()
         headers = {"Authorization": f"Bearer {key}"} if key else None
         async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
-            if not await wait_healthy(url, session, timeout_s=60.0, endpoints=self.endpoints):
+            if not await wait_healthy(url, session, timeout_s=60.0, endpoints=self.api.endpoints):
                 status, failure = self._under_load_failure(
-                    server, f"server never answered {self.endpoints.health} after ready"
+                    server, f"server never answered {self.api.endpoints.health} after ready"
                 )
                 return status, failure, (), None
             if wl.warmup_prompts:
@@ -305,7 +305,7 @@ class TrialRun:
                     url,
                     warm,
                     concurrency=wl.warmup_prompts,
-                    endpoints=self.endpoints,
+                    api=self.api,
                     timeout_s=120.0,
                     session=session,
                 )
@@ -316,12 +316,12 @@ class TrialRun:
             accept: float | None = None
             for step, concurrency in enumerate(wl.concurrency):
                 self._enter(Phase.BENCHMARK, step)
-                await flush_cache(url, session, endpoints=self.endpoints)
+                await self.engine.flush_cache(url, session)
                 outcomes, duration = await run_stage(
                     url,
                     requests,
                     concurrency,
-                    endpoints=self.endpoints,
+                    api=self.api,
                     timeout_s=self.spec.timeouts.benchmark_s,
                     session=session,
                     min_duration_s=wl.min_stage_s,
@@ -336,15 +336,13 @@ class TrialRun:
                     status, failure = self._under_load_failure(server, self._stage_errors(metrics))
                     return status, failure, tuple(self._stages_done), None
                 if self.req.config.speculative:
-                    accept = await server_accept_length(url, session, endpoints=self.endpoints)
+                    accept = await server_accept_length(url, session, api=self.api)
                 if self.on_stage is not None and not self.on_stage(step, metrics):
                     self.notes.append(f"pruned after stage {step} (concurrency {concurrency})")
                     break
             if self.spec.budget.baseline:  # the lossless check: compared with the baseline's on the driver
                 try:
-                    self._greedy = await greedy_outputs(
-                        url, session, check_requests(self.spec), endpoints=self.endpoints
-                    )
+                    self._greedy = await greedy_outputs(url, session, check_requests(self.spec), api=self.api)
                 except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
                     self.notes.append(f"lossless check: no greedy outputs: {err}")
         return TrialStatus.OK, None, tuple(self._stages_done), accept
@@ -385,13 +383,13 @@ class TrialRun:
             self.req.config,
             self._read_log,
             lambda: self._enter(Phase.KV_PROBE),
-            self.endpoints,
+            self.api,
         )
         if note:
             self.notes.append(note)
         return failure
 
-    def _read_log(self) -> LogReport:
+    def _read_log(self) -> LogReport[ResolvedArgs]:
         self._drain_log()
         return self.parser.report()
 
@@ -424,7 +422,7 @@ class TrialRun:
         secrets = self.spec.server.secrets()
         scrub_file(self.log_path, secrets)
         log_text = read_capped(self.log_path)
-        report: LogReport = self.parser.report()
+        report = self.parser.report()
         resolved = report.args.launch_values() if report.args is not None else ResolvedLaunch()
         result = TrialResult(
             config=self.req.config,

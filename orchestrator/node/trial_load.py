@@ -12,8 +12,8 @@ import aiohttp
 
 from orchestrator.bench.client import run_stage
 from orchestrator.bench.workload import synthetic_requests
-from orchestrator.engines.engine import Endpoints
-from orchestrator.engines.sglang.logparse import LogReport
+from orchestrator.engines.api import ServerApi
+from orchestrator.engines.logrecords import LogReport, ResolvedArgs
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialStatus
 from orchestrator.spec import SweepSpec
 
@@ -23,9 +23,9 @@ async def kv_probe(
     session: aiohttp.ClientSession,
     spec: SweepSpec,
     config: ServerConfig,
-    read_log: Callable[[], LogReport],
+    read_log: Callable[[], LogReport[ResolvedArgs]],
     on_probe: Callable[[], None],
-    endpoints: Endpoints,
+    api: ServerApi,
 ) -> tuple[Failure | None, str]:
     """Can the configuration serve its own max_running_requests? A too-small KV pool does not crash
     SGLang: it retracts requests again and again and re-prefills them, and throughput falls off a
@@ -45,7 +45,7 @@ async def kv_probe(
     on_probe()
     probe = synthetic_requests(mrr, wl.input_len, wl.output_len, wl.vocab_size, wl.seed + 11)
     outcomes, _ = await run_stage(
-        url, probe, mrr, endpoints=endpoints, timeout_s=spec.timeouts.benchmark_s, session=session
+        url, probe, mrr, api=api, timeout_s=spec.timeouts.benchmark_s, session=session
     )
     retracted = max(sum(o.num_retractions for o in outcomes), read_log().retractions)
     note = f"KV probe: {kv_tokens} KV tokens for {demand} asked, {retracted} retraction(s)"
@@ -61,7 +61,9 @@ async def kv_probe(
     ), note
 
 
-def under_load_failure(report: LogReport, server_exited: bool, why: str) -> tuple[TrialStatus, Failure]:
+def under_load_failure(
+    report: LogReport[ResolvedArgs], server_exited: bool, why: str
+) -> tuple[TrialStatus, Failure]:
     """What went wrong once the server was serving: an OOM, what the log says, or the benchmark's words."""
     if report.runtime_oom or (report.failure is not None and report.failure.is_oom):
         failure = report.failure or Failure(FailureStage.UNDER_LOAD, FailureKind.OOM, why)

@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator.driver.answer.best_file import BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import Answer, Launch, Verdict, choose_answer
-from orchestrator.engines.sglang.command import shell_command
+from orchestrator.engines.shell import shell_command
 from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.mlflow_schema import (
     SWEEP_KIND,

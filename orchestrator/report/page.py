@@ -22,8 +22,8 @@ from plotly.offline import get_plotlyjs
 
 from orchestrator.adaptive import AdaptiveMode
 from orchestrator.driver.answer.choose import Call
-from orchestrator.engines.sglang.command import flag_name
-from orchestrator.mlflow_schema import Lossless, Metric, Param
+from orchestrator.engines import engine_for
+from orchestrator.mlflow_schema import Lossless, Metric, Param, run_engine
 from orchestrator.records import TrialStatus
 from orchestrator.report.data import (
     BestConfig,
@@ -173,12 +173,22 @@ def best_section(best: BestConfig | None) -> str:
             verdict,
             _table(["", "value"], [[_e(k), _e(v)] for k, v in facts]),
             "<h3>Searched values</h3>",
-            _table(["flag", "value"], [[_e(flag_name(k, r.server_version)), _e(v)] for k, v in params]),
+            _table(["flag", "value"], [[_e(_flag(r, k)), _e(v)] for k, v in params]),
             f"<h3>Launch command of trial {r.number} "
             f'<span class="muted">(from {_e(best.command_source)})</span></h3>',
             f'<pre id="best-command">{_e(best.command)}</pre>',
         ]
     )
+
+
+def _flag(row: RunReadBack, param: str) -> str:
+    """The flag of a searched param as the run's own engine spells it on the run's version; the param's
+    name when that engine is not registered here (a plug-in's run, read without the plug-in)."""
+    try:
+        engine = engine_for(run_engine(row.params))
+    except KeyError:
+        return param
+    return engine.flag_name(param, row.server_version)
 
 
 def memory_section(best: BestConfig | None) -> str:

@@ -17,10 +17,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from orchestrator.bench.client import RequestOutcome, StageTimeout, StreamAccumulator, new_session, run_stage
-from orchestrator.bench.control import flush_cache, server_accept_length, wait_healthy
+from orchestrator.bench.control import server_accept_length, wait_healthy
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.workload import RequestSpec
-from orchestrator.engines.sglang.engine import SGLANG_ENDPOINTS
+from orchestrator.engines.sglang.control import flush_cache
+from orchestrator.engines.sglang.wire import SGLANG_API, SGLANG_ENDPOINTS
 
 T = TypeVar("T")
 
@@ -165,6 +166,11 @@ def assert_timing_invariants(o: RequestOutcome) -> None:
 # --- the stream parser, on a scripted clock -------------------------------------------------------
 
 
+def sglang_stream(start: float) -> StreamAccumulator:
+    """The client's timing over SGLang's reader of its `/generate` stream."""
+    return StreamAccumulator(start, SGLANG_API.stream_reader())
+
+
 def line(ids: list[int], meta: dict[str, Any] | None = None) -> bytes:
     chunk: dict[str, Any] = {"output_ids": ids}
     if meta is not None:
@@ -173,7 +179,7 @@ def line(ids: list[int], meta: dict[str, Any] | None = None) -> bytes:
 
 
 def test_speculative_chunk_is_split_into_equal_itls_and_latency_minus_ttft_is_their_sum() -> None:
-    acc = StreamAccumulator(start=10.0)
+    acc = sglang_stream(start=10.0)
     acc.feed(line([5], {"completion_tokens": 1, "finish_reason": None}), now=10.1)
     acc.feed(line([5, 6, 7, 8, 9], {"completion_tokens": 5, "finish_reason": None}), now=10.3)
     # No new token: neither an ITL nor a new reference time.
@@ -194,13 +200,13 @@ def test_speculative_chunk_is_split_into_equal_itls_and_latency_minus_ttft_is_th
 
 
 def test_tokens_counted_from_ids_when_the_server_sends_no_meta_info() -> None:
-    cumulative = StreamAccumulator(start=0.0)
+    cumulative = sglang_stream(start=0.0)
     for n, t in ((1, 0.1), (3, 0.2), (7, 0.3)):
         cumulative.feed(line(list(range(n))), now=t)
     cumulative.feed(b"data: [DONE]", now=0.31)
     assert cumulative.outcome(1).completion_tokens == 7
 
-    incremental = StreamAccumulator(start=0.0)
+    incremental = sglang_stream(start=0.0)
     for t in (0.1, 0.2, 0.3):
         incremental.feed(line([42]), now=t)
     incremental.feed(b"data: [DONE]", now=0.31)
@@ -209,7 +215,7 @@ def test_tokens_counted_from_ids_when_the_server_sends_no_meta_info() -> None:
 
 def test_meta_info_completion_tokens_is_the_authority_over_id_lists() -> None:
     # Incremental output_ids (SGLang's incremental_streaming_output): 2 ids then 3, meta says 2 then 5.
-    acc = StreamAccumulator(start=0.0)
+    acc = sglang_stream(start=0.0)
     acc.feed(line([1, 2], {"completion_tokens": 2, "finish_reason": None}), now=0.1)
     acc.feed(line([3, 4, 5], {"completion_tokens": 5, "finish_reason": {"type": "length"}}), now=0.4)
     o = acc.outcome(1)
@@ -231,7 +237,7 @@ def test_meta_info_completion_tokens_is_the_authority_over_id_lists() -> None:
     ],
 )
 def test_broken_streams_are_failures_with_a_reason(lines: list[bytes], expected: str) -> None:
-    acc = StreamAccumulator(start=0.0)
+    acc = sglang_stream(start=0.0)
     for n, raw in enumerate(lines):
         acc.feed(raw, now=0.1 * (n + 1))
     o = acc.outcome(1)
@@ -240,7 +246,7 @@ def test_broken_streams_are_failures_with_a_reason(lines: list[bytes], expected:
 
 
 def test_a_final_chunk_with_a_finish_reason_but_no_done_line_still_succeeds() -> None:
-    acc = StreamAccumulator(start=0.0)
+    acc = sglang_stream(start=0.0)
     acc.feed(line([1], {"completion_tokens": 1, "finish_reason": {"type": "stop"}}), now=0.1)
     assert acc.outcome(1).success
 
@@ -255,9 +261,7 @@ def test_cumulative_speculative_stream_over_http_with_metrics() -> None:
 
     async def scenario() -> tuple[list[RequestOutcome], float, FakeSglang]:
         async with fake_sglang(scripts) as (fake, url):
-            outcomes, duration = await run_stage(
-                url, [req(1), req(2)], 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5
-            )
+            outcomes, duration = await run_stage(url, [req(1), req(2)], 2, api=SGLANG_API, timeout_s=5)
             return outcomes, duration, fake
 
     outcomes, duration, fake = run(scenario)
@@ -298,7 +302,7 @@ def test_token_counts_over_http_whatever_the_chunk_shape(variant: str) -> None:
 
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang({1: script}) as (_, url):
-            outcomes, _ = await run_stage(url, [req(1)], 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
+            outcomes, _ = await run_stage(url, [req(1)], 1, api=SGLANG_API, timeout_s=5)
             return outcomes
 
     (o,) = run(scenario)
@@ -313,7 +317,7 @@ def test_a_chunk_far_larger_than_aiohttps_line_buffer_is_read() -> None:
 
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang({1: script}) as (_, url):
-            outcomes, _ = await run_stage(url, [req(1)], 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
+            outcomes, _ = await run_stage(url, [req(1)], 1, api=SGLANG_API, timeout_s=5)
             return outcomes
 
     (o,) = run(scenario)
@@ -326,7 +330,7 @@ def test_concurrency_limit_is_respected_and_reached() -> None:
 
     async def scenario() -> tuple[list[RequestOutcome], FakeSglang]:
         async with fake_sglang(scripts) as (fake, url):
-            outcomes, _ = await run_stage(url, [req(1)] * 12, 3, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
+            outcomes, _ = await run_stage(url, [req(1)] * 12, 3, api=SGLANG_API, timeout_s=5)
             return outcomes, fake
 
     outcomes, fake = run(scenario)
@@ -340,9 +344,7 @@ def test_ttft_starts_when_the_request_is_sent_not_while_it_waits_for_a_slot() ->
 
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang(scripts) as (_, url):
-            outcomes, duration = await run_stage(
-                url, [req(1)] * 3, 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5
-            )
+            outcomes, duration = await run_stage(url, [req(1)] * 3, 1, api=SGLANG_API, timeout_s=5)
             assert duration >= 3 * 0.07
             return outcomes
 
@@ -361,7 +363,7 @@ def test_a_stage_cycles_its_prompts_until_its_minimum_duration_and_tokens() -> N
                 url,
                 [req(1), req(2)],
                 2,
-                endpoints=SGLANG_ENDPOINTS,
+                api=SGLANG_API,
                 timeout_s=5,
                 min_duration_s=min_s,
                 min_tokens=min_tokens,
@@ -387,7 +389,7 @@ def test_cycling_stops_at_the_first_failed_request() -> None:
     async def scenario() -> list[RequestOutcome]:
         async with fake_sglang(scripts) as (_, url):
             outcomes, _ = await run_stage(
-                url, [req(1), req(2)], 1, endpoints=SGLANG_ENDPOINTS, timeout_s=5, min_duration_s=30.0
+                url, [req(1), req(2)], 1, api=SGLANG_API, timeout_s=5, min_duration_s=30.0
             )
             return outcomes
 
@@ -406,7 +408,7 @@ def test_failing_requests_are_data_and_do_not_abort_the_stage() -> None:
     async def scenario() -> tuple[list[RequestOutcome], float]:
         async with fake_sglang(scripts) as (_, url):
             return await run_stage(
-                url, [req(1), req(2), req(3), req(4), req(1)], 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5
+                url, [req(1), req(2), req(3), req(4), req(1)], 2, api=SGLANG_API, timeout_s=5
             )
 
     outcomes, duration = run(scenario)
@@ -426,7 +428,7 @@ def test_a_dead_server_gives_failed_outcomes_not_an_exception() -> None:
     async def scenario() -> list[RequestOutcome]:
         async with serving(web.Application()) as url:
             pass  # closed: nothing listens on the port any more
-        outcomes, _ = await run_stage(url, [req(1), req(1)], 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5)
+        outcomes, _ = await run_stage(url, [req(1), req(1)], 2, api=SGLANG_API, timeout_s=5)
         return outcomes
 
     outcomes = run(scenario)
@@ -442,9 +444,7 @@ def test_a_stalled_stream_ends_the_stage_with_a_timeout_keeping_finished_outcome
         async with fake_sglang(scripts) as (_, url):
             began = time.perf_counter()
             with pytest.raises(StageTimeout) as caught:
-                await run_stage(
-                    url, [req(1), req(2), req(1)], 3, endpoints=SGLANG_ENDPOINTS, timeout_s=timeout_s
-                )
+                await run_stage(url, [req(1), req(2), req(1)], 3, api=SGLANG_API, timeout_s=timeout_s)
             return caught.value, time.perf_counter() - began
 
     err, elapsed = run(scenario)
@@ -458,7 +458,7 @@ def test_a_stalled_stream_ends_the_stage_with_a_timeout_keeping_finished_outcome
 
 def test_stage_rejects_a_concurrency_below_one() -> None:
     with pytest.raises(ValueError, match="concurrency"):
-        run(lambda: run_stage("http://127.0.0.1:9", [req(1)], 0, endpoints=SGLANG_ENDPOINTS, timeout_s=1))
+        run(lambda: run_stage("http://127.0.0.1:9", [req(1)], 0, api=SGLANG_API, timeout_s=1))
 
 
 # --- control endpoints ----------------------------------------------------------------------------
@@ -513,10 +513,10 @@ def test_server_accept_length_falls_back_to_get_server_info() -> None:
     async def scenario() -> tuple[float | None, float | None]:
         old = control_app({"/server_info": [404], "/get_server_info": [200]}, {})
         async with serving(old) as url, new_session() as session:
-            fallback = await server_accept_length(url, session, endpoints=SGLANG_ENDPOINTS)
+            fallback = await server_accept_length(url, session, api=SGLANG_API)
         broken = control_app({"/server_info": [500], "/get_server_info": [500]}, {})
         async with serving(broken) as url, new_session() as session:
-            missing = await server_accept_length(url, session, endpoints=SGLANG_ENDPOINTS)
+            missing = await server_accept_length(url, session, api=SGLANG_API)
         return fallback, missing
 
     fallback, missing = run(scenario)
@@ -556,9 +556,7 @@ def test_a_cycled_stage_is_broken_down_by_each_outcomes_own_request() -> None:
 
     async def scenario() -> tuple[list[RequestOutcome], float]:
         async with fake_sglang(scripts) as (_, url):
-            return await run_stage(
-                url, requests, 2, endpoints=SGLANG_ENDPOINTS, timeout_s=5, min_duration_s=0.3
-            )
+            return await run_stage(url, requests, 2, api=SGLANG_API, timeout_s=5, min_duration_s=0.3)
 
     outcomes, duration = run(scenario)
     assert len(outcomes) > len(requests)

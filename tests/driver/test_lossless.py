@@ -16,7 +16,7 @@ from orchestrator.bench.greedy import check_requests, compare, greedy_outputs
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.driver.lossless import LosslessCheck
 from orchestrator.driver.tracking import Tracker
-from orchestrator.engines.sglang.engine import SGLANG_ENDPOINTS
+from orchestrator.engines.sglang.wire import SGLANG_API
 from orchestrator.records import TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec import SweepSpec, parse_spec
 from orchestrator.spec_search import make_config
@@ -113,7 +113,7 @@ def test_simulated_node_is_lossless_unless_told_otherwise(
 
         async def run() -> tuple[tuple[int, ...], ...]:
             async with aiohttp.ClientSession() as session:
-                return await greedy_outputs(sim.url(""), session, requests, endpoints=SGLANG_ENDPOINTS)
+                return await greedy_outputs(sim.url(""), session, requests, api=SGLANG_API)
 
         return asyncio.run(run())
 

@@ -23,7 +23,7 @@ def test_an_unknown_engine_names_the_known_ones() -> None:
 
 
 def test_the_endpoints_join_the_server_url_once() -> None:
-    endpoints = engine_for(EngineName.SGLANG).endpoints
+    endpoints = engine_for(EngineName.SGLANG).api.endpoints
     assert endpoints.url("http://h:1/", endpoints.generate) == "http://h:1" + endpoints.generate
     assert all(
         path.startswith("/") for path in (endpoints.health, endpoints.flush_cache, *endpoints.server_info)

@@ -265,7 +265,7 @@ def test_a_wrong_api_key_is_refused_by_the_simulated_node_as_by_sglang(tmp_path:
     )
     profile = resolve_profile(spec)
     node = SimulatedNode(spec, f"test-{tmp_path.name}", profile or {})
-    from orchestrator.engines.sglang.process import ServerProcess
+    from orchestrator.engines.process import ServerProcess
 
     plan = node.plan(make_config(0.88, 128, 48, 3, 1, 4), free_port("127.0.0.1"), tmp_path)
     server = ServerProcess(plan, tmp_path / "server.log")

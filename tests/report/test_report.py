@@ -12,7 +12,7 @@ from orchestrator import report
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
-from orchestrator.engines.sglang.command import shell_script
+from orchestrator.engines.shell import shell_script
 from orchestrator.mlflow_schema import Metric, memory_from_metrics, parse_param
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
 from orchestrator.report.data import (

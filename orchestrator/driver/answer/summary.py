@@ -17,7 +17,7 @@ from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.answer.levels import level_calls, split_of
 from orchestrator.driver.policy import best_by_concurrency, runtime_policy
 from orchestrator.engines import engine_for
-from orchestrator.engines.sglang.command import shell_script
+from orchestrator.engines.shell import shell_script
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import SweepSpec

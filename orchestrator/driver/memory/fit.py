@@ -23,7 +23,7 @@ from orchestrator.draft_tree import draft_tokens_problem
 from orchestrator.driver.memory.prior import Estimate, MemoryFacts, estimate, left_after_start
 from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
 from orchestrator.driver.memory.tp_fit import NodeShape, TpAdvice, smallest_tp, weights_exceed
-from orchestrator.engines.sglang.logparse import parse_log
+from orchestrator.engines.logs import parse_log
 from orchestrator.launch_rules import draft_mismatch, tp_refusal
 from orchestrator.model_shape import GIB, ModelShape, ShapeError, load_shape
 from orchestrator.records import ServerConfig

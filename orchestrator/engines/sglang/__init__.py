@@ -1,3 +1,3 @@
-"""SGLang's own: the engine (`engine`: `SglangEngine`, what the product asks of it), the flags the sweep owns
-(`flags`), its command line (`command`), its server process (`process`) and its log (`logparse`,
-`logrecords`, `startup_account`, `sglang_lines`, `ranks`, `pyrepr`)."""
+"""SGLang's own: the engine (`engine`: `SglangEngine`, what the product asks of it), its command line
+(`command`), its HTTP API as the benchmark client speaks it (`wire`) and its cache flush (`control`), and
+its log (`logparse`, `startup_account`, `server_args`, `sglang_lines`, `ranks`, `pyrepr`)."""

@@ -5,23 +5,19 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from orchestrator import adaptive
 from orchestrator.engine_catalog import SGLANG_OWNED_FLAGS as OWNED_FLAGS
 from orchestrator.engine_catalog import EngineName
-from orchestrator.engines.engine import Endpoints
 from orchestrator.engines.sglang import command
 from orchestrator.engines.sglang.logparse import LogParser
+from orchestrator.engines.sglang.wire import SGLANG_API, SglangApi
 from orchestrator.records import ServerConfig
 from orchestrator.spec import SweepSpec
 
-# SGLang's native API. /server_info is 0.5.9's name for /get_server_info (0.5.17 deprecates the old one).
-SGLANG_ENDPOINTS = Endpoints(
-    generate="/generate",
-    health="/health",
-    flush_cache="/flush_cache",
-    server_info=("/server_info", "/get_server_info"),
-)
+if TYPE_CHECKING:
+    import aiohttp
 
 
 @dataclass(frozen=True)
@@ -30,7 +26,7 @@ class SglangEngine:
     launch_module: str = "sglang.launch_server"
     distribution: str = "sglang"
     owned_flags: frozenset[str] = OWNED_FLAGS
-    endpoints: Endpoints = SGLANG_ENDPOINTS
+    api: SglangApi = SGLANG_API
 
     def installed_version(self, python: str) -> str:
         try:
@@ -79,6 +75,12 @@ class SglangEngine:
 
     def log_parser(self) -> LogParser:
         return LogParser()
+
+    async def flush_cache(self, base_url: str, session: aiohttp.ClientSession) -> bool:
+        # Imported here: loading the engine (the driver does, for its names and flags) loads no aiohttp.
+        from orchestrator.engines.sglang.control import flush_cache
+
+        return await flush_cache(base_url, session, endpoints=self.api.endpoints)
 
 
 SGLANG = SglangEngine()

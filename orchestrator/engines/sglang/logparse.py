@@ -17,34 +17,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from orchestrator.engines.engine import read_all
+from orchestrator.engines.logrecords import LogEvent, LogReport
 from orchestrator.engines.sglang import sglang_lines as shapes
-from orchestrator.engines.sglang.logrecords import (
-    GraphCapture,
-    KvAllocation,
-    LogEvent,
-    LogReport,
-    MemoryAccount,
-    SglangServerArgs,
-    WeightLoad,
-)
 from orchestrator.engines.sglang.pyrepr import parse_mapping, parse_server_args
 from orchestrator.engines.sglang.ranks import RANK_DIED, RankFigureReader, tp_rank
+from orchestrator.engines.sglang.server_args import SglangServerArgs
 from orchestrator.engines.sglang.startup_account import StartupAccount
 from orchestrator.records import Failure, FailureKind, FailureStage
 
-__all__ = [
-    "GraphCapture",
-    "KvAllocation",
-    "LogEvent",
-    "LogParser",
-    "LogReport",
-    "MemoryAccount",
-    "SglangServerArgs",
-    "WeightLoad",
-    "parse_log",
-    "parse_mapping",
-    "parse_server_args",
-]
+__all__ = ["LogParser", "SglangLogReport", "parse_log", "parse_mapping", "parse_server_args"]
+
+SglangLogReport = LogReport[SglangServerArgs]
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +81,9 @@ class LogParser:
         """The log ended (the process exited): settle a traceback that was still open."""
         return self._close_traceback(now)
 
-    def report(self) -> LogReport:
+    def report(self) -> SglangLogReport:
         acct = self._account
-        return LogReport(
+        return SglangLogReport(
             ready=self._ready,
             failure=self._failure,
             memory=acct.memory(),
@@ -288,10 +272,6 @@ def _detail(message: str) -> str:
     return tried.group(0) if tried else ""
 
 
-def parse_log(text: str) -> LogReport:
+def parse_log(text: str) -> SglangLogReport:
     """Parse a whole log at once (no `now`: ``error_line_at`` stays None)."""
-    parser = LogParser()
-    for line in text.splitlines():
-        parser.feed(line)
-    parser.finish()
-    return parser.report()
+    return read_all(LogParser(), text).report()

@@ -11,23 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from orchestrator.engines.logrecords import RankFigures
 from orchestrator.engines.sglang import sglang_lines as shapes
 
 # The launcher names the rank whose scheduler died: `Rank 1 scheduler is dead`, `Rank 0 scheduler died
 # during initialization (exit code: -9)`.
 RANK_DIED = re.compile(r"Rank (\d+) scheduler (?:is dead|died)")
-
-
-@dataclass(frozen=True)
-class RankFigures:
-    """What one TP rank printed, GB per GPU: target first, then the draft, as SGLang loads them."""
-
-    rank: int
-    avail_at_start_gb: float | None = None
-    weights_gb: tuple[float, ...] = ()  # `mem usage` of each `Load weight end`
-    kv_cache_tokens: tuple[int, ...] = ()  # `#tokens` of each `KV Cache is allocated`
-    avail_end_gb: float | None = None  # `available_gpu_mem` of the `max_total_num_tokens=` line
-    lines: int = 0
 
 
 @dataclass

@@ -9,19 +9,19 @@ lines are counted here as well.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from orchestrator.engines.logrecords import GraphCapture, KvAllocation, WeightLoad
 from orchestrator.engines.sglang import pyrepr
 from orchestrator.engines.sglang import sglang_lines as shapes
-from orchestrator.engines.sglang.logrecords import (
-    GraphCapture,
-    KvAllocation,
-    MemoryAccount,
-    SglangServerArgs,
-    WeightLoad,
-    total_gb,
-)
-from orchestrator.records import FailureStage
+from orchestrator.engines.sglang.server_args import SglangServerArgs
+from orchestrator.records import FailureStage, MemoryAccount
+
+
+def total_gb(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(sum(present), 2) if present else None
 
 
 @dataclass

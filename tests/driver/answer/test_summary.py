@@ -21,7 +21,7 @@ from orchestrator.driver.answer.summary import (
     table_rows,
     write_best,
 )
-from orchestrator.engines.sglang.command import shell_script
+from orchestrator.engines.shell import shell_script
 from orchestrator.records import (
     Failure,
     FailureKind,

@@ -21,8 +21,7 @@ from orchestrator.driver.memory.prior import (
     without_prefill_graphs,
 )
 from orchestrator.driver.memory.prior_model import kv_dtype_bytes_from_flags, prefill_disabled
-from orchestrator.engines.sglang.logparse import parse_log
-from orchestrator.engines.sglang.logrecords import LogReport
+from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
 from orchestrator.model_shape import ModelShape, ShapeError, load_shape, read_config
 from orchestrator.records import FailureStage, ServerConfig
 
@@ -71,7 +70,7 @@ REAL_LOGS = [
 ]
 
 
-def _config(report: LogReport) -> ServerConfig:
+def _config(report: SglangLogReport) -> ServerConfig:
     a = report.args
     assert a is not None and a.mem_fraction_static is not None and a.cuda_graph_max_bs is not None
     adaptive = a.raw.get("speculative_adaptive") == "True"
@@ -86,7 +85,7 @@ def _config(report: LogReport) -> ServerConfig:
     )
 
 
-def _facts(case: RealLog, report: LogReport) -> MemoryFacts:
+def _facts(case: RealLog, report: SglangLogReport) -> MemoryFacts:
     assert report.args is not None
     target, draft = (load_shape(ROOT / p) for p in case.models)
     facts = facts_from_shapes(target, draft, case.gpu_mib, report.args.tp_size or 1, "0.5.17")

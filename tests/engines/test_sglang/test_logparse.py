@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.sglang.logparse import LogEvent, LogParser, LogReport, parse_log
+from orchestrator.engines.logrecords import LogEvent
+from orchestrator.engines.sglang.logparse import LogParser, SglangLogReport, parse_log
 from orchestrator.engines.sglang.pyrepr import parse_mapping, parse_server_args
 from orchestrator.records import FailureKind, FailureStage
 
@@ -18,7 +19,7 @@ def read(version: str, name: str) -> str:
     return (FIXTURES / version / name).read_text(encoding="utf-8")
 
 
-def parse(version: str, name: str) -> LogReport:
+def parse(version: str, name: str) -> SglangLogReport:
     return parse_log(read(version, name))
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.driver.diagnosis import diagnose
-from orchestrator.engines.sglang.logparse import LogReport, parse_log
+from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
 from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus
 from orchestrator.spec_search import make_config
@@ -16,7 +16,7 @@ from orchestrator.spec_search import make_config
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "0.5.17"
 
 
-def parse(name: str) -> LogReport:
+def parse(name: str) -> SglangLogReport:
     return parse_log((FIX / name).read_text(encoding="utf-8"))
 
 

@@ -8,54 +8,19 @@ from __future__ import annotations
 import copy
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
-from toy_engine import FOLDER, TOY, ToyLogParser
-from toy_server import ACCEPT_LENGTH
 
 from orchestrator.engines import engine_for
 from orchestrator.engines.launch import launch_plan
-from orchestrator.gpu import GpuSample
-from orchestrator.node.backends import RealNode
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialStatus
-from orchestrator.spec import NodeKind, SpecError, SweepSpec, parse_spec
+from orchestrator.spec import NodeKind, SpecError, parse_spec
 from orchestrator.spec_search import make_config
 from orchestrator.trial_events import TrialRequest
-
-DEMO = Path(__file__).resolve().parents[3] / "trials" / "demo.yaml"
-
-
-def toy_data() -> dict[str, Any]:
-    data = yaml.safe_load(DEMO.read_text())
-    data.update(name="toy", engine="toy", backend="real", sampler_seed=0)
-    data.pop("simulated")
-    data["node"]["gpus"] = 1
-    data["model"].update(path="/toy/model", draft_path="/toy/draft", check_paths=False)
-    # The server runs with this folder alone on its path: the toy's module is found there.
-    data["server"] = {"flags": ["--toy-greeting", "hello"], "env": {"PYTHONPATH": str(FOLDER)}}
-    data["workload"].update(num_prompts=4, input_len=16, output_len=8, concurrency=[2, 4], warmup_prompts=1)
-    data["budget"].update(baseline=False)
-    data["timeouts"].update(startup_s=30, benchmark_s=30, gpu_clean_s=1, stop_s=5)
-    return data
-
-
-def toy_spec() -> SweepSpec:
-    return parse_spec(toy_data(), "toy.yaml")
-
-
-class NoGpus:
-    """The toy needs no GPU: the node's GPU check sees none in use."""
-
-    def snapshot(self) -> tuple[GpuSample, ...]:
-        return ()
-
-
-class ToyNode(RealNode):
-    def probe(self) -> NoGpus:
-        return NoGpus()
+from tests.engines.toy.toy_engine import TOY, ToyLogParser
+from tests.engines.toy.toy_server import ACCEPT_LENGTH
+from tests.engines.toy.toy_spec import ToyNode, toy_data, toy_spec
 
 
 def test_the_spec_takes_the_registered_engine_and_its_own_flags() -> None:

@@ -1,10 +1,12 @@
 """A server process we started, and only that: its whole tree is stopped by pid, never by name.
 
-The server dies with the process that started it: on Linux it asks the kernel for SIGKILL when its
-parent dies (``PR_SET_PDEATHSIG``), so a trial worker (or a driver) killed with SIGKILL leaves no server
-listening and holding GPU memory. It leads a process group of its own, which the trial stops whole:
-SGLang's launcher kills itself with SIGKILL on failure and its children, re-parented away from us, stay
-in that group. We also remember every descendant we have seen, for any that left the group.
+Any engine's server runs so (`ServerProcess`, from a `engines.launch.LaunchPlan`), and its log is read
+as it grows (`LogFollower`). The server dies with the process that started it: on Linux it asks the
+kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG``), so a trial worker (or a driver) killed
+with SIGKILL leaves no server listening and holding GPU memory. It leads a process group of its own,
+which the trial stops whole: a launcher may kill itself with SIGKILL on failure (SGLang's does) and its
+children, re-parented away from us, stay in that group. We also remember every descendant we have seen,
+for any that left the group.
 
 The parent-death signal fires when the *thread* that forked the server ends, not the process. It holds
 here because a server is started and stopped by one call on one stack (`TrialRun.run`: start, watch,
@@ -27,7 +29,7 @@ from types import TracebackType
 
 import psutil
 
-from orchestrator.engines.sglang.command import LaunchPlan
+from orchestrator.engines.launch import LaunchPlan
 
 log = logging.getLogger(__name__)
 

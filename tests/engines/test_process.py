@@ -14,11 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.engines.sglang.command import LaunchPlan
-from orchestrator.engines.sglang.process import LogFollower, ServerProcess
+from orchestrator.engines.launch import LaunchPlan
+from orchestrator.engines.process import LogFollower, ServerProcess
 from orchestrator.sim.nvml import FakeNvml
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 # A parent that starts a child which ignores SIGINT, then waits: like SGLang's launcher and scheduler.
 TREE = (
@@ -165,8 +165,8 @@ def test_server_env_adds_to_the_trial_environment_and_drops_nothing(
 LAUNCHER = (
     "import sys, time\n"
     "from pathlib import Path\n"
-    "from orchestrator.engines.sglang.command import LaunchPlan\n"
-    "from orchestrator.engines.sglang.process import ServerProcess\n"
+    "from orchestrator.engines.launch import LaunchPlan\n"
+    "from orchestrator.engines.process import ServerProcess\n"
     "p = ServerProcess(LaunchPlan(argv=tuple(sys.argv[2:]), host='127.0.0.1', port=0), Path(sys.argv[1]))\n"
     "p.start()\n"
     "print(p.pid, flush=True)\n"

@@ -1,16 +1,19 @@
-"""What the log parser reports: plain frozen records, free of any parsing logic.
+"""What an engine's log reader reports: plain frozen records, free of any parsing logic.
 
-Split from `logparse` so that everything that reads a report (the trial, the memory model, the report
-page) depends on the shapes only.
+Every engine's `engines.engine.LogReader` reports a `LogReport`, so that everything that reads one (the
+trial, the KV probe, the memory prior's log shift) depends on these shapes only, never on one engine's
+parser. The figures are those of any GPU server's start-up: weights loaded, KV pools allocated, CUDA
+graphs captured, each tensor-parallel rank's own; what the server says it resolved for the values the
+sweep sets is the engine's own record (`ResolvedArgs`: SGLang's is
+`engines.sglang.server_args.SglangServerArgs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Generic, Protocol, TypeVar
 
-from orchestrator.engines.sglang.ranks import RankFigures
 from orchestrator.records import Failure, FailureStage, MemoryAccount, ResolvedLaunch
 
 
@@ -57,56 +60,59 @@ class GraphCapture:
     finished: bool = False  # its `end` line was seen
 
 
-def total_gb(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(sum(present), 2) if present else None
-
-
 @dataclass(frozen=True)
-class SglangServerArgs:
-    """SGLang's own view of the launch: its `server_args=` line plus the lines that override it later;
-    `launch_values` maps it to the engine-neutral `records.ResolvedLaunch` a trial's record carries."""
+class RankFigures:
+    """What one TP rank printed, GB per GPU: target first, then the draft, as the server loads them."""
 
-    mem_fraction_static: float | None = None
-    cuda_graph_max_bs: int | None = None
-    max_running_requests: int | None = None
-    speculative_algorithm: str | None = None
-    speculative_num_steps: int | None = None
-    speculative_eagle_topk: int | None = None
-    speculative_num_draft_tokens: int | None = None
-    tp_size: int | None = None
-    max_running_requests_reset_to: int | None = None  # "Max running requests is reset to 48 ..."
-    effective_max_running_requests: int | None = None  # from the max_total_num_tokens=... line
-    raw: dict[str, str] = field(default_factory=dict)  # every top-level key of the line, value as printed
-    cuda_graph_bs: tuple[int, ...] = ()
-    disable_cuda_graph: bool | None = None
-    context_len: int | None = None  # from the max_total_num_tokens=... line
+    rank: int
+    avail_at_start_gb: float | None = None
+    weights_gb: tuple[float, ...] = ()  # the usage of each weight load
+    kv_cache_tokens: tuple[int, ...] = ()  # the tokens of each KV pool
+    avail_end_gb: float | None = None  # what was left once start-up was done
+    lines: int = 0
+
+
+class ResolvedArgs(Protocol):
+    """What a server's log says it settled on for the values the sweep sets (under their names in
+    `config_fields.SearchedField`); None where the log did not say."""
+
+    @property
+    def mem_fraction_static(self) -> float | None: ...
+    @property
+    def cuda_graph_max_bs(self) -> int | None: ...
+    @property
+    def max_running_requests(self) -> int | None: ...
+    @property
+    def speculative_num_steps(self) -> int | None: ...
+    @property
+    def speculative_eagle_topk(self) -> int | None: ...
+    @property
+    def speculative_num_draft_tokens(self) -> int | None: ...
+    @property
+    def tp_size(self) -> int | None: ...
+    @property
+    def effective_max_running_requests(self) -> int | None:
+        """How many requests the server will really run at once (its KV pool may hold fewer)."""
+        ...
 
     def launch_values(self) -> ResolvedLaunch:
-        """What SGLang settled on for the launch values the sweep sets (those printed), for the record."""
-        return ResolvedLaunch(
-            mem_fraction_static=self.mem_fraction_static,
-            cuda_graph_max_bs=self.cuda_graph_max_bs,
-            max_running_requests=self.max_running_requests,
-            effective_max_running_requests=self.effective_max_running_requests,
-            max_running_requests_reset_to=self.max_running_requests_reset_to,
-        )
+        """The record a trial's result carries (`records.ResolvedLaunch`)."""
+        ...
 
-    def as_params(self) -> dict[str, float | int | str | bool]:
-        """The typed values that are set (``raw`` and the batch-size list left out), for MLflow."""
-        return {
-            k: v
-            for k, v in self.__dict__.items()
-            if v is not None and isinstance(v, float | int | str | bool) and k != "raw"
-        }
+
+Args_co = TypeVar("Args_co", bound=ResolvedArgs, covariant=True)
 
 
 @dataclass(frozen=True)
-class LogReport:
+class LogReport(Generic[Args_co]):
+    """What a log has shown so far. Generic in the engine's own resolved arguments (``args``): SGLang's
+    reader reports a `LogReport[SglangServerArgs]`, which reads as a `LogReport[ResolvedArgs]` anywhere
+    else."""
+
     ready: bool
     failure: Failure | None
     memory: MemoryAccount
-    args: SglangServerArgs | None
+    args: Args_co | None
     weight_loads: tuple[WeightLoad, ...]
     kv_allocations: tuple[KvAllocation, ...]
     graphs: tuple[GraphCapture, ...]
@@ -123,6 +129,3 @@ class LogReport:
     ranks: tuple[RankFigures, ...] = ()  # each TP rank's own figures (empty on one GPU: no rank tags)
     failed_rank: int | None = None  # the TP rank whose error came first; None: the launcher, or untagged
     adaptive_switches: tuple[tuple[int, int], ...] = ()  # (from, to) steps of each run-time tier change
-
-
-# --- the parser -------------------------------------------------------------------------------

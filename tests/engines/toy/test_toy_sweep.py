@@ -1,0 +1,122 @@
+"""A whole sweep on the toy engine, as the simulated node's sweeps run in the unit tests: the product's own
+`Sweep` on an in-process executor, each trial a real `TrialRun` that launches the toy's server, watches its
+log with the toy's reader and benchmarks it through the toy's API; then the answer, its command and its
+MLflow params. Nothing of SGLang's could stand in: the toy's server speaks neither its flags, nor its
+log lines, nor its `/generate`."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from optuna.storages import InMemoryStorage
+
+from benchmarks.driver import NoTracking
+from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile
+from orchestrator.driver.answer.conclusion import conclude
+from orchestrator.driver.executor import Handle
+from orchestrator.driver.placement import TRIAL_SLOT
+from orchestrator.driver.study import open_study
+from orchestrator.driver.sweep import Sweep
+from orchestrator.driver.tracking import Tracker
+from orchestrator.mlflow_schema import LaunchParams, Param, command_from_params, parse_param, trial_params
+from orchestrator.node.trial import TrialRun
+from orchestrator.records import TrialResult, TrialStatus
+from orchestrator.spec import parse_spec
+from orchestrator.trial_events import TrialEvent, TrialRequest
+from tests.engines.toy.toy_spec import ToyNode, toy_data
+
+NODE = "toy-node"
+
+
+class ToyExecutor:
+    """One node, one slot: each trial runs in this process, its server a child of it."""
+
+    def __init__(self) -> None:
+        self.results: dict[int, TrialResult] = {}
+        self.pending: dict[int, TrialRequest] = {}
+
+    def open(self) -> None:
+        pass
+
+    def trial_slots(self) -> int:
+        return 1
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        return [{"NodeID": NODE, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": 1.0}}]
+
+    def submit(self, request: TrialRequest, node_id: str) -> Handle:
+        self.pending[request.number] = request
+        return request.number
+
+    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
+        done = list(handles)[:1]
+        for handle in done:
+            request = self.pending.pop(cast(int, handle))
+            self.results[request.number] = TrialRun(request, ToyNode(request.spec, NODE), None).run()
+        return done, []
+
+    def result(self, handle: Handle) -> TrialResult:
+        return self.results[cast(int, handle)]
+
+    def decide(self, number: int, step: int, keep_going: bool) -> None:
+        pass
+
+    def node_health(self, lines: list[str]) -> None:
+        pass
+
+    def cancel(self, handle: Handle) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_whole_sweep_runs_on_the_toy_engine(tmp_path: Path) -> None:
+    data = toy_data()
+    data["budget"].update(trials=4, confirm_top=1, confirm_repeats=2)
+    spec = parse_spec(data, "toy.yaml")
+    study = open_study(spec, "toy", InMemoryStorage(), resume=False)
+    sweep = Sweep(
+        spec,
+        study,
+        cast(Tracker, NoTracking()),
+        n_trials=4,
+        workdir=tmp_path / "trials",
+        sim_profile=None,
+        executor=ToyExecutor(),
+    )
+    sweep.journal.folder = None
+    sweep.prepare(resume=False)
+    sweep.reserve_for_confirmation()
+    sweep.run()
+    sweep.confirm_best()
+    records = sweep.outcome.records
+    launched = [r for r in records if r.result.command]
+    assert len(launched) == 4, [(r.number, r.result.status, r.result.failure) for r in records]
+    assert all(r.result.status is TrialStatus.OK for r in launched), [r.result.failure for r in launched]
+    for r in launched:
+        assert r.result.command[1:3] == ("-m", "toy_server")
+        assert [s.concurrency for s in r.result.stages] == [2, 4] and r.objective
+        assert r.result.resolved_args.max_running_requests == r.result.config.max_running_requests
+        assert r.result.memory.kv_cache_tokens  # the toy's log, read by the toy's reader
+    # The answer: a configuration that ran, and the toy's own command to serve it.
+    concluded = conclude(records, spec, tmp_path, sweep.lossless.lossy)
+    best = BestFile.read(tmp_path)
+    assert best is not None and best == concluded.best
+    by_number = {r.number: r for r in launched}
+    assert best.trial in best.launches and {by_number[n].result.config.label() for n in best.launches} == {
+        best.config_label
+    }
+    chosen = next(r for r in records if r.number == best.trial).result.config
+    argv = shlex.split((tmp_path / BEST_COMMAND).read_text().split("exec ", 1)[1].replace("\\\n", " "))
+    assert argv[1:3] == ["-m", "toy_server"]
+    assert argv[argv.index("--toy-batch") + 1] == str(chosen.max_running_requests)
+    assert not [a for a in argv if a.startswith(("--model-path", "--mem-fraction-static"))]
+    # MLflow: the run names its engine, and a command rebuilt from its params is the toy's.
+    params = trial_params(launched[0].result, LaunchParams.from_spec(spec))
+    assert params[Param.ENGINE] == "toy"
+    rebuilt = command_from_params({k: parse_param(v) for k, v in params.items()}, "1.2")
+    assert rebuilt.startswith("python -m toy_server") and "--toy-batch" in rebuilt
