@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from orchestrator.bench.workload import RequestSpec
-from orchestrator.engines.api import ServerApi, StreamReader
+from orchestrator.engines.api import ServerApi, StreamReader, describe_error
 
 log = logging.getLogger(__name__)
 
@@ -262,10 +262,3 @@ async def _cancel(tasks: Sequence[asyncio.Task[Any]]) -> None:
         task.cancel()
     if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def describe_error(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
-    if isinstance(exc, TimeoutError) and not str(exc):
-        return f"no data from the server for {timeout.sock_read:g} s"
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

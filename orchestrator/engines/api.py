@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 @dataclass(frozen=True)
@@ -75,3 +78,13 @@ class ServerApi(Protocol):
     def accept_length(self, info: Mapping[str, Any]) -> float | None:
         """The server's own average accept length, from its server info; None when it gives none."""
         ...
+
+
+def describe_error(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
+    """One line for a failed request: what was raised, or how long the server sent nothing (a
+    timeout's own text is empty; the flush sets only a total timeout, the stream a read timeout)."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        waited = timeout.sock_read if timeout.sock_read is not None else timeout.total
+        return f"no data from the server for {waited:g} s"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

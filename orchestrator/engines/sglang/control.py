@@ -7,8 +7,7 @@ import logging
 
 import aiohttp
 
-from orchestrator.bench.client import describe_error
-from orchestrator.engines.api import Endpoints
+from orchestrator.engines.api import Endpoints, describe_error
 from orchestrator.engines.sglang.wire import SGLANG_ENDPOINTS
 
 log = logging.getLogger(__name__)
