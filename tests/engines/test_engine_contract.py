@@ -36,7 +36,7 @@ Live = Callable[[EngineCase], LiveRun]
 
 @pytest.fixture(params=CASES, ids=lambda c: c.name)
 def case(request: pytest.FixtureRequest) -> EngineCase:
-    return request.param  # type: ignore[no-any-return]
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +68,10 @@ def fed(case: EngineCase, text: str) -> tuple[list[tuple[int, LogEvent]], LogRea
     """Every event the engine's reader gives, line by line as a trial feeds it (``now`` = line index), and
     the reader."""
     reader = case.engine.log_parser()
-    events = [
-        (i, e)
-        for i, line in enumerate(text.splitlines())
-        if (e := reader.feed(line, float(i))) is not LogEvent.NONE
+    events: list[tuple[int, LogEvent]] = [
+        (i, reader.feed(line, float(i))) for i, line in enumerate(text.splitlines())
     ]
-    return events, reader
+    return [(i, e) for i, e in events if e is not LogEvent.NONE], reader
 
 
 def test_the_suite_runs_for_sglang_and_the_simulated_node_each_once() -> None:

@@ -12,6 +12,8 @@ from orchestrator.mlflow_schema import (
     command_from_params,
     parse_param,
     result_json,
+    run_engine,
+    sweep_params,
     trial_artifacts,
     trial_metrics,
     trial_params,
@@ -68,6 +70,22 @@ def test_a_command_rebuilt_from_params_has_only_sglang_flags() -> None:
     assert (
         "--dataset" not in command and "--backend" not in command and "--speculative-adaptive" not in command
     )
+
+
+def test_every_run_names_its_engine_and_a_run_without_one_reads_back_as_sglangs() -> None:
+    spec = load_spec(DEMO)
+    assert sweep_params(spec, "demo.yaml", 12)[Param.ENGINE] == "sglang"
+    launched = TrialResult(make_config(0.85, 128, 48, 3, 1, 4), TrialStatus.OK, "n", ARGV)
+    skipped = TrialResult(make_config(0.94, 512, 48, 3, 1, 4), TrialStatus.PREDICTED_OOM, "", ())
+    for result in (launched, skipped):
+        params = trial_params(result, demo_launch())
+        assert params[Param.ENGINE] == spec.engine == run_engine(params)
+    # A run written before the engine was recorded: no such param, and its command is SGLang's.
+    old = {k: parse_param(v) for k, v in trial_params(launched, demo_launch()).items() if k != Param.ENGINE}
+    assert run_engine(old) == "sglang"
+    assert command_from_params(old, "0.5.17").startswith("python -m sglang.launch_server")
+    # The engine param is no flag of the command.
+    assert "--engine" not in command_from_params({**old, Param.ENGINE: "sglang"}, "0.5.17")
 
 
 def test_metrics_and_artifacts_of_a_measured_trial() -> None:
