@@ -122,6 +122,16 @@ def measured_profile_overrides() -> dict[str, Any]:
     }
 
 
+def per_verify(accept_length: float, output_len: int) -> float:
+    """The tokens one verify step yields, from SGLang's accept length of a request of ``output_len``.
+
+    SGLang's figure is completion tokens over verify steps, so it counts the prefill's token too: 128
+    tokens verified 127 times read 1.008 with no draft accepted. The decode steps of a wave are the
+    verifies, ``output_len / accept_length`` of them, and each yields ``(output_len - 1)`` over that.
+    """
+    return (output_len - 1) * accept_length / output_len
+
+
 def measured_cells() -> list[MeasuredCell]:
     """Every stage of every trial that served, in record order, with the step it implies."""
     wl = load_spec(SPEC).workload
@@ -129,7 +139,8 @@ def measured_cells() -> list[MeasuredCell]:
     cells = []
     for st in _stages():
         prefill = SpeedModel(profile, 1, st.tree, ()).prefill_time(st.batch * wl.input_len)
-        step = step_from_wave(st.wave_s, st.accept, wl.output_len, prefill)
+        gain = per_verify(st.accept, wl.output_len) if st.tree is not None else 1.0  # no verify: 1 a step
+        step = step_from_wave(st.wave_s, gain, wl.output_len, prefill)
         cells.append(MeasuredCell(st.source, st.tree, st.batch, st.tok_s, st.accept, st.wave_s, step))
     return cells
 
