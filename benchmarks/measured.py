@@ -1,9 +1,10 @@
 """The H200's measured step costs, read from the product's own records of `trials/h200-8b-trees.yaml`.
 
 Each stage of each trial there is one cell: a tree (or none) at a running batch, its output tok/s and
-accept length. With a dummy draft (accept length 1.01) the stage's rate is the step's cost, so
-`sim.truth.step_from_stage` reads each cell back into the seconds of one step, through the simulator's
-own timing of a stage (waves of the batch: a prefill, then the decode steps). The result is the profile
+accept length. With equal lengths the stage ran in waves of the batch (a prefill, then the decode
+steps), and with a dummy draft (accept length 1.01) a wave's length is the step's cost: `wave_s` reads
+each cell's wave from its record and `sim.truth.step_from_wave` turns it into the seconds of one step,
+through the simulator's own timing of a wave. The result is the profile
 `h200-llama8b-measured` (the parametric `h200-llama8b` with `measured_steps`), written by
 `python -m benchmarks.measured` and held to these records by a test.
 """
@@ -11,6 +12,7 @@ own timing of a stage (waves of the batch: a prefill, then the decode steps). Th
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,10 @@ import yaml
 from pydantic import TypeAdapter
 
 from orchestrator.draft_tree import DraftTree
-from orchestrator.records import TrialRecord, TrialStatus
+from orchestrator.records import StageMetrics, TrialRecord, TrialStatus
 from orchestrator.sim.profile import PROFILE_DIR, load_profile
 from orchestrator.sim.speed import SpeedModel
-from orchestrator.sim.truth import step_from_stage, tree_key
+from orchestrator.sim.truth import step_from_wave, tree_key
 from orchestrator.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +46,7 @@ class MeasuredCell:
     batch: int
     tok_s: float
     accept: float
+    wave_s: float
     step_s: float
 
 
@@ -54,6 +57,23 @@ class _Stage:
     batch: int
     tok_s: float
     accept: float
+    wave_s: float
+
+
+def wave_s(stage: StageMetrics, batch: int) -> float:
+    """The seconds of one wave of ``batch`` requests, as the stage ran them.
+
+    A steady stage's window runs from the first send of its second wave to the last send of its last
+    wave: the waves between, so the window over their count is the wave its figure saw. Its tok/s is not
+    that wave's rate: the client counts the requests sent inside the window, and with lockstep waves the
+    last wave's sends but its very last fall inside (on the H200 every steady stage counted exactly
+    ``(waves - 2) * batch + batch - 1`` requests, 24 % more than its waves at 32 and 6 waves). A stage
+    measured whole ran all its waves in its duration, and its figure is their rate.
+    """
+    waves = math.ceil(stage.num_requests / batch)
+    if stage.steady and waves > 2:
+        return stage.window_s / (waves - 2)
+    return stage.duration_s / waves
 
 
 def _stages() -> list[_Stage]:
@@ -68,11 +88,12 @@ def _stages() -> list[_Stage]:
             for stage in result.stages:
                 batch = min(stage.concurrency, result.config.max_running_requests or stage.concurrency)
                 accept = (stage.accept_length or 1.0) if tree is not None else 1.0
-                out.append(_Stage(f"{part}/{path.stem}", tree, batch, stage.output_tok_per_s, accept))
+                wave = wave_s(stage, batch)
+                out.append(_Stage(f"{part}/{path.stem}", tree, batch, stage.output_tok_per_s, accept, wave))
     return out
 
 
-def prefill_per_token_s(stages: list[_Stage], output_len: int, input_len: int) -> float:
+def prefill_per_token_s(stages: list[_Stage], input_len: int) -> float:
     """The prefill's cost per prompt token, from the two stages of the server without speculation.
 
     A stage is waves of a prefill and ``output_len - 1`` decode steps. Without speculation an 8B model's
@@ -82,9 +103,7 @@ def prefill_per_token_s(stages: list[_Stage], output_len: int, input_len: int) -
     """
     base = sorted((s for s in stages if s.tree is None), key=lambda s: s.batch)
     low, high = base[0], base[-1]
-    wave_low = low.batch * output_len / low.tok_s
-    wave_high = high.batch * output_len / high.tok_s
-    return (wave_high - wave_low) / ((high.batch - low.batch) * input_len)
+    return (high.wave_s - low.wave_s) / ((high.batch - low.batch) * input_len)
 
 
 # Two stages cannot tell a prefill's fixed cost from its cost per token. The node prefills arrivals as
@@ -99,8 +118,18 @@ def measured_profile_overrides() -> dict[str, Any]:
     wl = load_spec(SPEC).workload
     return {
         "prefill_base_s": PREFILL_BASE_S,
-        "prefill_per_token_s": round(prefill_per_token_s(_stages(), wl.output_len, wl.input_len), 9),
+        "prefill_per_token_s": round(prefill_per_token_s(_stages(), wl.input_len), 9),
     }
+
+
+def per_verify(accept_length: float, output_len: int) -> float:
+    """The tokens one verify step yields, from SGLang's accept length of a request of ``output_len``.
+
+    SGLang's figure is completion tokens over verify steps, so it counts the prefill's token too: 128
+    tokens verified 127 times read 1.008 with no draft accepted. The decode steps of a wave are the
+    verifies, ``output_len / accept_length`` of them, and each yields ``(output_len - 1)`` over that.
+    """
+    return (output_len - 1) * accept_length / output_len
 
 
 def measured_cells() -> list[MeasuredCell]:
@@ -110,8 +139,9 @@ def measured_cells() -> list[MeasuredCell]:
     cells = []
     for st in _stages():
         prefill = SpeedModel(profile, 1, st.tree, ()).prefill_time(st.batch * wl.input_len)
-        step = step_from_stage(st.tok_s, st.batch, st.accept, wl.output_len, prefill)
-        cells.append(MeasuredCell(st.source, st.tree, st.batch, st.tok_s, st.accept, step))
+        gain = per_verify(st.accept, wl.output_len) if st.tree is not None else 1.0  # no verify: 1 a step
+        step = step_from_wave(st.wave_s, gain, wl.output_len, prefill)
+        cells.append(MeasuredCell(st.source, st.tree, st.batch, st.tok_s, st.accept, st.wave_s, step))
     return cells
 
 
@@ -146,11 +176,12 @@ def main() -> None:
     parser.add_argument("--print", action="store_true", help="print the cells instead of writing the profile")
     args = parser.parse_args()
     if args.print:
-        print(f"{'source':22} {'tree':9} {'batch':>5} {'tok/s':>8} {'accept':>6} {'step ms':>8}")
+        head = f"{'source':22} {'tree':9} {'batch':>5} {'tok/s':>8} {'accept':>6} {'wave s':>7}"
+        print(f"{head} {'step ms':>8}")
         for c in measured_cells():
             print(
                 f"{c.source:22} {tree_key(c.tree):9} {c.batch:5d} {c.tok_s:8.1f} {c.accept:6.3f} "
-                f"{1000 * c.step_s:8.3f}"
+                f"{c.wave_s:7.3f} {1000 * c.step_s:8.3f}"
             )
         return
     print(f"wrote {write_profile()}")

@@ -9,8 +9,9 @@ only the running server and the trial know, as noise-free expectations:
   same two-decimal rounding as printed), so `MemoryModel.observe` learns from it as in a real sweep;
 - the trial's KV-pressure probe (`node.trial_load.kv_probe`): the scheduler's admission and retraction rules
   replayed step by step for `max_running_requests` requests;
-- each benchmark stage's steady-state throughput: requests run in waves of the running batch, each wave a
-  prefill then decode steps of `step_time(batch)` yielding the expected accept length per request.
+- each benchmark stage's throughput: requests run in waves of the running batch, each wave a prefill then
+  decode steps of `step_time(batch)` yielding the expected accept length per request, read as the client
+  reads them (`benchmarks.lockstep`: its steady window over the waves its closed loop runs).
 
 Times are real-world seconds (the profile's start-up times unscaled), so GPU-hours are what a real node
 would spend.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from orchestrator.bench.steady import MIN_TURNOVERS
+from benchmarks.lockstep import client_view
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.engines.sglang.command import sglang_flags
 from orchestrator.records import (
@@ -278,13 +279,26 @@ class _StageModel:
         prefill = self.speed.prefill_time(batch * lin)
         waves = math.ceil(n / batch)
         wave = self.wave_s(batch, lin, lout)
+        # The client sends the prompts again until the stage lasts `min_stage_s` and holds
+        # `min_stage_tokens`, and reads a steady window where the stage has one: on the H200, s3k1d4 at 32
+        # ran 192 requests (6 waves) and was steady, s4k4d16 at 32 its 96 (3 waves, 11.5 s) and was not.
+        view = client_view(
+            prompts=n,
+            concurrency=concurrency,
+            batch=batch,
+            output_len=lout,
+            wave_s=lambda k: self.wave_s(k, lin, lout),
+            prefill_s=lambda k: self.speed.prefill_time(k * lin),
+            min_stage_s=wl.min_stage_s,
+            min_stage_tokens=wl.min_stage_tokens,
+        )
         return StageMetrics(
             concurrency=concurrency,
             num_requests=n,
             completed=n,
             failed=0,
             duration_s=duration,
-            output_tok_per_s=n * lout / duration,
+            output_tok_per_s=view.tok_per_s if view.window.steady else n * lout / duration,
             request_per_s=n / duration,
             ttft_p50_ms=1000.0 * (prefill + wave * (waves - 1) / 2),
             ttft_p99_ms=1000.0 * (prefill + wave * (waves - 1)),
@@ -292,18 +306,6 @@ class _StageModel:
             itl_p99_ms=1000.0 * step,
             tpot_p50_ms=1000.0 * step / self.accept,
             accept_length=self.accept if self.speed.tree is not None else None,
-            # The client's steady window spans the waves after the first, to the last send, and needs at
-            # least MIN_TURNOVERS turnovers inside it. The client sends the prompts again until the stage
-            # lasts `min_stage_s` and holds `min_stage_tokens`, so the waves it runs are those: on the
-            # H200, s3k1d4 at 32 ran 192 requests (6 waves) and was steady, s4k4d16 at 32 its 96 (3 waves,
-            # 11.5 s) and was not.
-            window_s=duration,
-            steady=self.waves_run(waves, wave, batch * lout, wl) >= MIN_TURNOVERS + 2,
+            window_s=view.window.length_s if view.window.steady else duration,
+            steady=view.window.steady,
         )
-
-    @staticmethod
-    def waves_run(waves: int, wave_s: float, wave_tokens: int, wl: WorkloadSpec) -> int:
-        """The waves a stage runs once the client has extended it to its minimum length and tokens."""
-        by_time = math.ceil(wl.min_stage_s / wave_s) if wave_s > 0 else waves
-        by_tokens = math.ceil(wl.min_stage_tokens / wave_tokens) if wave_tokens > 0 else waves
-        return max(waves, by_time, by_tokens)

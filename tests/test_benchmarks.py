@@ -91,7 +91,11 @@ def test_oracle_matches_the_simulated_server(
 ) -> None:
     """The oracle's outcome and memory account are what the trial reads from the real server's log, and
     its throughput is close to what the real benchmark client measures."""
-    profile = profile_dict("h200-tiny", startup_time_scale=0.002)
+    # Noise off: the oracle is the speed model's expectation, and a launch's slow noise moves the tiny
+    # profile by 10-20 % (this seed's launch runs 21 % fast at first).
+    profile = profile_dict(
+        "h200-tiny", startup_time_scale=0.002, step_noise=0.0, launch_noise=0.0, drift_noise=0.0
+    )
     workload = WorkloadSpec(
         num_prompts=8,
         input_len=64,
@@ -113,10 +117,12 @@ def test_oracle_matches_the_simulated_server(
     for key, value in expected_memory.items():
         assert value == pytest.approx(measured_memory[key], abs=0.011), key
     if status is TrialStatus.OK:
-        # The oracle is the speed model's expectation; the live server adds its own Python time to every
-        # ~3 ms step on this profile (about 20 %), never less than the model.
+        # The live server paces its steps to the model's time (its own Python time no longer adds to each
+        # ~4.5 ms step, 17 % once). What it adds per wave is the client's round trip and a split prefill:
+        # the first request arrives alone and pays this profile's 6 ms prefill base once more (5-7 %). Above
+        # that, headroom for a busy machine: a stage of 0.6 s on 2 shared cores.
         assert expected.objective is not None and measured.output_tok_per_s
-        assert 0.95 <= expected.objective / measured.output_tok_per_s <= 1.4
+        assert 0.97 <= expected.objective / measured.output_tok_per_s <= 1.25
 
 
 def test_kv_probe_replay_follows_the_scheduler_rules() -> None:

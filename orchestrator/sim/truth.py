@@ -115,19 +115,19 @@ def chain_probs(accept: float, positions: int) -> list[float]:
     return [(lo + hi) / 2] * positions
 
 
-def step_from_stage(tok_s: float, batch: int, accept: float, output_len: int, prefill_s: float) -> float:
-    """The step a measured stage implies, read back through the simulator's own timing of a stage.
+def step_from_wave(wave_s: float, accept: float, output_len: int, prefill_s: float) -> float:
+    """The step a measured wave implies, read back through the simulator's own timing of a stage.
 
-    A stage runs its requests in waves of ``batch``: a prefill of the wave's prompts (``prefill_s``),
-    then ``(output_len - 1) / accept`` steps. Its throughput is ``batch * output_len / wave``, so the wave
-    took ``batch * output_len / tok_s`` seconds, and the step is what is left after the prefill.
+    A stage runs its requests in waves of the running batch: a prefill of the wave's prompts
+    (``prefill_s``), then ``(output_len - 1) / accept`` steps; the step is what is left of the wave after
+    the prefill. (Not from the stage's tok/s: the client's steady figure is not one wave's rate,
+    `benchmarks.measured.wave_s`.)
     """
-    wave_s = batch * output_len / tok_s
     steps = max(1.0, (output_len - 1) / accept)
     step = (wave_s - prefill_s) / steps
     if step <= 0:
         raise ValueError(
-            f"a stage of {tok_s:.1f} tok/s at batch {batch} leaves no time for its steps after a "
-            f"{prefill_s:.3f} s prefill: the profile's prefill figures are too slow for this measurement"
+            f"a wave of {wave_s:.3f} s leaves no time for its steps after a {prefill_s:.3f} s prefill: "
+            "the profile's prefill figures are too slow for this measurement"
         )
     return step
