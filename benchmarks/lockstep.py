@@ -3,12 +3,12 @@
 With equal lengths a server's running batch moves in waves: its requests prefill together, decode
 together and finish together, and the client's slots send their next requests in one burst. The client
 measures a stage through `orchestrator.bench.steady`: a steady window from one send to another, and the
-output tokens of the requests sent inside it. That figure is not the wave's rate: the window ends at the
-last send, so the last burst's other sends fall inside it (every steady stage the H200 ran counted
-``(waves - 2) * batch + batch - 1`` requests over ``waves - 2`` waves: 24 % above the wave's rate at 6
-waves of 32). So the oracle does not derive the figure; it replays the client's closed loop over the
-waves and hands the send times to the client's own window code, which keeps it the client's figure
-whatever that code counts.
+output tokens of the requests sent inside it. The oracle does not derive that figure from the waves; it
+replays the client's closed loop over them and hands the send times to the client's own window code, so
+it stays the client's figure whatever that code counts. (It counted wrong once: a window that ended at
+the very last send took in the last burst's other sends, and every steady stage the H200 ran read
+``(waves - 2) * batch + batch - 1`` requests over ``waves - 2`` waves, 24 % above the wave's rate at 6
+waves of 32. The window now ends at the last burst's first send.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from orchestrator.bench.steady import Arrival, Window, rate_interval, steady_window
 
 # One burst's sends leave one after another (each slot sends as its own request ends): only their order
-# matters to the window, which ends at the very last of them.
+# matters to the window, which ends at the first of the last burst.
 _SEND_GAP_S = 1e-6
 
 

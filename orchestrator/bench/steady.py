@@ -4,10 +4,14 @@ A stage starts with a ramp-up (every slot sends its first request and waits for 
 with a tail (no request is left to send, so the slots empty one by one). Neither is the throughput a
 user gets from a loaded server, and in a short stage they are most of it. The steady window runs from
 the first time a slot sends its *second* request (the first wave has been prefilled and one of its
-requests has finished) to the moment the last request is sent: all the while, ``concurrency`` requests
-are in flight. Both ends are send times on purpose: with equal lengths the requests move in waves
-(prefill together, decode together, finish together), and a window from one send to another spans whole
-waves, so it neither catches a wave's fast decode without the prefill that pays for it nor the reverse.
+requests has finished) to the send ``concurrency`` before the last: all the while, ``concurrency``
+requests are in flight. Both ends are send times on purpose: with equal lengths the requests move in waves
+(prefill together, decode together, finish together), and a window from the first send of one wave to the
+first send of another spans whole waves, so it neither catches a wave's fast decode without the prefill
+that pays for it nor the reverse. The end is the last wave's *first* send, not its last: a wave's slots
+send a few milliseconds apart, and a window that ended at the very last send counted all of the last
+wave's sends but one (on the H200, 31 requests too many at concurrency 32: 24-32 % above the wave rate,
+by how many waves the stage held).
 
 Within the window the stage runs a closed loop: a slot sends its next request the moment its last one
 finishes, so sends keep pace with completions. The throughput is the output tokens of the requests sent
@@ -93,8 +97,10 @@ def steady_window(
     whole = Window(0.0, duration_s, False)
     if len(sent_s) <= concurrency:
         return whole
+    sent_s = sorted(sent_s)  # in the order sent, whatever order the outcomes came back in
     start = max(sent_s[concurrency], max(first_wave_ready_s, default=0.0))
-    end = min(max(sent_s), duration_s)
+    # Sends in [start, end) are those of sent_s[concurrency:-concurrency]: whole waves when they are.
+    end = min(sent_s[len(sent_s) - concurrency], duration_s)
     sends_inside = sum(1 for t in sent_s if start <= t < end)
     if end - start < MIN_STEADY_SHARE * duration_s or sends_inside < MIN_TURNOVERS * concurrency:
         return whole
@@ -109,7 +115,7 @@ def rate_interval(arrivals: Sequence[Arrival], window: Window) -> Interval:
     length, the interval is the point 0.
     """
     length = window.length_s
-    # A steady window leaves its end out: it ends at the last send, whose request is the tail's.
+    # A steady window leaves its end out: it ends at the last wave's first send, whose wave is the tail's.
     inside = [
         a
         for a in arrivals

@@ -19,11 +19,11 @@ def test_t_quantiles_are_students_and_approach_the_normal() -> None:
         t975(0)
 
 
-def test_window_runs_from_the_first_second_request_of_a_slot_to_the_last_request_sent() -> None:
+def test_window_runs_from_the_first_second_request_of_a_slot_to_the_send_a_wave_before_the_last() -> None:
     # Concurrency 2: requests 0 and 1 open the stage, request 2 is the first one a slot sends again.
-    sent = [0.0, 0.0, 1.5, 1.7, 3.0, 3.3, 4.5, 4.8, 6.0, 6.2, 9.0]
+    sent = [0.0, 0.0, 1.5, 1.7, 3.0, 3.3, 4.5, 4.8, 6.0, 6.2, 7.5, 7.7, 9.0]
     w = steady_window(sent, [0.4, 0.5], concurrency=2, duration_s=10.0)
-    assert (w.start_s, w.end_s, w.steady) == (1.5, 9.0, True)
+    assert (w.start_s, w.end_s, w.steady) == (1.5, 7.7, True)  # sent[13 - 2]: two before the last
     # The first wave's first tokens bound it too (a slot freed before every slot had started).
     assert steady_window(sent, [0.4, 2.0], concurrency=2, duration_s=10.0).start_s == 2.0
     # Fewer than three turnovers of every slot inside: a window that short hangs on where waves fall.
@@ -49,6 +49,23 @@ def test_whole_waves_give_the_wave_rate_whatever_the_decode_speed() -> None:
     m = stage_metrics(4, outcomes, duration)
     assert m.steady
     assert m.output_tok_per_s == pytest.approx(160.0, rel=0.05)
+
+
+@pytest.mark.parametrize("waves", [5, 6, 7])
+def test_waves_sent_a_little_apart_give_the_wave_rate_whatever_their_count(waves: int) -> None:
+    # As on a real server: a wave's 32 requests finish within a few ms of each other, so their slots
+    # send the next wave a little apart. A window that ended at the last send counted the last wave's
+    # sends but one: (waves - 2) x 32 + 31 requests over (waves - 2) waves, 32 % above the wave rate with
+    # 5 waves and 24 % with 6, so the figure hung on how many waves the stage happened to hold.
+    concurrency, wave_s, tokens = 32, 2.0, 128
+    outcomes = [
+        _sent(wave * wave_s + slot * 0.001, 0.2, tokens, (wave_s - 0.25) / tokens)
+        for wave in range(waves)
+        for slot in range(concurrency)
+    ]
+    m = stage_metrics(concurrency, outcomes, waves * wave_s)
+    assert m.steady
+    assert m.output_tok_per_s == pytest.approx(concurrency * tokens / wave_s, rel=0.01)
 
 
 def test_a_constant_rate_has_a_tight_interval_around_it() -> None:
