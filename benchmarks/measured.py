@@ -29,8 +29,9 @@ from orchestrator.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
-# The first part ran the baseline and 7 trees before its device time ran out; the second 5 more trees.
-PARTS = ("llama8b-trees", "llama8b-trees-2")
+# The first part ran the baseline and 7 trees before its device time ran out; the second 5 more trees, the
+# third 4 more (3/2/7, 2/2/4, 3/4/4 and the 4-step chain).
+PARTS = ("llama8b-trees", "llama8b-trees-2", "llama8b-trees-3")
 SPEC = ROOT / "trials" / "h200-8b-trees.yaml"
 BASE_PROFILE = "h200-llama8b"
 MEASURED_PROFILE = "h200-llama8b-measured"
@@ -44,10 +45,13 @@ class MeasuredCell:
     source: str  # part/trial, e.g. llama8b-trees/0003
     tree: DraftTree | None
     batch: int
-    tok_s: float
+    tok_s: float  # as recorded on the H200
     accept: float
     wave_s: float
     step_s: float
+    # What today's client reads of the same stage: a stage measured whole as recorded; a steady one at its
+    # waves' rate (its record's window ended at the last send and counted the last wave's sends but one).
+    client_tok_s: float
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class _Stage:
     tok_s: float
     accept: float
     wave_s: float
+    steady: bool
 
 
 def wave_s(stage: StageMetrics, batch: int) -> float:
@@ -89,7 +94,8 @@ def _stages() -> list[_Stage]:
                 batch = min(stage.concurrency, result.config.max_running_requests or stage.concurrency)
                 accept = (stage.accept_length or 1.0) if tree is not None else 1.0
                 wave = wave_s(stage, batch)
-                out.append(_Stage(f"{part}/{path.stem}", tree, batch, stage.output_tok_per_s, accept, wave))
+                source = f"{part}/{path.stem}"
+                out.append(_Stage(source, tree, batch, stage.output_tok_per_s, accept, wave, stage.steady))
     return out
 
 
@@ -141,7 +147,8 @@ def measured_cells() -> list[MeasuredCell]:
         prefill = SpeedModel(profile, 1, st.tree, ()).prefill_time(st.batch * wl.input_len)
         gain = per_verify(st.accept, wl.output_len) if st.tree is not None else 1.0  # no verify: 1 a step
         step = step_from_wave(st.wave_s, gain, wl.output_len, prefill)
-        cells.append(MeasuredCell(st.source, st.tree, st.batch, st.tok_s, st.accept, st.wave_s, step))
+        client = st.batch * wl.output_len / st.wave_s if st.steady else st.tok_s
+        cells.append(MeasuredCell(st.source, st.tree, st.batch, st.tok_s, st.accept, st.wave_s, step, client))
     return cells
 
 

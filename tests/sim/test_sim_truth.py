@@ -1,7 +1,8 @@
 """The simulated node told the truth: measured H200 step costs and published accept lengths.
 
-The H200 cells are the product's own records of trials/h200-8b-trees.yaml (fixtures "llama8b-trees" and
-"llama8b-trees-2"); the profile `h200-llama8b-measured` is derived from them and must stay so.
+The H200 cells are the product's own records of trials/h200-8b-trees.yaml and its two further parts
+(fixtures "llama8b-trees", "llama8b-trees-2" and "llama8b-trees-3"); the profile `h200-llama8b-measured` is
+derived from them and must stay so.
 """
 
 from __future__ import annotations
@@ -84,8 +85,19 @@ def test_the_measured_profile_is_the_records_of_the_h200_sweep() -> None:
     on_disk = yaml.safe_load((PROFILE_DIR / f"{MEASURED_PROFILE}.yaml").read_text())
     assert on_disk == yaml.safe_load(yaml.safe_dump(profile_mapping(measured_cells())))
     trees = {tree_key(c.tree) for c in measured_cells()}
-    assert len(trees) == 13  # the server without speculation and 12 trees
+    assert len(trees) == 17  # the server without speculation and 16 trees
     assert {"none", "s3k3d4", "s3k3d8", "s8k8d60", "s1k1d2", "s7k1d8"} <= trees
+    # the third part: the top-k 2 trees, the tight 3/4/4 and the 4-step chain, at both batches
+    third = [c for c in measured_cells() if c.source.startswith("llama8b-trees-3/")]
+    assert {(tree_key(c.tree), c.batch) for c in third} == {
+        (t, b) for t in ("s3k2d7", "s2k2d4", "s3k4d4", "s4k1d5") for b in (8, 32)
+    }
+    # the grid the step costs span: steps 1-8, top-k 1, 2, 3, 4 and 8, tight and roomy budgets
+    spec_trees = [c.tree for c in measured_cells() if c.tree is not None]
+    assert {t.topk for t in spec_trees} == {1, 2, 3, 4, 8}
+    assert {t.steps for t in spec_trees} == {1, 2, 3, 4, 5, 6, 7, 8}
+    assert any(t.draft_tokens < t.steps * t.topk / 2 for t in spec_trees)  # tight: 3/4/4, 3/8/10
+    assert any(t.draft_tokens == t.steps * t.topk for t in spec_trees)  # roomy: 4/4/16
 
 
 def _replay_profile(extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -112,7 +124,7 @@ def test_the_measured_cells_replay_within_3_percent() -> None:
     oracle = Oracle(spec, load_profile(_replay_profile()))
     for cell in measured_cells():
         stage = next(s for s in oracle.evaluate(_config(cell.tree)).stages if s.concurrency == cell.batch)
-        assert stage.output_tok_per_s == pytest.approx(cell.tok_s, rel=0.03), (
+        assert stage.output_tok_per_s == pytest.approx(cell.client_tok_s, rel=0.03), (
             tree_key(cell.tree),
             cell.batch,
         )

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from orchestrator.driver.answer.choose import answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.noise import Regime, StageTiming, calibrate, regime_of
 from orchestrator.engines.sglang.logparse import parse_log
-from orchestrator.records import TrialRecord
+from orchestrator.records import FailureKind, TrialRecord
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "sglang" / "0.5.17"
 TREES = FIXTURES / "llama8b-trees" / "records"
@@ -55,3 +55,18 @@ def test_the_baseline_against_the_trees_is_judged_with_the_gpu_bound_prior() -> 
     assert answer.nospec
     noise = calibrate([[1.0]], [b.timing for b in baseline_launches(records)])
     assert noise.regime is Regime.GPU_BOUND
+
+
+def test_the_qwen3_32b_sweep_answers_no_speculation_with_no_launch_out_of_memory() -> None:
+    """The sweep of a shape the project had not run (Qwen3-32B, dummy weights, trials/h200-32b.yaml):
+    the baseline and five trees, none out of memory at start-up or under load, and the answer the figures
+    give: the server without speculation (1213.6 tok/s against 603.8 for the best tree, a dummy draft)."""
+    records = _records(FIXTURES / "qwen32b-sweep" / "records")
+    statuses = sorted(r.result.status.value for r in records)
+    assert statuses == ["interrupted"] + ["ok"] * 6  # trial 4: stopped while starting, then run again
+    assert all(r.result.failure is None or r.result.failure.kind is not FailureKind.OOM for r in records)
+    answer = choose_answer(answer_launches(records), baseline_launches(records))
+    assert answer is not None and answer.nospec and answer.comparison is not None
+    assert answer.comparison.noise.regime is Regime.GPU_BOUND
+    best = json.loads((FIXTURES / "qwen32b-sweep" / "best.json").read_text())
+    assert best["config_label"].endswith("nospec") and best["verdict"]["call"] == "clearly ahead"

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
 TINY = ("trials/models/tiny-llama", "trials/models/tiny-llama-eagle3")
 LLAMA8B = ("trials/models/llama3-8b-shape", "trials/models/llama3-8b-eagle3-shape")
+QWEN32B = ("trials/models/qwen3-32b-shape", "trials/models/qwen3-32b-eagle3-shape")
 H200_MIB = 143771.0
 PRINT_STEP_GB = 0.01  # SGLang prints GB with two decimals: a figure is known to +-0.005, a difference to 0.01
 
@@ -38,6 +39,9 @@ class RealLog:
     log: str  # under tests/fixtures/sglang/0.5.17
     models: tuple[str, str]
     gpu_mib: float = H200_MIB
+    # What the allocator gives back between the pools and the first capture, which the prior does not
+    # credit (so what it predicts is left is safe): up to 1.8 GB on the 8B shape, 2.6-2.9 on the 32B.
+    uncredited_gb: float = 2.0
 
 
 REAL_LOGS = [
@@ -67,6 +71,12 @@ REAL_LOGS = [
     RealLog("llama8b-h200/kvfloor010.log", LLAMA8B),
     RealLog("llama8b-h200/f98b256s4k2d8.log", LLAMA8B),
     RealLog("llama8b-h200/f96b256s4k2d8.log", LLAMA8B),
+    # The Qwen3-32B shape (dummy weights, a shape the prior was not fitted on): its sweep's speculative
+    # launches at the fraction the policy chose for them, 0.96, graph bs 32.
+    *[
+        RealLog(f"qwen32b-sweep/trials/{n:04d}/server.log", QWEN32B, uncredited_gb=3.0)
+        for n in (1, 2, 3, 5, 6)
+    ],
 ]
 
 
@@ -130,10 +140,12 @@ def test_prior_matches_real_log(case: RealLog) -> None:
         else:
             # The 8B shape: free memory rises between the pools and the first capture (SGLang empties
             # the allocator's cache, 0.6-0.9 GB here), which the prior does not credit. What it must get
-            # right is what is left at the end: never more than the log shows (safe), at most 2 GB less;
+            # right is what is left at the end: never more than the log shows (safe), at most the case's
+            # uncredited figure less;
             # its graphs within the tiny model's set-up (0.62 GB) and 10 % of what the captures took.
             assert abs(est.graph_gb - captured) <= 0.62 + 0.1 * captured, (est.graph_gb, captured)
-            assert est.left_gb <= m.avail_end_gb <= est.left_gb + 2.0, (est.left_gb, m.avail_end_gb)
+            slack = case.uncredited_gb
+            assert est.left_gb <= m.avail_end_gb <= est.left_gb + slack, (est.left_gb, m.avail_end_gb)
     else:
         assert report.failure is not None and report.failure.stage in (
             FailureStage.TARGET_GRAPH_CAPTURE,

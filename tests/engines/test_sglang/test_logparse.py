@@ -93,6 +93,13 @@ OUTCOMES = [
     *[(f"0.5.17/llama8b-grid/repeat/trials/{n:04d}", "server.log", True, None, None) for n in range(2)],
     *[(f"0.5.17/llama8b-trees/trials/{n:04d}", "server.log", True, None, None) for n in range(8)],
     *[(f"0.5.17/llama8b-trees-2/trials/{n:04d}", "server.log", True, None, None) for n in range(5)],
+    *[(f"0.5.17/llama8b-trees-3/trials/{n:04d}", "server.log", True, None, None) for n in range(4)],
+    # the Qwen3-32B shape's sweep: trial 4 was stopped by the driver while its server started (not a failure)
+    *[(f"0.5.17/qwen32b-sweep/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1, 2, 3, 5, 6)],
+    ("0.5.17/qwen32b-sweep/trials/0004", "server.log", False, None, None),
+    # the 8B shape's serving boundaries at concurrency 32: both served; the third was stopped while starting
+    *[(f"0.5.17/llama8b-serving/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1)],
+    ("0.5.17/llama8b-serving/trials/0002", "server.log", False, None, None),
     # the proposal policy's own sweep of trials/h200-8b.yaml on the H200 (test_policy_live_h200.py);
     # trial 2 (s4k2d8 at fraction 0.98) ran out of memory under load, in the draft's prefill extend
     *[(f"0.5.17/llama8b-live/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1, 3, 4, 5, 6, 7)],
@@ -108,7 +115,8 @@ def test_every_fixture_is_classified(
     assert report.ready is ready
     if stage is None:
         assert report.failure is None
-        assert report.last_stage is FailureStage.UNDER_LOAD
+        # A server that served reached the load; one stopped by the driver while it started did not.
+        assert report.last_stage is (FailureStage.UNDER_LOAD if ready else FailureStage.LAUNCH)
     else:
         assert report.failure is not None
         assert (report.failure.stage, report.failure.kind) == (stage, kind)
