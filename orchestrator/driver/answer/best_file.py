@@ -27,7 +27,8 @@ BEST_COMMAND = "best_command.sh"  # the answer's SGLang command, written next to
 
 
 class Level(BaseModel):
-    """The best speculative setting measured at one concurrency level (`policy.best_by_concurrency`)."""
+    """The fastest setting measured at one concurrency level (`policy.best_by_concurrency`): speculative, or
+    the server without speculation (steps 0)."""
 
     model_config = ConfigDict(frozen=True)
 

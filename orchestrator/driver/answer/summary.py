@@ -281,18 +281,22 @@ def count_line(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
 
 
 def render_levels(best: BestFile) -> str:
-    """The best speculative setting per concurrency level and the policy to launch with, for the CLI."""
+    """The best setting per concurrency level (or none) and the policy to launch with, for the CLI."""
     if best.split is not None:
         return f"by concurrency level: {best.split.statement}"
     if best.nospec:
         return "runtime policy: no speculation (no --speculative-* flag)"
-    lines = ["best speculative setting per concurrency level:"]
+    lines = ["best setting per concurrency level:"]
     for lv in best.best_by_concurrency:
-        lines.append(
-            f"  {lv.concurrency:>5} concurrent: steps {lv.speculative_num_steps} "
-            f"(adaptive {lv.speculative_adaptive}), {lv.output_tok_per_s:.1f} tok/s, "
-            f"accept {_cell(lv.accept_length, '.2f')}  trial {lv.trial}"
+        # A level the server without speculation led (its lead too close to call overall) says so.
+        setting = (
+            "no speculation"
+            if lv.speculative_num_steps == 0
+            else f"steps {lv.speculative_num_steps} (adaptive {lv.speculative_adaptive})"
         )
+        accept = "" if lv.speculative_num_steps == 0 else f", accept {_cell(lv.accept_length, '.2f')}"
+        figure = f"{lv.output_tok_per_s:.1f} tok/s{accept}"
+        lines.append(f"  {lv.concurrency:>5} concurrent: {setting}, {figure}  trial {lv.trial}")
     policy = best.runtime_policy
     lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")
     if "suggested_adaptive_config" in policy:

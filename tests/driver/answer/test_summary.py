@@ -17,6 +17,7 @@ from orchestrator.driver.answer.summary import (
     WIDTH,
     ConsoleRow,
     count_line,
+    render_levels,
     render_table,
     table_rows,
     write_best,
@@ -213,6 +214,19 @@ def test_best_json_reads_back_through_its_model_and_the_command_is_one_flag_per_
     assert "  --tp-size 8 \\" in lines and "  --cuda-graph-max-bs-decode 64 \\" in lines
     assert parse_script(script)[0] == NODE_PYTHON
     assert script == shell_script(parse_script(script))
+
+
+def test_a_level_the_server_without_speculation_led_says_so(tmp_path: Path) -> None:
+    # The baseline (trial 0) is the fastest at the one level measured, and the answer is still the
+    # speculative trial 1 (no verdict against the baseline here, as when theirs was too close to call):
+    # the level line names the server without speculation, not a speculative setting of "steps 0".
+    recs = records()
+    answer = choose_answer(answer_launches(recs))
+    assert answer is not None
+    best, _ = write_best(answer, recs, load_spec(DEMO), tmp_path)
+    text = render_levels(best)
+    assert "8 concurrent: no speculation, 1200.0 tok/s" in text and "trial 0" in text
+    assert "steps 0" not in text and "best setting per concurrency level:" in text
 
 
 def test_the_progress_line_cuts_a_reason_at_a_word() -> None:
