@@ -13,7 +13,7 @@ from orchestrator.config_codec import config_from_optuna, known_good_params
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.proposal.structure import choose_structure, fitting_config
-from orchestrator.driver.space import baseline_config
+from orchestrator.driver.space import baseline_config, memory_params
 from orchestrator.driver.study import status_of
 from orchestrator.driver.study_lock import closed_numbers
 from orchestrator.memory_model import MemoryModel
@@ -119,11 +119,7 @@ def baseline_params(spec: SweepSpec, model: MemoryModel) -> dict[str, Any]:
     config = fitting_config(structure, None, model)
     if config is None:
         return baseline_config(spec.search, None)
-    return {
-        "mem_fraction_static": config.mem_fraction_static,
-        "cuda_graph_max_bs": config.cuda_graph_max_bs,
-        "max_running_requests": config.max_running_requests,
-    }
+    return memory_params(config)
 
 
 def enqueue_first(study: optuna.Study, spec: SweepSpec, model: MemoryModel | None = None) -> None:
