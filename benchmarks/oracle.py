@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from benchmarks.lockstep import client_view
 from orchestrator.driver.memory.kv_admission import retracts
+from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.sglang.command import sglang_flags
 from orchestrator.records import (
     Failure,
@@ -167,7 +168,11 @@ class Oracle:
         """The launch's flags as the trial renders them, resolved by SGLang's rules as the server does."""
         argv = [
             *sglang_flags(
-                self.spec, config, version=self.profile.sglang_version, port=30000, tp_size=self.gpus
+                LaunchSettings.from_spec(self.spec),
+                config,
+                version=self.profile.sglang_version,
+                port=30000,
+                tp_size=self.gpus,
             ),
             "--sim-profile",
             self.profile.name,

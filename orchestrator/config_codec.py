@@ -1,4 +1,8 @@
-"""One configuration in each of its forms, both ways: Optuna params, MLflow params, SGLang's command line.
+"""One configuration in its forms, both ways: Optuna params and MLflow params.
+
+Its third form, the command line, is rendered one way only, by the engine (`engines.launch.command_argv`,
+SGLang's flags in `engines.sglang.command`), and never read back: each form that needs the configuration
+again (the journal, MLflow, the study) keeps it structured.
 
 Every form is walked through the fields of `config_fields.SearchedField`, so a searched value is never
 dropped by one direction and kept by the other (``speculative_adaptive`` once was: an adaptive trial
@@ -17,7 +21,7 @@ the space nearest to the launch's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from orchestrator import adaptive
@@ -114,7 +118,7 @@ def config_from_optuna(params: Mapping[str, Any]) -> ServerConfig | None:
 # --- MLflow: the launched values, as text ------------------------------------------------------
 
 
-def _text(value: float | int) -> str:
+def value_text(value: float | int) -> str:
     """As the launch command writes it (`0.71`, not `0.7100000000000001`)."""
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -122,7 +126,7 @@ def _text(value: float | int) -> str:
 def mlflow_params(config: ServerConfig) -> dict[str, str]:
     """The configuration's MLflow params: every value set, and the adaptive mode ("off" when fixed)."""
     params = {
-        f.value: _text(value)
+        f.value: value_text(value)
         for f in F
         if f is not F.SPECULATIVE_ADAPTIVE and (value := getattr(config, f.value)) is not None
     }
@@ -168,83 +172,3 @@ def _launched(base: ServerConfig, steps: int, topk: int, draft: int, mode: Adapt
     if mode is not AdaptiveMode.OFF and (topk != 1 or adaptive.launch_steps(mode, steps) != steps):
         raise ValueError(f"{config.label()} is no launch SGLang runs")
     return config
-
-
-# --- SGLang's command line: the launched values, as flags ---------------------------------------
-
-
-def memory_flags(config: ServerConfig, version: tuple[int, ...]) -> list[str]:
-    """The flags of the values every trial sets."""
-    return [
-        F.MEM_FRACTION_STATIC.flag(version),
-        _text(config.mem_fraction_static),
-        F.CUDA_GRAPH_MAX_BS.flag(version),
-        str(config.cuda_graph_max_bs),
-        F.MAX_RUNNING_REQUESTS.flag(version),
-        str(config.max_running_requests),
-    ]
-
-
-def speculative_flags(
-    config: ServerConfig, version: tuple[int, ...], adaptive_config_path: str = adaptive.CONFIG_FILE
-) -> list[str]:
-    """The speculative values' flags (none for the baseline). The three values always travel together:
-    steps alone is an assertion error in SGLang. Adaptive speculation is rendered only where SGLang has
-    it; a trial checks support before it launches anything."""
-    if not config.speculative:
-        return []
-    flags = [
-        F.SPECULATIVE_NUM_STEPS.flag(version),
-        str(config.speculative_num_steps),
-        F.SPECULATIVE_EAGLE_TOPK.flag(version),
-        str(config.speculative_eagle_topk),
-        F.SPECULATIVE_NUM_DRAFT_TOKENS.flag(version),
-        str(config.speculative_num_draft_tokens),
-    ]
-    mode = _mode(config)
-    if mode is not AdaptiveMode.OFF and adaptive.supported(version):
-        adaptive_flag, config_flag = F.SPECULATIVE_ADAPTIVE.flags
-        flags.append(adaptive_flag)
-        if mode is AdaptiveMode.TIERS:
-            flags += [config_flag, adaptive_config_path]
-    return flags
-
-
-def config_from_argv(argv: Sequence[str]) -> ServerConfig | None:
-    """The configuration a launch command runs (any SGLang spelling of the flags, ``--flag value`` or
-    ``--flag=value``); None when it does not set every value a trial sets."""
-    by_flag = {flag: f for f in F if f is not F.SPECULATIVE_ADAPTIVE for flag in f.flags}
-    adaptive_flag, config_flag = F.SPECULATIVE_ADAPTIVE.flags
-    values: dict[F, str] = {}
-    seen: set[str] = set()
-    i = 0
-    while i < len(argv):
-        name, eq, value = argv[i].partition("=")
-        seen.add(name)
-        if name in by_flag or name == config_flag:
-            if not eq:
-                i += 1
-                value = argv[i] if i < len(argv) else ""
-            if name in by_flag:
-                values[by_flag[name]] = value
-        i += 1
-    mode = AdaptiveMode.OFF
-    if adaptive_flag in seen:  # SGLang's own tiers unless a tiers file is given
-        mode = AdaptiveMode.TIERS if config_flag in seen else AdaptiveMode.DEFAULT
-    try:
-        base = ServerConfig(
-            float(values[F.MEM_FRACTION_STATIC]),
-            int(values[F.CUDA_GRAPH_MAX_BS]),
-            int(values[F.MAX_RUNNING_REQUESTS]),
-        )
-        if F.SPECULATIVE_NUM_STEPS not in values:
-            return base
-        return _launched(
-            base,
-            int(values[F.SPECULATIVE_NUM_STEPS]),
-            int(values[F.SPECULATIVE_EAGLE_TOPK]),
-            int(values[F.SPECULATIVE_NUM_DRAFT_TOKENS]),
-            mode,
-        )
-    except (KeyError, ValueError):
-        return None

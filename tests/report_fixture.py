@@ -13,12 +13,14 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.config_codec import memory_flags, optuna_params, speculative_flags
+from orchestrator.config_codec import optuna_params
 from orchestrator.driver import observers as obs
 from orchestrator.driver.settle import settle
 from orchestrator.driver.space import suggest_config
 from orchestrator.driver.study import tell
 from orchestrator.driver.tracking import Tracker
+from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.launch import command_argv
 from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
 from orchestrator.records import (
     Failure,
@@ -109,12 +111,17 @@ def _stage(p: Planned) -> StageMetrics:
     )
 
 
+LAUNCH = LaunchSettings(
+    engine="sglang",
+    model_path="meta-llama/Llama-3.1-8B-Instruct",
+    draft_path="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    speculative_algorithm="EAGLE3",
+    python="python",
+)
+
+
 def _command(config: ServerConfig) -> tuple[str, ...]:
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct"]
-    argv += memory_flags(config, (0, 5, 9)) + speculative_flags(config, (0, 5, 9))
-    if config.speculative:
-        argv += ["--speculative-algorithm", "EAGLE3"]
-    return tuple(argv)
+    return command_argv(LAUNCH, config, version="0.5.9", port=30000, tp_size=1)
 
 
 def result_of(p: Planned) -> TrialResult:

@@ -16,9 +16,8 @@ import optuna
 import pytest
 import yaml
 
-from orchestrator.adaptive import AdaptiveMode, launch_steps
+from orchestrator.adaptive import CONFIG_FILE, AdaptiveMode, launch_steps
 from orchestrator.config_codec import (
-    config_from_argv,
     config_from_mlflow,
     config_from_optuna,
     known_good_params,
@@ -29,13 +28,22 @@ from orchestrator.config_fields import SEARCHED_FLAGS, SearchedField
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
+from orchestrator.driver.answer.summary import sglang_command
 from orchestrator.driver.journal import Journal
 from orchestrator.driver.space import suggest_config
 from orchestrator.engines.launch import launch_plan
 from orchestrator.engines.sglang.command import parse_version
-from orchestrator.mlflow_schema import LaunchParams, Param, trial_params
+from orchestrator.engines.shell import shell_command
+from orchestrator.mlflow_schema import (
+    LaunchParams,
+    Param,
+    command_from_params,
+    param_value,
+    parse_param,
+    trial_params,
+)
 from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
-from orchestrator.spec import OWNED_FLAGS, SweepSpec, load_spec, parse_spec
+from orchestrator.spec import OWNED_FLAGS, Backend, load_spec, parse_spec
 from orchestrator.spec_search import (
     Choices,
     FloatRange,
@@ -162,25 +170,39 @@ def test_a_configuration_survives_the_journal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.17", "0.5.23"])
-def test_a_configuration_survives_its_command_line(version: str) -> None:
-    spec: SweepSpec = load_spec(DEMO)
+def test_every_command_of_a_configuration_is_the_launchs_own(version: str) -> None:
+    # The launch, best_command.sh and a command read back from MLflow once rendered the configuration
+    # three ways; a flag one of them spelled or placed differently (the adaptive tiers' file, the
+    # host and port, a fixed flag written `--flag=value`) gave a command that was not the one launched.
+    demo = load_spec(DEMO)
+    flags = ["--trust-remote-code", "--page-size=16", "--api-key", "a-long-enough-secret"]
+    server = demo.server.model_copy(update={"flags": flags})
+    spec = demo.model_copy(update={"backend": Backend.REAL, "server": server})
     adaptive_runs = parse_version(version) >= (0, 5, 17)
     for config in CONFIGS:
         if config.speculative_adaptive and not adaptive_runs:
             continue  # a trial refuses it before launching: SGLang has no --speculative-adaptive
-        argv = launch_plan(spec, config, version=version, port=30000, tp_size=1).argv
-        assert config_from_argv(argv) == config
-        assert config_from_argv(_with_equals(argv)) == config  # `--flag=value`, as a user may write it
-
-
-def _with_equals(argv: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    for arg in argv:
-        if out and out[-1].startswith("--") and "=" not in out[-1] and not arg.startswith("--"):
-            out[-1] += "=" + arg
-        else:
-            out.append(arg)
-    return out
+        plan = launch_plan(
+            spec,
+            config,
+            version=version,
+            port=30000,
+            tp_size=spec.node.gpus,
+            adaptive_config_path=CONFIG_FILE,
+        )
+        launched = plan.masked_argv()
+        assert "a-long-enough-secret" not in launched
+        for field in SearchedField:  # every value the configuration sets is on its command line
+            value = getattr(config, field.value)
+            if value is not None and field is not SearchedField.SPECULATIVE_ADAPTIVE:
+                at = launched.index(field.flag(parse_version(version)))
+                assert launched[at + 1] == param_value(value), (field, config.label())
+        result = TrialResult(config, TrialStatus.OK, "n", launched, server_version=version)
+        assert tuple(sglang_command(TrialRecord(0, result, 1.0), spec)) == launched  # best_command.sh
+        params = {k: parse_param(v) for k, v in trial_params(result, LaunchParams.from_spec(spec)).items()}
+        assert command_from_params(params, version) == shell_command(("python", *launched[1:])), (
+            config.label()
+        )
 
 
 def test_the_searched_fields_are_the_spec_sections_fields_and_the_configurations() -> None:

@@ -1,8 +1,15 @@
 """--resume: rebuild what the driver learned from the study's finished trials, so a resumed sweep neither
-relaunches a configuration it has measured nor proposes what its memory model rules out."""
+relaunches a configuration it has measured nor proposes what its memory model rules out.
+
+The study keeps the search state (which trials were asked and settled, their params, what the sampler
+was told); each trial's result comes from its journal record (`driver.journal`), the driver's own whole
+`TrialRecord`, and only a trial without one (a study older than the journal, a journal folder lost or
+moved) is read back from the study's user attributes, which hold a summary of it.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,13 +17,16 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator.config_codec import config_from_optuna, known_good_params
+from orchestrator.driver.journal import Journal
 from orchestrator.driver.observers import Measured
 from orchestrator.driver.outcome import Progress
 from orchestrator.driver.proposal.structure import choose_structure, fitting_config
-from orchestrator.driver.space import baseline_config
+from orchestrator.driver.settle import optuna_tell
+from orchestrator.driver.space import baseline_config, memory_params
 from orchestrator.driver.study import status_of
 from orchestrator.driver.study_lock import closed_numbers
 from orchestrator.memory_model import MemoryModel
+from orchestrator.mlflow_schema import Tag
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -24,11 +34,14 @@ from orchestrator.records import (
     MemoryAccount,
     ResolvedLaunch,
     ServerConfig,
+    TrialRecord,
     TrialResult,
     TrialStatus,
 )
 from orchestrator.spec import SweepSpec
 from orchestrator.trial_attrs import TrialAttr
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,12 +51,47 @@ class Restored:
     measured: Measured = field(default_factory=dict)
     memory: list[tuple[int, TrialResult]] = field(default_factory=list)  # what the memory model relearns
     numbers: list[int] = field(default_factory=list)  # every trial the driver settled (its journal's)
+    records: list[TrialRecord] = field(default_factory=list)  # their journal records, those found
 
 
-def restore(study: optuna.Study) -> Restored:
+@dataclass(frozen=True)
+class _Outcome:
+    """What a settled trial's result says, as --resume reads it."""
+
+    status: TrialStatus
+    baseline: bool
+    tok_s: float | None  # the best stage's output tok/s
+    value: float | None  # what Optuna was told for a COMPLETE trial, else None
+    config: ServerConfig | None
+    result: TrialResult | None  # what the memory model relearns, when it has a memory account
+
+
+def _from_record(record: TrialRecord, baseline: bool) -> _Outcome:
+    r = record.result
+    pruned = record.tag(Tag.PRUNED_AT_STAGE) is not None
+    told = optuna_tell(r.status, record.objective, pruned)
+    learns = bool(r.memory.as_metrics()) and r.status is not TrialStatus.PREDICTED_OOM
+    return _Outcome(r.status, baseline, r.output_tok_per_s, told.value, r.config, r if learns else None)
+
+
+def _from_attrs(t: FrozenTrial, status: TrialStatus) -> _Outcome:
+    """A trial with no journal record: its result as the study's attributes summarise it."""
+    tok = t.user_attrs.get(TrialAttr.OUTPUT_TOK_PER_S)
+    value = t.value if t.state == TrialState.COMPLETE else None
+    config = config_from_optuna(t.params)  # the adaptive mode too: a fixed proposal is not this
+    memory = t.user_attrs.get(TrialAttr.MEMORY)
+    result = None
+    if config is not None and isinstance(memory, dict) and status is not TrialStatus.PREDICTED_OOM:
+        result = replayed_result(t, config, status, memory)
+    baseline = bool(t.user_attrs.get(TrialAttr.BASELINE))
+    return _Outcome(status, baseline, float(tok) if tok else None, value, config, result)
+
+
+def restore(study: optuna.Study, journal: Journal) -> Restored:
     out = Restored()
     p = out.progress
     closed = closed_numbers(study)
+    settled: list[tuple[FrozenTrial, TrialStatus]] = []
     for t in study.get_trials(deepcopy=False):
         if (
             not t.state.is_finished()
@@ -52,38 +100,45 @@ def restore(study: optuna.Study) -> Restored:
             or TrialAttr.WARM_START_FROM in t.user_attrs
         ):
             continue
-        status = status_of(t)
-        if status is None:
-            continue
-        if TrialAttr.REPEAT_OF not in t.user_attrs:
-            out.numbers.append(t.number)
-        baseline = bool(t.user_attrs.get(TrialAttr.BASELINE))
-        if TrialAttr.REPEAT_OF not in t.user_attrs and not status.free and not baseline:
+        status = status_of(t)  # the driver settled it (the search state): its result is in the journal
+        if status is not None:
+            settled.append((t, status))
+    out.numbers = [t.number for t, _ in settled if TrialAttr.REPEAT_OF not in t.user_attrs]
+    out.records = journal.read(out.numbers)
+    by_number = {r.number: r for r in out.records}
+    if journal.folder is not None and len(out.records) < len(out.numbers):
+        log.warning(
+            "%d of the study's %d trials have no journal record: their results are read back from the "
+            "study's attributes",
+            len(out.numbers) - len(out.records),
+            len(out.numbers),
+        )
+    for t, status in settled:
+        repeat = t.user_attrs.get(TrialAttr.REPEAT_OF)
+        # A repeat was answered from an earlier trial's record, which is its result too.
+        record = by_number.get(int(repeat) if isinstance(repeat, int) else t.number)
+        if record is None:
+            o = _from_attrs(t, status)
+        else:
+            o = _from_record(
+                record, record.baseline if repeat is None else bool(t.user_attrs.get(TrialAttr.BASELINE))
+            )
+        if repeat is None and not o.status.free and not o.baseline:
             p.done += 1
-        if status.infeasible:
+        if o.status.infeasible:
             p.pruned_oom += 1
-        elif status is not TrialStatus.OK:
+        elif o.status is not TrialStatus.OK:
             p.failed += 1
-        tok = t.user_attrs.get(TrialAttr.OUTPUT_TOK_PER_S)
-        if t.user_attrs.get(TrialAttr.BASELINE) and tok:
-            out.baseline_tok_s = float(tok)
-        if (
-            t.state == TrialState.COMPLETE
-            and not baseline
-            and t.value is not None
-            and (p.best_tok_s is None or t.value > p.best_tok_s)
-        ):
-            p.best_tok_s, p.best_number = t.value, t.number
-        config = config_from_optuna(t.params)  # the adaptive mode too: a fixed proposal is not this
-        if config is None or TrialAttr.REPEAT_OF in t.user_attrs:
+        if o.baseline and o.tok_s:
+            out.baseline_tok_s = o.tok_s
+        if not o.baseline and o.value is not None and (p.best_tok_s is None or o.value > p.best_tok_s):
+            p.best_tok_s, p.best_number = o.value, t.number
+        if o.config is None or repeat is not None:
             continue
-        pruned = t.state == TrialState.PRUNED and not status.infeasible
-        if (status is TrialStatus.OK and not pruned) or status.infeasible:
-            value = t.value if t.state == TrialState.COMPLETE else None
-            out.measured.setdefault(config, (t.number, status, value))
-        memory = t.user_attrs.get(TrialAttr.MEMORY)
-        if isinstance(memory, dict) and status is not TrialStatus.PREDICTED_OOM:
-            out.memory.append((t.number, replayed_result(t, config, status, memory)))
+        if (o.status is TrialStatus.OK and o.value is not None) or o.status.infeasible:
+            out.measured.setdefault(o.config, (t.number, o.status, o.value))
+        if o.result is not None:
+            out.memory.append((t.number, o.result))
     return out
 
 
@@ -119,11 +174,7 @@ def baseline_params(spec: SweepSpec, model: MemoryModel) -> dict[str, Any]:
     config = fitting_config(structure, None, model)
     if config is None:
         return baseline_config(spec.search, None)
-    return {
-        "mem_fraction_static": config.mem_fraction_static,
-        "cuda_graph_max_bs": config.cuda_graph_max_bs,
-        "max_running_requests": config.max_running_requests,
-    }
+    return memory_params(config)
 
 
 def enqueue_first(study: optuna.Study, spec: SweepSpec, model: MemoryModel | None = None) -> None:

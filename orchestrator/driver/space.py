@@ -13,6 +13,7 @@ from typing import Any, cast
 from optuna.trial import BaseTrial
 
 from orchestrator.adaptive import AdaptiveMode
+from orchestrator.config_fields import SearchedField as F
 from orchestrator.draft_tree import draft_token_bounds
 from orchestrator.driver.grid import stepped
 from orchestrator.records import ServerConfig
@@ -21,8 +22,9 @@ from orchestrator.trial_attrs import TrialAttr
 
 
 def _suggest_int(
-    trial: BaseTrial, name: str, dim: IntRange | Choices, lo: int | None = None, hi: int | None = None
+    trial: BaseTrial, field: F, dim: IntRange | Choices, lo: int | None = None, hi: int | None = None
 ) -> int:
+    name = field.value
     if isinstance(dim, Choices):
         value = int(trial.suggest_categorical(name, [int(c) for c in dim.choices]))
         if lo is not None:
@@ -39,29 +41,30 @@ def _suggest_int(
     return trial.suggest_int(name, low, high, step=dim.step, log=dim.log and dim.step == 1)
 
 
-def _suggest_float(trial: BaseTrial, name: str, dim: FloatRange | Choices) -> float:
+def _suggest_float(trial: BaseTrial, field: F, dim: FloatRange | Choices) -> float:
+    name = field.value
     if isinstance(dim, Choices):
         return float(trial.suggest_categorical(name, [float(c) for c in dim.choices]))
     return trial.suggest_float(name, dim.low, dim.high, step=dim.step, log=dim.log and dim.step is None)
 
 
 def suggest_config(trial: BaseTrial, space: SearchSpace) -> ServerConfig:
-    mem = _suggest_float(trial, "mem_fraction_static", space.mem_fraction_static)
-    graph_bs = _suggest_int(trial, "cuda_graph_max_bs", space.cuda_graph_max_bs)
-    mrr = _suggest_int(trial, "max_running_requests", space.max_running_requests)
+    mem = _suggest_float(trial, F.MEM_FRACTION_STATIC, space.mem_fraction_static)
+    graph_bs = _suggest_int(trial, F.CUDA_GRAPH_MAX_BS, space.cuda_graph_max_bs)
+    mrr = _suggest_int(trial, F.MAX_RUNNING_REQUESTS, space.max_running_requests)
     if trial.user_attrs.get(TrialAttr.BASELINE):
         return make_config(mem, graph_bs, mrr)
-    steps = _suggest_int(trial, "speculative_num_steps", space.speculative_num_steps)
-    topk = _suggest_int(trial, "speculative_eagle_topk", space.speculative_eagle_topk)
+    steps = _suggest_int(trial, F.SPECULATIVE_NUM_STEPS, space.speculative_num_steps)
+    topk = _suggest_int(trial, F.SPECULATIVE_EAGLE_TOPK, space.speculative_eagle_topk)
     if topk == 1:
         adaptive = AdaptiveMode.OFF
         if space.speculative_adaptive != [AdaptiveMode.OFF]:
             modes = [m.value for m in space.speculative_adaptive]
-            adaptive = AdaptiveMode(trial.suggest_categorical("speculative_adaptive", modes))
+            adaptive = AdaptiveMode(trial.suggest_categorical(F.SPECULATIVE_ADAPTIVE.value, modes))
         return make_config(mem, graph_bs, mrr, steps, topk, steps + 1, adaptive)
     draft = _suggest_int(
         trial,
-        "speculative_num_draft_tokens",
+        F.SPECULATIVE_NUM_DRAFT_TOKENS,
         space.speculative_num_draft_tokens,
         *draft_token_bounds(steps, topk),
     )
@@ -71,11 +74,7 @@ def suggest_config(trial: BaseTrial, space: SearchSpace) -> ServerConfig:
 def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str, Any]:
     """Memory settings for the no-speculation baseline: the first known-good's, else the middle."""
     if known is not None:
-        return {
-            "mem_fraction_static": known.mem_fraction_static,
-            "cuda_graph_max_bs": known.cuda_graph_max_bs,
-            "max_running_requests": known.max_running_requests,
-        }
+        return memory_params(known)
 
     def middle(dim: FloatRange | IntRange | Choices) -> float:
         if isinstance(dim, Choices):
@@ -83,9 +82,18 @@ def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str,
         return (dim.low + dim.high) / 2
 
     return {
-        "mem_fraction_static": middle(space.mem_fraction_static),
-        "cuda_graph_max_bs": int(middle(space.cuda_graph_max_bs)),
-        "max_running_requests": int(middle(space.max_running_requests)),
+        F.MEM_FRACTION_STATIC.value: middle(space.mem_fraction_static),
+        F.CUDA_GRAPH_MAX_BS.value: int(middle(space.cuda_graph_max_bs)),
+        F.MAX_RUNNING_REQUESTS.value: int(middle(space.max_running_requests)),
+    }
+
+
+def memory_params(config: ServerConfig) -> dict[str, Any]:
+    """The Optuna params of a configuration's memory values alone (a baseline's)."""
+    return {
+        F.MEM_FRACTION_STATIC.value: config.mem_fraction_static,
+        F.CUDA_GRAPH_MAX_BS.value: config.cuda_graph_max_bs,
+        F.MAX_RUNNING_REQUESTS.value: config.max_running_requests,
     }
 
 

@@ -188,7 +188,7 @@ class Sweep:
         # running was left by a dead one, and would hold the GPUs of the trials to come.
         self.journal.servers.stop_stale()
         if resume and any(t.state.is_finished() for t in self.study.get_trials(deepcopy=False)):
-            restored = restore(self.study)
+            restored = restore(self.study, self.journal)
             self.outcome.progress.absorb(restored.progress)
             self.speedup.baseline_tok_s = restored.baseline_tok_s
             for config, seen in restored.measured.items():
@@ -196,10 +196,9 @@ class Sweep:
             for number, result in restored.memory:
                 self.memory_model.observe(number, result)
             # Every earlier launch joins the ranking, the confirmation and the lossless check.
-            earlier = self.journal.read(restored.numbers)
-            self.journal_complete = len(earlier) == len(restored.numbers)
-            self.outcome.records.extend(earlier)
-            self.lossless.restore(earlier)
+            self.journal_complete = len(restored.records) == len(restored.numbers)
+            self.outcome.records.extend(restored.records)
+            self.lossless.restore(restored.records)
             self._best.refresh()
         else:
             enqueue_first(self.study, self.spec, self.memory_model)

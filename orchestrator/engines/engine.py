@@ -10,6 +10,7 @@ SGLang's accounting and not routed through the engine.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from orchestrator.engine_catalog import EngineName
@@ -21,7 +22,38 @@ from orchestrator.spec import SweepSpec
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["Engine", "EngineName", "LogReader", "read_all"]
+__all__ = ["Engine", "EngineName", "LaunchSettings", "LogReader", "read_all"]
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """What a launch takes from the spec besides its configuration: with the configuration, what every
+    command of a trial is rendered from (`engines.launch.command_argv`: the launch, best_command.sh, and
+    a command read back from an MLflow run, which records these as params)."""
+
+    engine: str
+    model_path: str
+    draft_path: str = ""
+    speculative_algorithm: str = ""
+    fixed_flags: tuple[str, ...] = ()  # the spec's own flags, as given
+    enable_metrics: bool = False
+    host: str = "127.0.0.1"
+    python: str = ""  # the interpreter on the node; empty = the worker's own
+    secret_flags: tuple[str, ...] = ()  # the spec's, beyond the engine's credential flags
+
+    @classmethod
+    def from_spec(cls, spec: SweepSpec) -> LaunchSettings:
+        return cls(
+            engine=spec.engine,
+            model_path=spec.model.path,
+            draft_path=spec.model.draft_path,
+            speculative_algorithm=spec.model.speculative_algorithm,
+            fixed_flags=tuple(spec.server.flags),
+            enable_metrics=spec.server.enable_metrics,
+            host=spec.server.host,
+            python=spec.server.python,
+            secret_flags=tuple(spec.server.secret_flags),
+        )
 
 
 class LogReader(Protocol):
@@ -75,7 +107,7 @@ class Engine(Protocol):
 
     def flags(
         self,
-        spec: SweepSpec,
+        settings: LaunchSettings,
         config: ServerConfig,
         *,
         version: str,
@@ -83,7 +115,8 @@ class Engine(Protocol):
         tp_size: int,
         adaptive_config_path: str,
     ) -> list[str]:
-        """The engine's own flags for one trial, in a stable order."""
+        """The engine's own flags for one trial, in a stable order (`engines.launch.command_argv` puts
+        them after the module)."""
         ...
 
     def flag_name(self, param: str, version: str) -> str:

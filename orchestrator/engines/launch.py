@@ -1,16 +1,21 @@
-"""A trial's launch plan: the spec's engine renders its flags after the module the node runs.
+"""A trial's command line, rendered once: the spec's engine renders its flags after the module the node runs.
 
-A real node runs the engine's own module (`Engine.launch_module`); the simulated node runs the simulated
-SGLang server with the same flags and its own (`SIM_FLAG_PREFIX`) after them.
+`command_argv` is the one rendering of a configuration's command, from structured data (the configuration
+and its `engines.engine.LaunchSettings`): the launch plan, the answer's best_command.sh and a command read
+back from an MLflow run all take it, and none reads a command line back. A real node runs the engine's own
+module (`Engine.launch_module`); the simulated node runs the simulated SGLang server with the same flags and
+its own (`SIM_FLAG_PREFIX`) after them.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator import adaptive
 from orchestrator.engines import engine_for
+from orchestrator.engines.engine import LaunchSettings
 from orchestrator.records import ServerConfig
 from orchestrator.secrets import mask_argv
 from orchestrator.spec import NodeKind, SweepSpec
@@ -39,6 +44,33 @@ class LaunchPlan:
         return mask_argv(self.argv, self.secret_flags)
 
 
+def command_argv(
+    settings: LaunchSettings,
+    config: ServerConfig,
+    *,
+    version: str,
+    port: int,
+    tp_size: int,
+    adaptive_config_path: str = adaptive.CONFIG_FILE,
+    sim_flags: Sequence[str] | None = None,
+) -> tuple[str, ...]:
+    """The command that serves ``config``: the engine's module and flags (with ``sim_flags``, the simulated
+    server's module, those flags and then its own), unmasked."""
+    engine = engine_for(settings.engine)
+    python = settings.python or sys.executable
+    flags = engine.flags(
+        settings,
+        config,
+        version=version,
+        port=port,
+        tp_size=tp_size,
+        adaptive_config_path=adaptive_config_path,
+    )
+    if sim_flags is None:
+        return (python, "-m", engine.launch_module, *flags)
+    return (python, "-m", SIM_SERVER_MODULE, *flags, *sim_flags)
+
+
 def launch_plan(
     spec: SweepSpec,
     config: ServerConfig,
@@ -50,23 +82,25 @@ def launch_plan(
     sim_state_dir: str = "",
     adaptive_config_path: str = adaptive.CONFIG_FILE,
 ) -> LaunchPlan:
-    engine = engine_for(spec.engine)
-    python = spec.server.python or sys.executable
-    flags = engine.flags(
-        spec, config, version=version, port=port, tp_size=tp_size, adaptive_config_path=adaptive_config_path
-    )
-    if spec.node_kind is NodeKind.REAL:
-        argv = [python, "-m", engine.launch_module, *flags]
-    else:
+    sim_flags = None
+    if spec.node_kind is not NodeKind.REAL:
         sim_flags = [
             f"{SIM_FLAG_PREFIX}profile",
             sim_profile_path,
             f"{SIM_FLAG_PREFIX}state-dir",
             sim_state_dir,
         ]
-        argv = [python, "-m", SIM_SERVER_MODULE, *flags, *sim_flags]
+    argv = command_argv(
+        LaunchSettings.from_spec(spec),
+        config,
+        version=version,
+        port=port,
+        tp_size=tp_size,
+        adaptive_config_path=adaptive_config_path,
+        sim_flags=sim_flags,
+    )
     return LaunchPlan(
-        argv=tuple(argv),
+        argv=argv,
         host=spec.server.host,
         port=port,
         env=tuple(sorted(spec.server.env.items())),

@@ -78,6 +78,9 @@ class Param(StrEnum):
     SPECULATIVE_DRAFT_MODEL_PATH = "speculative_draft_model_path"
     SPECULATIVE_ADAPTIVE = SearchedField.SPECULATIVE_ADAPTIVE.value  # an AdaptiveMode value ("off": fixed)
     ENABLE_METRICS = "enable_metrics"
+    # The spec's fixed flags as launched (secrets masked), a JSON list: what a command read back from the
+    # run is rendered with. A run written before it has each fixed flag as a param of its own only.
+    FIXED_FLAGS = "fixed_flags"
     # The configuration's own values, under ServerConfig's field names (SGLang's flags), written and
     # read by config_codec.
     MEM_FRACTION_STATIC = SearchedField.MEM_FRACTION_STATIC.value
@@ -90,8 +93,6 @@ class Param(StrEnum):
 
 NO_SPECULATION = "none"
 FLAG_SET = "true"  # a bare flag's param value
-# A trial's params that are no engine flag: a command rebuilt from the params leaves them out.
-NOT_FLAGS = frozenset({Param.DATASET, Param.BACKEND, Param.ENGINE})
 
 
 class Metric(StrEnum):

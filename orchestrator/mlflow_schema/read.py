@@ -1,6 +1,8 @@
 """A trial run read back from MLflow (by `report.data` and `history`), under the names it was written with.
 
-Its configuration reads back through `config_codec.config_from_mlflow`."""
+Its configuration reads back through `config_codec.config_from_mlflow`, and a command from its params is
+rendered from that configuration and the run's launch settings by the launch's own renderer
+(`engines.launch.command_argv`): no command line is read back."""
 
 from __future__ import annotations
 
@@ -9,21 +11,24 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator import adaptive
+from orchestrator.config_codec import config_from_mlflow
+from orchestrator.config_fields import SearchedField
 from orchestrator.engine_catalog import EngineName
-from orchestrator.engines import engine_for
+from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.launch import command_argv
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema.names import (
     FLAG_SET,
     MEMORY_FIGURES,
     MEMORY_SUFFIXES,
-    NO_SPECULATION,
-    NOT_FLAGS,
     RESOLVED_PREFIX,
     SWEEP_KIND,
+    Artifact,
     Param,
     Tag,
 )
+
+DEFAULT_PORT = 30000  # SGLang's own, and best_command.sh's: a run records no port
 
 
 def is_sweep(tags: Mapping[str, str]) -> bool:
@@ -70,18 +75,54 @@ def run_engine(params: Mapping[str, float | str]) -> str:
     return str(params.get(Param.ENGINE) or EngineName.SGLANG.value)
 
 
-def command_from_params(params: Mapping[str, float | str], version: str, engine_name: str = "") -> str:
-    """A launch command rebuilt from a trial's params, when its launch_command.sh is out of reach, with
-    the flags of the run's own engine unless ``engine_name`` is given."""
-    engine = engine_for(engine_name or run_engine(params))
-    argv = ["python", "-m", engine.launch_module]
+def launch_settings(params: Mapping[str, float | str], engine_name: str = "") -> LaunchSettings:
+    """What a launched trial's run says it was launched with, besides its configuration, as the launch
+    took it (`engines.engine.LaunchSettings`); its engine the run's own unless ``engine_name`` is given.
+    The interpreter is `python`: the node's own is no param."""
+    engine = engine_name or run_engine(params)
+    return LaunchSettings(
+        engine=engine,
+        model_path=str(params.get(Param.MODEL_PATH, "")),
+        draft_path=str(params.get(Param.SPECULATIVE_DRAFT_MODEL_PATH, "")),
+        speculative_algorithm=str(params.get(Param.SPECULATIVE_ALGORITHM, "")),
+        fixed_flags=_fixed_flags(params),
+        enable_metrics=params.get(Param.ENABLE_METRICS) == FLAG_SET,
+        python="python",
+    )
+
+
+def _fixed_flags(params: Mapping[str, float | str]) -> tuple[str, ...]:
+    """The spec's fixed flags as the run recorded them; for a run written before `Param.FIXED_FLAGS` (or
+    one whose list MLflow cut), its fixed-flag params as SGLang takes them, which is how such a run's
+    command was read back then (`--name value`, a bare `--name` for a set flag)."""
+    try:
+        flags = json.loads(str(params[Param.FIXED_FLAGS]))
+        if isinstance(flags, list) and all(isinstance(f, str) for f in flags):
+            return tuple(flags)
+    except (KeyError, ValueError):
+        pass
+    named = {p.value for p in Param} | {f.value for f in SearchedField}
+    out: list[str] = []
     for key, value in params.items():
-        if key in NOT_FLAGS or (key == Param.SPECULATIVE_ALGORITHM and value == NO_SPECULATION):
-            continue
-        if key == Param.SPECULATIVE_ADAPTIVE:
-            if value != adaptive.AdaptiveMode.OFF.value:
-                argv.append(engine.flag_name(key, version))  # its tiers file is the run's artifact
-            continue
-        flag = engine.flag_name(key, version)
-        argv.extend([flag] if value == FLAG_SET else [flag, str(value)])
+        if key not in named:
+            flag = "--" + key.replace("_", "-")
+            out += [flag] if value == FLAG_SET else [flag, str(value)]
+    return tuple(out)
+
+
+def command_from_params(params: Mapping[str, float | str], version: str, engine_name: str = "") -> str:
+    """A launched trial's command from its run's params, when its launch_command.sh is out of reach:
+    its configuration and launch settings rendered as the launch was (`engines.launch.command_argv`,
+    the port SGLang's default); '' when the params make no configuration."""
+    config = config_from_mlflow({k: str(v) for k, v in params.items()})
+    if config is None:
+        return ""
+    argv = command_argv(
+        launch_settings(params, engine_name),
+        config,
+        version=version,
+        port=DEFAULT_PORT,
+        tp_size=int(params.get(Param.TP_SIZE) or 1),
+        adaptive_config_path=Artifact.ADAPTIVE_CONFIG.value,  # the run's artifact, by its file name
+    )
     return shell_command(argv)

@@ -76,7 +76,8 @@ class LaunchParams:
     draft_model_path: str = ""
     speculative_algorithm: str = ""
     tp_size: int = 0
-    fixed: tuple[tuple[str, str], ...] = ()
+    fixed: tuple[tuple[str, str], ...] = ()  # each fixed flag as a param, for MLflow's compare view
+    fixed_flags: tuple[str, ...] = ()  # the fixed flags as given, what a command read back renders
 
     @classmethod
     def from_spec(cls, spec: SweepSpec) -> LaunchParams:
@@ -92,12 +93,14 @@ class LaunchParams:
             spec.model.speculative_algorithm,
             spec.node.gpus,
             tuple(fixed.items()),
+            flags,
         )
 
 
 def _flag_params(flags: Sequence[str]) -> dict[str, str]:
     """`--trust-remote-code --page-size=16` -> {"trust_remote_code": "true", "page_size": "16"}, less
-    the simulator's own flags (no SGLang setting)."""
+    the simulator's own flags (no SGLang setting): the spec's fixed flags, named for MLflow's compare
+    view (a command read back from the run renders `Param.FIXED_FLAGS`, never these)."""
     params: dict[str, str] = {}
     i = 0
     while i < len(flags):
@@ -126,6 +129,7 @@ def trial_params(result: TrialResult, launch: LaunchParams | None = None) -> dic
         params[Param.ENGINE] = launch.engine
     if launch is not None and result.command:  # a configuration never launched was given no flag
         params.update(dict(launch.fixed))
+        params[Param.FIXED_FLAGS] = json.dumps(list(launch.fixed_flags))
         params[Param.MODEL_PATH] = launch.model_path
         params[Param.TP_SIZE] = str(launch.tp_size)
         params[Param.BACKEND] = launch.backend

@@ -8,7 +8,6 @@ conditional search space) is tested without a browser or a plot in sight.
 from __future__ import annotations
 
 import logging
-import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -364,7 +363,7 @@ def _best_from_run(row: RunReadBack, tracking_uri: str) -> BestConfig:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             script = Path(client.download_artifacts(row.run_id, Artifact.LAUNCH_COMMAND, tmp)).read_text()
-            command = shell_command(parse_script(script))
+            command = script_command(script)
             source = f"the trial's {Artifact.LAUNCH_COMMAND.value}"
             result = Path(client.download_artifacts(row.run_id, Artifact.RESULT, tmp)).read_text()
             memory = memory_from_result(result)
@@ -381,8 +380,8 @@ def _best_from_run(row: RunReadBack, tracking_uri: str) -> BestConfig:
     )
 
 
-def parse_script(text: str) -> list[str]:
-    """The argv of a launch_command.sh (`#!/bin/sh` then `exec ...` over continued lines)."""
-    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    argv = shlex.split(body.replace("\\\n", " "))  # shlex keeps a line continuation as a newline
-    return argv[1:] if argv[:1] == ["exec"] else argv
+def script_command(text: str) -> str:
+    """The command of a launch_command.sh as it was written (`engines.shell.shell_script`: `#!/bin/sh`,
+    then `exec` and the command over continued lines), shown as it stands, never parsed back."""
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip()
+    return body.removeprefix("exec ")

@@ -25,6 +25,7 @@ from orchestrator.adaptive import AdaptiveMode
 from orchestrator.config_codec import config_from_optuna, optuna_params
 from orchestrator.driver.answer.confirm import rank
 from orchestrator.driver.executor import Handle, TrialError, TrialLost
+from orchestrator.driver.journal import Journal
 from orchestrator.driver.outcome import StopReason
 from orchestrator.driver.placement import TRIAL_SLOT
 from orchestrator.driver.restore import restore
@@ -422,7 +423,8 @@ def test_a_resumed_study_launches_a_fixed_proposal_its_adaptive_trial_did_not_me
     assert set(first.measured) == {adaptive}
 
     study = open_study(spec, "adaptive", storage, resume=True)
-    assert [r.config for _, r in restore(study).memory] == [adaptive]  # what the memory model relearns
+    # What the memory model relearns (no journal here: from the study's attributes).
+    assert [r.config for _, r in restore(study, Journal(None)).memory] == [adaptive]
     executor = InProcessExecutor(oracle)
     resumed = _sweep(spec, study, executor, n_trials=2, workdir=tmp_path)
     resumed.prepare(resume=True)

@@ -48,3 +48,21 @@ def test_the_policy_trees_are_the_trees_of_the_whole_space() -> None:
     space = _space(FloatRange(low=0.8, high=0.9, step=0.05))
     every = {DraftTree.of(c) for c in space_configs(space)}
     assert trees_of(space) == sorted(t for t in every if t is not None)
+
+
+def test_the_space_names_its_optuna_params_by_searched_field_only() -> None:
+    # A param spelled as a string beside `SearchedField` drifts from the codec that enqueues and reads
+    # the same params (a renamed field would leave the space suggesting under the old name).
+    import ast
+    from pathlib import Path
+
+    from orchestrator.config_fields import SearchedField
+    from orchestrator.driver import restore, space
+
+    names = {f.value for f in SearchedField}
+    for module in (space, restore):
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        literals = [
+            node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in names
+        ]
+        assert literals == [], f"{module.__name__} names Optuna params as strings: {literals}"

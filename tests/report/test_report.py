@@ -12,7 +12,7 @@ from orchestrator import report
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
-from orchestrator.engines.shell import shell_script
+from orchestrator.engines.shell import shell_command, shell_script
 from orchestrator.mlflow_schema import Metric, memory_from_metrics, parse_param
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
 from orchestrator.report.data import (
@@ -21,7 +21,7 @@ from orchestrator.report.data import (
     current_sweeps,
     find_best,
     outcome_of,
-    parse_script,
+    script_command,
 )
 from orchestrator.report.importances import importances_of
 from orchestrator.report.plots import feasibility_figure, history_figure, latency_figure
@@ -94,7 +94,7 @@ def test_memory_from_metrics_keeps_the_logs_figures_in_the_logs_order() -> None:
     assert list(memory) == ["weights_gb", "kv_cache_tokens", "avail_end_gb", "gpu_total_mib"]
 
 
-def test_parse_script_reads_back_the_trackers_launch_command() -> None:
+def test_a_launch_scripts_command_is_shown_as_the_tracker_wrote_it() -> None:
     argv = (
         "python",
         "-m",
@@ -105,7 +105,7 @@ def test_parse_script_reads_back_the_trackers_launch_command() -> None:
         "--port",
         "1",
     )
-    assert parse_script(shell_script(argv)) == list(argv)
+    assert script_command(shell_script(argv)) == shell_command(argv)
 
 
 # -- MLflow and Optuna ---------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_find_best_prefers_best_json_but_not_a_stale_one(
     stale.mkdir()
     best_file(make_config(0.88, 8, 128, 5, 4, 8).label(), argv).write(stale)
     best = find_best(rows, stale, store.tracking_uri)
-    assert best is not None and best.command_source != "best.json" and "--tp-size" not in best.command
+    assert best is not None and best.command_source != "best.json" and "--tp-size 8" not in best.command
 
 
 def test_the_best_section_states_the_answer_and_the_verdict_of_best_json(

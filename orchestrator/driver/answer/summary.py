@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,8 @@ from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level
 from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.answer.levels import level_calls, split_of
 from orchestrator.driver.policy import best_by_concurrency, runtime_policy
-from orchestrator.engines import engine_for
+from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.launch import command_argv
 from orchestrator.engines.shell import shell_script
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.secrets import mask_argv
@@ -32,20 +32,20 @@ WIDTH = 100  # the table and its notes fit a 100-column terminal
 def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
     """The real engine's command for a configuration, whichever node kind measured it, with the Python
     the node ran the trial with (the one the engine is installed in there), not whatever `python` is on
-    PATH."""
-    engine = engine_for(spec.engine)
-    version = record.result.server_version or "0.5.17"
-    flags = engine.flags(
-        spec,
+    PATH; rendered as its launch was (`engines.launch.command_argv`), secrets masked."""
+    settings = LaunchSettings.from_spec(spec)
+    ran = record.result.command
+    if ran:
+        settings = replace(settings, python=ran[0])
+    argv = command_argv(
+        settings,
         record.result.config,
-        version=version,
+        version=record.result.server_version or "0.5.17",
         port=30000,
         tp_size=spec.node.gpus,
         adaptive_config_path=CONFIG_FILE,
     )
-    ran = record.result.command
-    python = ran[0] if ran else (spec.server.python or sys.executable)
-    return list(mask_argv([python, "-m", engine.launch_module, *flags], spec.server.secret_flags))
+    return list(mask_argv(argv, settings.secret_flags))
 
 
 def write_best(

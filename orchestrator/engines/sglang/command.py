@@ -1,18 +1,21 @@
 """SGLang's command line, rendered for the SGLang version installed on the node.
 
 The simulated node takes exactly the same flags, so both node kinds go through `sglang_flags`: a bug in
-the flags shows up on the laptop too. `engines.launch.launch_plan` puts them after the module to run
-(`engines.launch.LaunchPlan`), and `engines.shell` writes any engine's command for a shell.
+the flags shows up on the laptop too. `engines.launch.command_argv` puts them after the module to run (the
+one rendering of a trial's command: its launch, best_command.sh, a command read back from MLflow), and
+`engines.shell` writes any engine's command for a shell.
 """
 
 from __future__ import annotations
 
 import re
 
-from orchestrator import adaptive, config_codec
-from orchestrator.config_fields import SearchedField
+from orchestrator import adaptive
+from orchestrator.adaptive import AdaptiveMode
+from orchestrator.config_codec import value_text
+from orchestrator.config_fields import SearchedField as F
+from orchestrator.engines.engine import LaunchSettings
 from orchestrator.records import ServerConfig
-from orchestrator.spec import SweepSpec
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -22,15 +25,16 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 def flag_name(param: str, version: str) -> str:
-    """The flag that sets a param, as the SGLang version in use spells it."""
-    searched = {f.value: f for f in SearchedField}.get(param)
+    """The flag that sets a param, as the SGLang version in use spells it (what the report shows beside a
+    searched value)."""
+    searched = {f.value: f for f in F}.get(param)
     if searched is not None:
         return searched.flag(parse_version(version))
     return "--" + param.replace("_", "-")
 
 
 def sglang_flags(
-    spec: SweepSpec,
+    settings: LaunchSettings,
     config: ServerConfig,
     *,
     version: str,
@@ -42,21 +46,56 @@ def sglang_flags(
     v = parse_version(version)
     flags = [
         "--model-path",
-        spec.model.path,
+        settings.model_path,
         "--tp-size",
         str(tp_size),
-        *config_codec.memory_flags(config, v),
+        *_memory_flags(config, v),
     ]
     if config.speculative:
         flags += [
             "--speculative-algorithm",
-            spec.model.speculative_algorithm,
+            settings.speculative_algorithm,
             "--speculative-draft-model-path",
-            spec.model.draft_path,
-            *config_codec.speculative_flags(config, v, adaptive_config_path),
+            settings.draft_path,
+            *_speculative_flags(config, v, adaptive_config_path),
         ]
-    if spec.server.enable_metrics:
+    if settings.enable_metrics:
         flags.append("--enable-metrics")
-    flags += list(spec.server.flags)
-    flags += ["--host", spec.server.host, "--port", str(port)]
+    flags += list(settings.fixed_flags)
+    flags += ["--host", settings.host, "--port", str(port)]
+    return flags
+
+
+def _memory_flags(config: ServerConfig, version: tuple[int, ...]) -> list[str]:
+    """The flags of the values every trial sets."""
+    return [
+        F.MEM_FRACTION_STATIC.flag(version),
+        value_text(config.mem_fraction_static),
+        F.CUDA_GRAPH_MAX_BS.flag(version),
+        str(config.cuda_graph_max_bs),
+        F.MAX_RUNNING_REQUESTS.flag(version),
+        str(config.max_running_requests),
+    ]
+
+
+def _speculative_flags(
+    config: ServerConfig, version: tuple[int, ...], adaptive_config_path: str
+) -> list[str]:
+    """The speculative values' flags. The three values always travel together: steps alone is an
+    assertion error in SGLang. Adaptive speculation is rendered only where SGLang has it; a trial checks
+    support before it launches anything."""
+    flags = [
+        F.SPECULATIVE_NUM_STEPS.flag(version),
+        str(config.speculative_num_steps),
+        F.SPECULATIVE_EAGLE_TOPK.flag(version),
+        str(config.speculative_eagle_topk),
+        F.SPECULATIVE_NUM_DRAFT_TOKENS.flag(version),
+        str(config.speculative_num_draft_tokens),
+    ]
+    mode = AdaptiveMode(config.speculative_adaptive or AdaptiveMode.OFF.value)
+    if mode is not AdaptiveMode.OFF and adaptive.supported(version):
+        adaptive_flag, config_flag = F.SPECULATIVE_ADAPTIVE.flags
+        flags.append(adaptive_flag)
+        if mode is AdaptiveMode.TIERS:
+            flags += [config_flag, adaptive_config_path]
     return flags

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from orchestrator import adaptive
 from orchestrator.engine_catalog import SGLANG_OWNED_FLAGS as OWNED_FLAGS
 from orchestrator.engine_catalog import EngineName
+from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.sglang import command
 from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.engines.sglang.wire import SGLANG_API, SglangApi
 from orchestrator.records import ServerConfig
-from orchestrator.spec import SweepSpec
 
 if TYPE_CHECKING:
     import aiohttp
@@ -53,7 +53,7 @@ class SglangEngine:
 
     def flags(
         self,
-        spec: SweepSpec,
+        settings: LaunchSettings,
         config: ServerConfig,
         *,
         version: str,
@@ -62,7 +62,7 @@ class SglangEngine:
         adaptive_config_path: str,
     ) -> list[str]:
         return command.sglang_flags(
-            spec,
+            settings,
             config,
             version=version,
             port=port,

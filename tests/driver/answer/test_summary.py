@@ -33,7 +33,6 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.report.data import parse_script
 from orchestrator.spec import load_spec
 from orchestrator.spec_search import make_config
 
@@ -212,8 +211,7 @@ def test_best_json_reads_back_through_its_model_and_the_command_is_one_flag_per_
         flag, *value = shlex.split(line.removesuffix(" \\"))
         assert flag.startswith("--") and len(value) <= 1, line
     assert "  --tp-size 8 \\" in lines and "  --cuda-graph-max-bs-decode 64 \\" in lines
-    assert parse_script(script)[0] == NODE_PYTHON
-    assert script == shell_script(parse_script(script))
+    assert script == shell_script(best.command) and best.command[0] == NODE_PYTHON
 
 
 def test_a_level_the_server_without_speculation_led_says_so(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engines import engine_for
+from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.launch import launch_plan
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialStatus
@@ -61,7 +62,14 @@ def test_the_launch_plan_is_the_toys_module_and_flags() -> None:
     config = make_config(0.8, 64, 16, 2, 1, 3)
     plan = launch_plan(spec, config, version="1.2", port=4321, tp_size=1, adaptive_config_path="a.json")
     assert plan.argv[:3] == (sys.executable, "-m", "toy_server")
-    flags = TOY.flags(spec, config, version="1.2", port=4321, tp_size=1, adaptive_config_path="a.json")
+    flags = TOY.flags(
+        LaunchSettings.from_spec(spec),
+        config,
+        version="1.2",
+        port=4321,
+        tp_size=1,
+        adaptive_config_path="a.json",
+    )
     assert plan.argv[3:] == tuple(flags)
     assert "--toy-batch" in flags and not [f for f in flags if f.startswith(("--model-path", "--tp-size"))]
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import engines
 from orchestrator.engines.api import Endpoints, StreamEnd
+from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.logrecords import LogEvent, LogReport
 from orchestrator.records import (
     Failure,
@@ -26,7 +27,6 @@ from orchestrator.records import (
     ResolvedLaunch,
     ServerConfig,
 )
-from orchestrator.spec import SweepSpec
 
 if TYPE_CHECKING:
     import aiohttp
@@ -211,7 +211,7 @@ class ToyEngine:
 
     def flags(
         self,
-        spec: SweepSpec,
+        settings: LaunchSettings,
         config: ServerConfig,
         *,
         version: str,
@@ -221,16 +221,16 @@ class ToyEngine:
     ) -> list[str]:
         return [
             "--toy-model",
-            spec.model.path,
+            settings.model_path,
             "--toy-gpus",
             str(tp_size),
             PARAM_FLAGS["max_running_requests"],
             str(config.max_running_requests),
             PARAM_FLAGS["mem_fraction_static"],
             f"{config.mem_fraction_static:g}",
-            *spec.server.flags,
+            *settings.fixed_flags,
             "--toy-host",
-            spec.server.host,
+            settings.host,
             "--toy-port",
             str(port),
         ]
