@@ -32,7 +32,7 @@ from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.strategies import quiet_optuna
 from orchestrator.draft_tree import DraftTree
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.proposal.policy import measured_objectives, stage_samples
+from orchestrator.driver.proposal.prospects import measured_objectives, stage_samples
 from orchestrator.driver.proposal.spec_model import MIN_TREES, fit, loo_error
 from orchestrator.driver.space import space_configs
 from orchestrator.spec_search import make_config

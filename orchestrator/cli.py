@@ -1,30 +1,33 @@
 """`python -m orchestrator.sweep [SPEC]`: run a sweep and say where to watch it.
 
 With no arguments it runs `trials/demo.yaml` against the embedded simulated node on a local Ray
-instance, writing everything under `runs/`.
+instance, writing everything under `runs/`. This is the entry (`main`, `run`); its parts are in
+`orchestrator/cli_parts/`: the flags, the subcommands, stopping, and the lines a sweep starts and ends with.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import re
-import shlex
-import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from orchestrator.bench.traffic import check_workload, workload_counts, workload_lines
-from orchestrator.driver.answer.summary import render_table, table_rows
+from orchestrator.bench.traffic import check_workload, workload_counts
+from orchestrator.cli_parts.announce import announce
+from orchestrator.cli_parts.parser import build_parser
+from orchestrator.cli_parts.stopping import (
+    TERMINATED,
+    Terminated,
+    resume_command,
+    search_and_confirm,
+    terminate_as_interrupt,
+)
+from orchestrator.cli_parts.subcommands import COMMANDS
+from orchestrator.cli_parts.wrap_up import wrap_up
 from orchestrator.driver.cli_checks import (
-    DEFAULT_SPEC,
     check_draft_algorithm,
     check_local_model_paths,
     check_run_flags,
@@ -33,85 +36,24 @@ from orchestrator.driver.cli_checks import (
 )
 from orchestrator.driver.destinations import check_destinations
 from orchestrator.driver.destinations import resolve as resolve_destinations
-from orchestrator.driver.tracking import RunStatus, ui_hint
-from orchestrator.mlflow_schema import Tag
 from orchestrator.quiet import quiet_libraries
 from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
 from orchestrator.spec_search import SpecError
 
-if TYPE_CHECKING:
-    from orchestrator.driver.outcome import SweepOutcome
-    from orchestrator.driver.study_lock import DriverLease
-    from orchestrator.driver.sweep import Sweep
-    from orchestrator.driver.tracking import Tracker
-
-log = logging.getLogger("orchestrator")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m orchestrator.sweep",
-        description="Find the fastest SGLang + EAGLE-3 configuration: Optuna proposes, Ray runs one trial "
-        "per whole node, MLflow records every trial.",
-        epilog="Also: `specsweep fit MODEL_DIR [--draft DIR] --gpu-memory-mib N --fraction F [--tp N]` "
-        "(one launch's memory per GPU from config.json, before any GPU; --help for its flags) and "
-        "`specsweep report [STUDY]` (a study's HTML report).",
-    )
-    p.add_argument(
-        "spec", nargs="?", default=str(DEFAULT_SPEC), help="sweep spec (YAML); default %(default)s"
-    )
-    p.add_argument(
-        "--trials", type=int, default=None, help="trial budget (default: the spec's budget.trials)"
-    )
-    p.add_argument(
-        "--study", default=None, help="Optuna study and MLflow experiment name (default: spec name)"
-    )
-    p.add_argument(
-        "--ray-address",
-        default=None,
-        help="join this Ray cluster (e.g. auto, or ray://head:10001); "
-        "default: start a local Ray instance that stands for one node",
-    )
-    p.add_argument(
-        "--tracking-uri", default=None, help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db)"
-    )
-    p.add_argument("--storage", default=None, help="Optuna storage URL (default: sqlite:///OUT/optuna.db)")
-    p.add_argument("--out", default="runs", help="folder for logs, the study, reports (default: %(default)s)")
-    p.add_argument("--resume", action="store_true", help="continue the study: no trial repeated or lost")
-    p.add_argument(
-        "--time-budget",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="start no new trial after this many seconds; running trials finish (continue with --resume)",
-    )
-    p.add_argument(
-        "--warm-start",
-        action="store_true",
-        help="seed a new study from earlier sweeps of the same model and GPUs in MLflow: their best "
-        "configurations first, their OOM boundary and memory figures learned before any launch (from "
-        "sweeps on nodes of another GPU count, the memory figures only, scaled to this tp)",
-    )
-    p.add_argument("--no-dashboard", action="store_true", help="do not start Ray's dashboard (faster start)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log every trial event")
-    return p
-
-
-def _fit(argv: list[str]) -> int:
-    from orchestrator.driver.memory.fit import main as fit_main
-
-    return fit_main(argv, prog="specsweep fit")
-
-
-def _report(argv: list[str]) -> int:
-    from orchestrator.report.page import main as report_main
-
-    return report_main(argv, prog="specsweep report")
-
-
-# `specsweep fit ...` and `specsweep report ...` beside `specsweep [SPEC]`: the same commands as their
-# `python -m` paths (four modules deep for the memory command), under the one installed name.
-COMMANDS = {"fit": _fit, "report": _report}
+# What other code and the tests reach through the entry, wherever it is defined.
+__all__ = [
+    "COMMANDS",
+    "TERMINATED",
+    "Terminated",
+    "build_parser",
+    "main",
+    "parent_run_fields",
+    "resolve_profile",
+    "resume_command",
+    "run",
+    "search_and_confirm",
+    "terminate_as_interrupt",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,26 +112,6 @@ def main(argv: list[str] | None = None) -> int:
     return run(spec, args, n_trials, sim_profile, study_name, study_dir, tracking_uri, storage)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (batch systems, `timeout`, `kill`): stop as cleanly as Ctrl-C does."""
-
-
-TERMINATED = {"seen": False}  # Ray may re-raise the interrupt as a plain KeyboardInterrupt
-
-
-@contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        TERMINATED["seen"] = True
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def parent_run_fields(
     spec: SweepSpec, args: argparse.Namespace, n_trials: int, study: str
 ) -> tuple[dict[str, str], dict[str, str]]:
@@ -199,65 +121,6 @@ def parent_run_fields(
 
     datasets = workload_counts(spec)  # read when the spec was checked
     return sweep_params(spec, args.spec, n_trials, datasets), sweep_tags(study, args.resume, datasets)
-
-
-def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
-    """The whole command that continues this run's study: a bare `--resume` continues the spec's own
-    study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
-    --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials is left out,
-    and --warm-start seeds new studies only."""
-    argv = [args.spec, "--study", study or args.study]
-    default_out = build_parser().get_default("out")
-    if args.out != default_out:
-        argv += ["--out", args.out]
-    for flag in ("tracking_uri", "storage", "ray_address"):
-        if getattr(args, flag) is not None:
-            argv += ["--" + flag.replace("_", "-"), getattr(args, flag)]
-    if args.time_budget is not None:
-        argv += ["--time-budget", f"{args.time_budget:g}"]
-    argv += ["--no-dashboard"] if args.no_dashboard else []
-    argv += ["-v"] if args.verbose else []
-    if os.environ.get("MAKELEVEL"):  # started by `make sweep`, whose python is the venv's
-        return "make sweep ARGS=" + shlex.quote(shlex.join([*argv, "--resume"]))
-    return shlex.join(["python", "-m", "orchestrator.sweep", *argv, "--resume"])
-
-
-def search_and_confirm(
-    sweep: Sweep, tracker: Tracker, lease: DriverLease, args: argparse.Namespace
-) -> SweepOutcome | int:
-    """Run the search and the confirmation; on Ctrl-C or SIGTERM the exit code, once what this driver
-    holds is closed: its trials (`Sweep.run`: interrupted, re-queued), its lease, and its MLflow parent
-    run (KILLED, with the reason as a tag; FAILED if the driver itself raised), and the command that
-    continues has been printed."""
-    ended: tuple[RunStatus, str] | None = (RunStatus.FAILED, "the driver raised")
-    try:
-        with terminate_as_interrupt():
-            sweep.run()
-            outcome = sweep.confirm_best()
-        ended = None
-    except KeyboardInterrupt as err:
-        term = isinstance(err, Terminated) or TERMINATED["seen"]
-        why = "terminated (SIGTERM)" if term else "interrupted"
-        ended = (RunStatus.KILLED, f"{why}: the user stopped the driver")
-        print(
-            f"\n{why}: finished trials are recorded, running ones closed and queued again (not counted); "
-            f"to continue:\n  {resume_command(args, tracker.experiment_name)}",
-            file=sys.stderr,
-        )
-        return 143 if term else 130
-    finally:
-        lease.release()
-        tracker.flush_spool()
-        if tracker.pending_spool():
-            print(
-                f"warning: {tracker.pending_spool()} trial(s) still spooled in {tracker.spool_dir}; "
-                "they are written on the next run",
-                file=sys.stderr,
-            )
-        if ended is not None:
-            status, reason = ended
-            tracker.finish({}, [], status=status, tags={Tag.CLOSED_REASON.value: reason})
-    return outcome
 
 
 def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
@@ -286,10 +149,7 @@ def run(
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
     from orchestrator.driver import cluster
-    from orchestrator.driver.answer.best_file import BestFile
-    from orchestrator.driver.answer.conclusion import conclude
     from orchestrator.driver.answer.confirm import confirmation_note
-    from orchestrator.driver.outcome import StopReason
     from orchestrator.driver.study import open_study
     from orchestrator.driver.study_lock import DriverLease, StudyInUse, current_driver
     from orchestrator.driver.sweep import Sweep
@@ -331,21 +191,7 @@ def run(
     )
     params, tags = parent_run_fields(spec, args, n_trials, study_name)
     tracker.start(run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}", params=params, tags=tags)
-    print(
-        f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "
-        f"{info.slots} node(s) with a trial slot"
-    )
-    for run_id in tracker.close_abandoned(study, before):
-        print(f"  MLflow run {run_id} of an earlier driver that died without closing it: ended KILLED")
-    for line in workload_lines(spec):  # read when the spec was checked: what each stage sends
-        print(f"  {line}")
-    if info.dashboard_url:
-        print(f"  Ray dashboard (node health, running trials): {info.dashboard_url}")
-        login = cluster.dashboard_login()
-        if login:
-            print(f"    {login}")
-    print(f"  MLflow UI (compare trials): mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1")
-    print(f"  Optuna dashboard (live study): optuna-dashboard {storage}")
+    announce(spec, info, study, tracker, before, study_name, n_trials, tracking_uri, storage)
     from orchestrator.driver.console import ProgressPrinter
 
     tty = sys.stdout.isatty()
@@ -390,46 +236,9 @@ def run(
     ended = search_and_confirm(sweep, tracker, lease, args)
     if isinstance(ended, int):
         return ended
-    outcome = ended
-    if tty:
-        print()
-    if outcome.stop_reason is StopReason.ANSWER_KNOWN:
-        print(f"stopped early: {outcome.stop_detail}")
-    elif outcome.stop_reason is not StopReason.BUDGET_DONE:
-        print(
-            f"stopped early: {outcome.stop_reason.explain()}; {outcome.progress.done} of {n_trials} "
-            f"trials ran; to continue: {resume_command(args, study_name)}"
-        )
-    records = outcome.records
-    rows = table_rows(study.get_trials(deepcopy=False), records)
-    print(render_table(rows, budget=n_trials))
-    earlier = BestFile.read(study_dir) if args.resume else None
-    concluded = conclude(
-        records, spec, study_dir, sweep.lossless.lossy, earlier, journal_complete=sweep.journal_complete
+    return wrap_up(
+        ended, sweep, study, tracker, spec, args, n_trials, study_name, study_dir, tracking_uri, storage, tty
     )
-    print("\n".join(concluded.lines))
-    artifacts = list(concluded.written)
-    report_path = study_dir / "report.html"
-    try:
-        from orchestrator.report import ReportError, write_report
-
-        try:
-            write_report(study_name, tracking_uri, storage, report_path)
-            artifacts.append(report_path)
-            print(f"report: {report_path}")
-        except ReportError as err:
-            print(f"warning: no report: {err}", file=sys.stderr)
-    except Exception as err:  # a plot must never cost the sweep its results
-        log.exception("report failed: %s", err)
-    if tracker.experiment_id:
-        make_store = tracking_uri == f"sqlite:///{Path('runs').resolve() / 'mlflow.db'}"
-        print(ui_hint(tracking_uri, tracker.experiment_id, make_store))
-    summary: dict[str, float | int] = dict(concluded.parent_metrics())
-    # Counts are ints: MLflow stores every metric as a float, summary.json need not.
-    counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}
-    tracker.finish({**summary, **counts}, artifacts, tags=concluded.parent_tags())
-    (study_dir / "summary.json").write_text(json.dumps({**summary, **counts}, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,33 +6,23 @@ This runs inside a Ray task on the node. It never touches MLflow or Optuna: it r
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 
-import aiohttp
-
 from orchestrator import adaptive, dashboard_metrics
-from orchestrator.bench.client import run_stage
-from orchestrator.bench.control import server_accept_length, wait_healthy
-from orchestrator.bench.greedy import check_requests, greedy_outputs
-from orchestrator.bench.metrics import stage_metrics
-from orchestrator.bench.traffic import build_requests, dataset_breakdown
-from orchestrator.bench.workload import synthetic_requests
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import LogReader
 from orchestrator.engines.launch import LaunchPlan
-from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
+from orchestrator.engines.logrecords import LogReport, ResolvedArgs
 from orchestrator.engines.process import LogFollower, ServerProcess
 from orchestrator.errors import TrialError
 from orchestrator.gpu import wait_clean
 from orchestrator.node.backends import NodeBackend, current_node_id, free_port, launch_profile, make_node
+from orchestrator.node.trial_bench import BenchOutcome, StageBenchmark, StageHook
 from orchestrator.node.trial_files import fresh_folder, read_capped
-from orchestrator.node.trial_load import kv_probe, under_load_failure
+from orchestrator.node.trial_startup import Startup, watch_startup
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -55,21 +45,6 @@ from orchestrator.trial_events import (
 )
 
 log = logging.getLogger(__name__)
-
-StageHook = Callable[[int, StageMetrics], bool]  # (step, metrics) -> keep going?
-
-
-# How long a stage whose requests failed waits for the server's log or exit to say why: SGLang writes its
-# traceback when its scheduler raises, before the connections drop, so this is rarely waited out.
-STAGE_FAILURE_GRACE_S = 8.0
-
-
-@dataclass
-class _Startup:
-    ready: bool = False
-    failure: Failure | None = None
-    error_at: float | None = None
-    startup_s: float | None = None
 
 
 def run_trial(
@@ -116,7 +91,6 @@ class TrialRun:
         self.t0 = time.monotonic()
         self.t0_unix = time.time()
         self.notes: list[str] = []
-        self._stages_done: list[StageMetrics] = []
         self._greedy: tuple[tuple[int, ...], ...] = ()
 
     # -- the phases ---------------------------------------------------------------------------------
@@ -212,182 +186,23 @@ class TrialRun:
             gpu_after=after.samples,
         )
 
-    def _watch_startup(self, server: ServerProcess) -> _Startup:
-        """Follow the log until ready, failed, exited, or out of time."""
-        follower = LogFollower(self.log_path)
-        out = _Startup()
-        deadline = self.t0 + self.spec.timeouts.startup_s
-        hang_grace = self.spec.timeouts.hang_after_error_s
-        while True:
-            now = time.monotonic()
-            for line in follower.new_lines():
-                event = self.parser.feed(line, now)
-                if event is LogEvent.READY:
-                    out.ready = True
-                    out.startup_s = now - server.started_at
-                    return out
-                if event is LogEvent.FAILED and out.error_at is None:
-                    out.error_at = now
-            rc = server.poll()
-            report = self.parser.report()
-            self._enter(startup_phase(report.last_stage, self.phase))
-            if rc is not None:
-                for line in follower.new_lines():
-                    self.parser.feed(line, time.monotonic())
-                report = self.parser.report()
-                out.failure = report.failure or Failure(
-                    report.last_stage, FailureKind.CRASH, f"server exited with code {rc} before it was ready"
-                )
-                if out.error_at is None:
-                    out.error_at = time.monotonic()
-                return out
-            if out.error_at is not None and now - out.error_at > hang_grace:
-                # An error line and then no exit: SGLang hangs like this holding its GPU memory.
-                failure = report.failure
-                assert failure is not None
-                if not failure.is_oom:
-                    failure = replace(failure, kind=FailureKind.HANG)
-                out.failure = replace(failure, detail=(failure.detail + " (no exit after the error: killed)"))
-                return out
-            if now > deadline:
-                out.failure = Failure(
-                    report.last_stage,
-                    FailureKind.TIMEOUT,
-                    f"not ready after {self.spec.timeouts.startup_s:.0f} s (startup timeout)",
-                )
-                return out
-            time.sleep(0.05)
-
-    def _benchmark(
-        self, server: ServerProcess, plan: LaunchPlan
-    ) -> tuple[TrialStatus, Failure | None, tuple[StageMetrics, ...], float | None]:
-        try:
-            return asyncio.run(
-                asyncio.wait_for(self._bench_async(server, plan), timeout=self.spec.timeouts.benchmark_s)
-            )
-        except TimeoutError:
-            return (
-                TrialStatus.TIMEOUT,
-                Failure(
-                    FailureStage.UNDER_LOAD,
-                    FailureKind.TIMEOUT,
-                    f"benchmark did not finish in {self.spec.timeouts.benchmark_s:.0f} s (server hung?)",
-                ),
-                tuple(self._stages_done),
-                None,
-            )
-
-    async def _bench_async(
-        self, server: ServerProcess, plan: LaunchPlan
-    ) -> tuple[TrialStatus, Failure | None, tuple[StageMetrics, ...], float | None]:
-        wl = self.spec.workload
-        url = plan.base_url
-        connector = aiohttp.TCPConnector(limit=0)
-        # SGLang with --api-key answers everything but /health and /metrics with 401 unless it is sent.
-        key = self.spec.server.api_key()
-        headers = {"Authorization": f"Bearer {key}"} if key else None
-        async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
-            if not await wait_healthy(url, session, timeout_s=60.0, endpoints=self.api.endpoints):
-                status, failure = self._under_load_failure(
-                    server, f"server never answered {self.api.endpoints.health} after ready"
-                )
-                return status, failure, (), None
-            if wl.warmup_prompts:
-                self._enter(Phase.WARMUP)
-                warm = synthetic_requests(
-                    wl.warmup_prompts,
-                    min(wl.input_len, 64),
-                    min(wl.output_len, 16),
-                    wl.vocab_size,
-                    wl.seed + 7,
-                )
-                await run_stage(
-                    url,
-                    warm,
-                    concurrency=wl.warmup_prompts,
-                    api=self.api,
-                    timeout_s=120.0,
-                    session=session,
-                )
-            pressure = await self._kv_probe(url, session)
-            if pressure is not None:
-                return TrialStatus.KV_PRESSURE, pressure, (), None
-            requests = build_requests(self.spec)
-            accept: float | None = None
-            for step, concurrency in enumerate(wl.concurrency):
-                self._enter(Phase.BENCHMARK, step)
-                await self.engine.flush_cache(url, session)
-                outcomes, duration = await run_stage(
-                    url,
-                    requests,
-                    concurrency,
-                    api=self.api,
-                    timeout_s=self.spec.timeouts.benchmark_s,
-                    session=session,
-                    min_duration_s=wl.min_stage_s,
-                    min_tokens=wl.min_stage_tokens,
-                )
-                metrics = stage_metrics(concurrency, outcomes, duration)
-                metrics = replace(
-                    metrics, by_dataset=dataset_breakdown(concurrency, requests, outcomes, duration)
-                )
-                self._stages_done.append(metrics)
-                if await self._stage_failed(server, metrics):
-                    status, failure = self._under_load_failure(server, self._stage_errors(metrics))
-                    return status, failure, tuple(self._stages_done), None
-                if self.req.config.speculative:
-                    accept = await server_accept_length(url, session, api=self.api)
-                if self.on_stage is not None and not self.on_stage(step, metrics):
-                    self.notes.append(f"pruned after stage {step} (concurrency {concurrency})")
-                    break
-            if self.spec.budget.baseline:  # the lossless check: compared with the baseline's on the driver
-                try:
-                    self._greedy = await greedy_outputs(url, session, check_requests(self.spec), api=self.api)
-                except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
-                    self.notes.append(f"lossless check: no greedy outputs: {err}")
-        return TrialStatus.OK, None, tuple(self._stages_done), accept
-
-    async def _stage_failed(self, server: ServerProcess, metrics: StageMetrics) -> bool:
-        """Whether the server failed during the stage: it exited, served nothing, its log reports a
-        failure, or requests failed. A dying SGLang keeps its process for seconds after its scheduler
-        raised (0.5.17 out of memory under load: SIGQUIT, 5 s before its crash diagnostics, then its
-        tree is killed), so the stage can end on dropped connections while the server still runs and
-        whole requests completed before (the llama8b-live fixture, trial 2): the log, not the process,
-        says what happened, and it is given a moment to say it."""
-        deadline = time.monotonic() + STAGE_FAILURE_GRACE_S
-        while True:
-            report = self._read_log()
-            if server.poll() is not None or metrics.completed == 0:
-                return True
-            if report.failure is not None or report.runtime_oom:
-                return True
-            if not metrics.failed:
-                return False
-            if time.monotonic() >= deadline:
-                return True  # requests failed and nothing says why: the stage did not measure the server
-            await asyncio.sleep(0.25)
-
-    @staticmethod
-    def _stage_errors(metrics: StageMetrics) -> str:
-        errors = "; ".join(metrics.errors)
-        if metrics.failed and metrics.completed:
-            failed = f"{metrics.failed} of {metrics.num_requests} requests failed"
-            return f"{failed} at concurrency {metrics.concurrency}: {errors}"
-        return errors
-
-    async def _kv_probe(self, url: str, session: aiohttp.ClientSession) -> Failure | None:
-        failure, note = await kv_probe(
-            url,
-            session,
-            self.spec,
-            self.req.config,
-            self._read_log,
-            lambda: self._enter(Phase.KV_PROBE),
-            self.api,
+    def _watch_startup(self, server: ServerProcess) -> Startup:
+        """Follow the log until ready, failed, exited, or out of time (`trial_startup.watch_startup`)."""
+        return watch_startup(
+            server,
+            self.log_path,
+            self.parser,
+            self.spec.timeouts,
+            self.t0,
+            lambda stage: self._enter(startup_phase(stage, self.phase)),
         )
-        if note:
-            self.notes.append(note)
-        return failure
+
+    def _benchmark(self, server: ServerProcess, plan: LaunchPlan) -> BenchOutcome:
+        """Warm-up, the KV probe, the stages and the greedy outputs (`trial_bench.StageBenchmark`)."""
+        bench = StageBenchmark(self.req, self.engine, self._read_log, self._enter, self.on_stage, self.notes)
+        outcome = bench.run(server, plan)
+        self._greedy = bench.greedy
+        return outcome
 
     def _read_log(self) -> LogReport[ResolvedArgs]:
         self._drain_log()
@@ -400,9 +215,6 @@ class TrialRun:
         for line in follower.new_lines():
             parser.feed(line)
         self.parser = parser
-
-    def _under_load_failure(self, server: ServerProcess, why: str) -> tuple[TrialStatus, Failure]:
-        return under_load_failure(self._read_log(), server.poll() is not None, why)
 
     # -- the record ---------------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.memory import StartupPlan
 from orchestrator.sim.profile import SimProfile
 from orchestrator.sim.prompts import PromptKind, greedy_stream, prompt_kind
-from orchestrator.sim.scheduler import Scheduler, SimRequest
+from orchestrator.sim.request_state import SimRequest
+from orchestrator.sim.scheduler import Scheduler
 from orchestrator.sim.server_args_text import server_args_items
 from orchestrator.sim.speed import SpeedModel
 from orchestrator.sim.startup_figures import graph_usage, kv_target_gib, startup_times

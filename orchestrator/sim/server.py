@@ -24,11 +24,10 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from orchestrator.gpu import visible_indices
-from orchestrator.records import FailureStage
 from orchestrator.sim import logtext
 from orchestrator.sim.api import make_app
-from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, ArgsError, SimArgs, parse
-from orchestrator.sim.memory import MemFailure, MemStep, OomKind, StepKind, plan_startup
+from orchestrator.sim.args import ArgsError, SimArgs, parse
+from orchestrator.sim.memory import MemFailure, OomKind, plan_startup
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.sim.prompts import probs_by_kind
@@ -36,6 +35,7 @@ from orchestrator.sim.scheduler import Scheduler, ServingMemory
 from orchestrator.sim.server_args_text import render_server_args, server_args_items
 from orchestrator.sim.speed import SpeedModel, broken_draft_reason, position_probs
 from orchestrator.sim.startup_figures import startup_times
+from orchestrator.sim.startup_log import capture_begin, failure_traceback, log_step
 from orchestrator.sim.tiers import TierController, load_tier_config
 
 FIRED_UP = "The server is fired up and ready to roll!"
@@ -113,118 +113,17 @@ class SimServer:
             self._die("RuntimeError: CUDA error: invalid device ordinal\n")
         self.gpus.update(self.profile.cuda_context_gib * 1024)
         for i, step in enumerate(self.plan.steps):
-            await self._step(step)
+            await log_step(log, self.profile, a, self.plan, step, self._wait)
             self._hold(i + 1)
         if self.plan.failure is not None:
             await self._fail(self.plan.failure)
         await self._serve()
 
-    async def _step(self, step: MemStep) -> None:
-        log, p = self.log, self.profile
-        if step.kind is StepKind.DIST_INIT:
-            log.line("Init torch distributed begin.", rank=True)
-            await self._wait(step.real_s)
-            log.line(
-                f"Init torch distributed ends. elapsed={step.real_s:.2f} s, mem usage={step.usage:.2f} GB",
-                rank=True,
-            )
-        elif step.kind is StepKind.WEIGHTS:
-            if step.role == "draft":
-                log.line("SPECULATIVE_MOE_RUNNER_BACKEND is not initialized, using auto backend", rank=True)
-                log.line("SPECULATIVE_MOE_A2A_BACKEND is not initialized, using none backend", rank=True)
-                log.line("Init torch distributed begin.", rank=True)
-                log.line("Init torch distributed ends. elapsed=0.00 s, mem usage=0.00 GB", rank=True)
-            log.line(f"Load weight begin. avail mem={step.avail_before:.2f} GB", rank=True)
-            await self._wait(step.real_s)
-            arch = p.draft_arch if step.role == "draft" else p.target_arch
-            log.line(
-                f"Load weight end. elapsed={step.real_s:.2f} s, type={arch}, "
-                f"avail mem={step.avail_after:.2f} GB, mem usage={step.usage:.2f} GB.",
-                rank=True,
-            )
-        elif step.kind is StepKind.KV:
-            await self._wait(step.real_s)
-            dtype = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}.get(
-                self.args.kv_cache_dtype, "torch.bfloat16"
-            )
-            mla = step.role == "target" and p.target_kv_layout == "mla"
-            sizes = (
-                f"KV size: {step.kv_k + step.kv_v:.2f} GB"
-                if mla
-                else f"K size: {step.kv_k:.2f} GB, V size: {step.kv_v:.2f} GB"
-            )
-            log.line(f"KV Cache is allocated. dtype: {dtype}, #tokens: {step.kv_tokens}, {sizes}", rank=True)
-            log.line(f"Memory pool end. avail mem={step.avail_after:.2f} GB", rank=True)
-        elif step.kind is StepKind.PREFILL_GATE:
-            log.line(
-                f"Disabling auto-selected prefill CUDA graph: only {step.avail_before:.2f} GiB is free after "
-                "model/KV/eager-buffer allocation; at least "
-                f"{p.prefill_graph_min_free_gib:.2f} GiB is required for capture. Set an explicit prefill "
-                "CUDA graph backend to override this safety gate.",
-                rank=True,
-            )
-        elif step.kind is StepKind.GRAPH and step.name.startswith("adaptive"):
-            await self._wait(step.real_s)
-            tier = step.name.split(" ", 1)[1]
-            log.line(
-                f"Built adaptive runtime state {tier}: elapsed={step.real_s:.2f}s, mem={step.usage:.2f}GB",
-                rank=True,
-            )
-        elif step.kind is StepKind.GRAPH:
-            log.line(self._capture_begin(step.name, step.avail_before), rank=True)
-            await self._wait(step.real_s)
-            log.line(
-                f"Capture {step.name} CUDA graph end. elapsed={step.real_s:.2f} s, "
-                f"mem usage={step.usage:.2f} GB, avail mem={step.avail_after:.2f} GB.",
-                rank=True,
-            )
-
-    def _capture_begin(self, name: str, avail: float) -> str:
-        if name.endswith("prefill"):
-            return (
-                f"Capture {name} CUDA graph begin. backend=breakable, "
-                f"num_tokens={logtext.fmt_list(PREFILL_GRAPH_TOKENS)}, avail mem={avail:.2f} GB"
-            )
-        a = self.args
-        per_req = {
-            "target verify": a.speculative_num_draft_tokens,
-            "draft decode": a.speculative_eagle_topk,
-            "draft extend": a.speculative_num_draft_tokens,
-        }
-        tokens = per_req.get(name) or 1
-        return (
-            f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={tokens}, "
-            f"bs={logtext.fmt_list(self.plan.capture_sizes)}, avail mem={avail:.2f} GB"
-        )
-
     async def _fail(self, f: MemFailure) -> None:
-        p = self.profile
-        total = self.plan.torch_total_gib
-        oom = logtext.torch_oom(
-            tried_mib=f.tried_mib,
-            total_gib=total,
-            free_mib=f.avail_gib * 1024,
-            in_use_gib=total - f.avail_gib,
-            context_gib=p.cuda_context_gib + p.dist_init_gib,
-            graphs=f.kind is OomKind.CAPTURE,
-        )
-        draft = f.role == "draft"
         if f.kind in (OomKind.CAPTURE, OomKind.RAW_OOM) and f.name:
-            self.log.line(self._capture_begin(f.name, f.start_avail_gib), rank=True)
-            await self._wait(p.graph_capture_s_per_bs)
-        if f.kind is OomKind.KV_VALUE_ERROR:
-            text = logtext.kv_value_error(self.args.mem_fraction_static, f.min_viable)
-        elif f.kind is OomKind.KV_RUNTIME_ERROR:
-            text = logtext.kv_runtime_error(self.args.mem_fraction_static)
-        elif f.kind is OomKind.CUBLAS:
-            text = logtext.cublas_failed()
-        elif f.kind is OomKind.CAPTURE:
-            text = logtext.capture_failed(oom, draft=draft)
-        elif f.kind is OomKind.RAW_OOM and f.stage is not FailureStage.KV_ALLOCATION:
-            text = logtext.runner_setup_oom(oom, draft=draft)
-        else:
-            text = logtext.weights_oom(oom)
-        self._die(text)
+            self.log.line(capture_begin(self.args, self.plan, f.name, f.start_avail_gib), rank=True)
+            await self._wait(self.profile.graph_capture_s_per_bs)
+        self._die(failure_traceback(self.args, self.profile, self.plan, f))
 
     def _die(self, traceback: str) -> None:
         """SGLang's end after a scheduler error: the launcher kills its own tree, itself included."""

@@ -15,7 +15,8 @@ import pytest
 from orchestrator.cli import resolve_profile
 from orchestrator.errors import TrialError
 from orchestrator.node.backends import SimulatedNode, current_node_id, free_port, port_is_free
-from orchestrator.node.trial import STAGE_FAILURE_GRACE_S, TrialRun, run_trial
+from orchestrator.node.trial import TrialRun, run_trial
+from orchestrator.node.trial_bench import STAGE_FAILURE_GRACE_S
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.spec import load_spec

@@ -180,7 +180,7 @@ def test_find_best_prefers_best_json_but_not_a_stale_one(
 def test_the_best_section_states_the_answer_and_the_verdict_of_best_json(
     rows: list[RunReadBack], store: Store, tmp_path: Path
 ) -> None:
-    from orchestrator.report.page import best_section
+    from orchestrator.report.sections import best_section
 
     label = next(p.config for p in PLAN if p.number == BEST).label()
     argv = ["python", "-m", "sglang.launch_server", "--tp-size", "8"]

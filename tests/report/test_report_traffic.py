@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.report.data import RunReadBack
-from orchestrator.report.page import traffic_section
+from orchestrator.report.sections import traffic_section
 
 
 def test_lossy_trials_are_shown_with_their_first_difference() -> None:

@@ -10,7 +10,8 @@ import pytest
 from orchestrator.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
-from orchestrator.sim.scheduler import Scheduler, SimRequest
+from orchestrator.sim.request_state import SimRequest
+from orchestrator.sim.scheduler import Scheduler
 from orchestrator.sim.speed import SpeedModel, position_probs
 
 PROFILE = load_profile({"base": "h200-tiny", "accept_p0": 0.8, "step_noise": 0.0})

@@ -51,7 +51,8 @@ from orchestrator.driver.answer.choose import (
     group_launches,
 )
 from orchestrator.driver.answer.noise import NoiseSource
-from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
+from orchestrator.driver.proposal.prospects import predict_prospects, spread, stage_samples
+from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, fit
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
 from orchestrator.driver.proposal.trees import dim_values, trees_of
 from orchestrator.memory_model import MemoryModel
@@ -62,8 +63,6 @@ from orchestrator.trial_attrs import TrialAttr
 
 log = logging.getLogger(__name__)
 
-Z95 = 1.645  # one-sided 95 %: a tree is ruled out when even this optimistic a figure misses the leader
-NOVELTY = 0.5  # the model's error is taken this much larger for a tree outside the measured depths/widths
 # The race: the leader and the one configuration within the noise that the model ranks highest. On the
 # development cases under overhead-bound noise racing 2 was right in 60 % of runs, 4 in 51 %, 6 in 44 %.
 RACE_TOP = 2
@@ -89,71 +88,6 @@ class Decision:
     config: ServerConfig | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
     why: str = ""
-
-
-@dataclass(frozen=True)
-class Prospect:
-    tree: DraftTree
-    config: ServerConfig
-    mean: float
-    sd: float  # absolute
-
-    def upper(self) -> float:
-        return self.mean + Z95 * self.sd
-
-    def gain(self, best: float) -> float:
-        """Expected improvement over ``best`` under a normal belief."""
-        if self.sd <= 0:
-            return max(0.0, self.mean - best)
-        z = (self.mean - best) / self.sd
-        pdf = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-        cdf = 0.5 * (1 + math.erf(z / math.sqrt(2)))
-        return (self.mean - best) * cdf + self.sd * pdf
-
-
-def _spread(tree: DraftTree, others: Collection[DraftTree], scale: tuple[float, float, float]) -> float:
-    """Distance to the nearest tree already chosen, over depth, log-width and tree size."""
-    if not others:
-        return math.inf
-
-    def coords(t: DraftTree) -> tuple[float, float, float]:
-        return (t.steps / scale[0], math.log2(t.topk) / scale[1], t.draft_tokens / scale[2])
-
-    a = coords(tree)
-    return min(math.dist(a, coords(o)) for o in others)
-
-
-def measured_objectives(records: Sequence[TrialRecord]) -> dict[DraftTree, float]:
-    """Each speculative tree's measured objective: the (upper) median over its ok launches."""
-    by_tree: dict[DraftTree, list[float]] = {}
-    for r in records:
-        tree = DraftTree.of(r.result.config)
-        if (
-            tree is not None
-            and r.objective is not None
-            and not r.baseline
-            and r.result.status is TrialStatus.OK
-        ):
-            by_tree.setdefault(tree, []).append(float(r.objective))
-    return {t: sorted(v)[len(v) // 2] for t, v in by_tree.items()}
-
-
-def stage_samples(records: Sequence[TrialRecord]) -> list[StageSample]:
-    """Every measured stage of a speculative launch with an accept length (the baseline excluded)."""
-    out = []
-    for r in records:
-        tree = DraftTree.of(r.result.config)
-        if (
-            tree is None
-            or r.baseline
-            or r.result.status is not TrialStatus.OK
-            or r.result.config.speculative_adaptive
-        ):
-            continue
-        for s in r.result.stages:
-            if s.completed > 0 and s.output_tok_per_s > 0 and s.accept_length:
-                out.append(StageSample(tree, s.concurrency, s.accept_length, s.output_tok_per_s))
-    return out
 
 
 class ProposalPolicy:
@@ -231,7 +165,7 @@ class ProposalPolicy:
         # its noise (pooled over repeats) that is added; a prior is a guess, and guesses rule nothing in.
         pooled = answer.verdict.noise_source is NoiseSource.POOLED
         leader_noise = answer.verdict.launch_sd / math.sqrt(len(answer.launches)) if pooled else 0.0
-        fitted = self._prospects(records, samples, candidates, leader_noise)
+        fitted = predict_prospects(records, samples, candidates, leader_noise)
         best = answer.median
         if fitted is None and candidates:  # no model, or its error not measured yet: cover instead
             tree = self._cover(tried, candidates)
@@ -273,37 +207,7 @@ class ProposalPolicy:
         if not tried and chains:
             depths = sorted({t.steps for t in chains})
             return min(chains, key=lambda t: abs(t.steps - depths[len(depths) // 2]))
-        return max(sorted(candidates), key=lambda t: _spread(t, tried, self._scale))
-
-    def _prospects(
-        self,
-        records: Sequence[TrialRecord],
-        samples: Sequence[StageSample],
-        candidates: dict[DraftTree, ServerConfig],
-        leader_noise: float = 0.0,
-    ) -> tuple[list[Prospect], SpecModel, float] | None:
-        """Each candidate's predicted objective and its absolute error, the model, and the model's
-        measured (leave-one-out) error; None while that error cannot be measured."""
-        measured = measured_objectives(records)
-        if len({s.tree for s in samples}) < MIN_TREES:
-            return None
-        spec_model: SpecModel = fit(samples)
-        loo = loo_error(samples, measured)
-        if loo is None:
-            return None
-        steps = {s.tree.steps for s in samples}
-        widths = {s.tree.topk for s in samples}
-        out = []
-        for tree, config in candidates.items():
-            outside = tree.steps > max(steps) or tree.steps < min(steps) or tree.topk not in widths
-            # The leave-one-out error compares each prediction with one noisy launch: it holds that
-            # launch's noise already. What it does not hold is the noise of the figure a prospect is
-            # compared with (the leader's median), so that is added, independent of the model's miss.
-            rel = math.hypot(loo * (1 + (NOVELTY if outside else 0.0)), leader_noise)
-            mean = spec_model.objective(tree)
-            out.append(Prospect(tree, config, mean, rel * mean))
-        log.debug("speculation model: leave-one-out error %.2f %% over %d trees", 100 * loo, len(measured))
-        return out, spec_model, loo
+        return max(sorted(candidates), key=lambda t: spread(t, tried, self._scale))
 
     @staticmethod
     def _leader_record(records: Sequence[TrialRecord], answer: Answer) -> TrialRecord | None:

@@ -8,7 +8,8 @@ import pytest
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.draft_tree import DraftTree
-from orchestrator.driver.proposal.policy import ProposalPolicy, stage_samples
+from orchestrator.driver.proposal.policy import ProposalPolicy
+from orchestrator.driver.proposal.prospects import predict_prospects, stage_samples
 from orchestrator.driver.proposal.structure import fitting_config
 from orchestrator.records import TrialRecord
 from orchestrator.sim.profile import load_profile
@@ -41,7 +42,7 @@ def test_a_tree_outside_the_measured_depths_and_widths_keeps_a_wider_error() -> 
         if tree not in measured
         and (config := fitting_config(policy.structure, tree, sweep.memory_model, served)) is not None
     }
-    fitted = policy._prospects(records, stage_samples(records), candidates)
+    fitted = predict_prospects(records, stage_samples(records), candidates)
     assert fitted is not None
     relative = {p.tree: p.sd / p.mean for p in fitted[0]}
     inside = {t: e for t, e in relative.items() if t.steps in (3, 4) and t.topk in (1, 4)}

@@ -1,0 +1,106 @@
+"""How a sweep's driver stops when asked to (Ctrl-C, SIGTERM), and the command that continues its study.
+
+`search_and_confirm` runs the sweep under `terminate_as_interrupt`, so that SIGTERM stops it as cleanly
+as Ctrl-C: what the driver holds is closed, and `resume_command` is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from orchestrator.cli_parts.parser import build_parser
+from orchestrator.driver.tracking import RunStatus
+from orchestrator.mlflow_schema import Tag
+
+if TYPE_CHECKING:
+    from orchestrator.driver.outcome import SweepOutcome
+    from orchestrator.driver.study_lock import DriverLease
+    from orchestrator.driver.sweep import Sweep
+    from orchestrator.driver.tracking import Tracker
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (batch systems, `timeout`, `kill`): stop as cleanly as Ctrl-C does."""
+
+
+TERMINATED = {"seen": False}  # Ray may re-raise the interrupt as a plain KeyboardInterrupt
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        TERMINATED["seen"] = True
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
+    """The whole command that continues this run's study: a bare `--resume` continues the spec's own
+    study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
+    --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials is left out,
+    and --warm-start seeds new studies only."""
+    argv = [args.spec, "--study", study or args.study]
+    default_out = build_parser().get_default("out")
+    if args.out != default_out:
+        argv += ["--out", args.out]
+    for flag in ("tracking_uri", "storage", "ray_address"):
+        if getattr(args, flag) is not None:
+            argv += ["--" + flag.replace("_", "-"), getattr(args, flag)]
+    if args.time_budget is not None:
+        argv += ["--time-budget", f"{args.time_budget:g}"]
+    argv += ["--no-dashboard"] if args.no_dashboard else []
+    argv += ["-v"] if args.verbose else []
+    if os.environ.get("MAKELEVEL"):  # started by `make sweep`, whose python is the venv's
+        return "make sweep ARGS=" + shlex.quote(shlex.join([*argv, "--resume"]))
+    return shlex.join(["python", "-m", "orchestrator.sweep", *argv, "--resume"])
+
+
+def search_and_confirm(
+    sweep: Sweep, tracker: Tracker, lease: DriverLease, args: argparse.Namespace
+) -> SweepOutcome | int:
+    """Run the search and the confirmation; on Ctrl-C or SIGTERM the exit code, once what this driver
+    holds is closed: its trials (`Sweep.run`: interrupted, re-queued), its lease, and its MLflow parent
+    run (KILLED, with the reason as a tag; FAILED if the driver itself raised), and the command that
+    continues has been printed."""
+    ended: tuple[RunStatus, str] | None = (RunStatus.FAILED, "the driver raised")
+    try:
+        with terminate_as_interrupt():
+            sweep.run()
+            outcome = sweep.confirm_best()
+        ended = None
+    except KeyboardInterrupt as err:
+        term = isinstance(err, Terminated) or TERMINATED["seen"]
+        why = "terminated (SIGTERM)" if term else "interrupted"
+        ended = (RunStatus.KILLED, f"{why}: the user stopped the driver")
+        print(
+            f"\n{why}: finished trials are recorded, running ones closed and queued again (not counted); "
+            f"to continue:\n  {resume_command(args, tracker.experiment_name)}",
+            file=sys.stderr,
+        )
+        return 143 if term else 130
+    finally:
+        lease.release()
+        tracker.flush_spool()
+        if tracker.pending_spool():
+            print(
+                f"warning: {tracker.pending_spool()} trial(s) still spooled in {tracker.spool_dir}; "
+                "they are written on the next run",
+                file=sys.stderr,
+            )
+        if ended is not None:
+            status, reason = ended
+            tracker.finish({}, [], status=status, tags={Tag.CLOSED_REASON.value: reason})
+    return outcome

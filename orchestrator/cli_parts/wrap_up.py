@@ -1,0 +1,85 @@
+"""A sweep's end: why it stopped, the trial table, the answer (`driver.answer.conclusion.conclude`), the
+report, and the parent MLflow run's figures and `summary.json`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.cli_parts.stopping import resume_command
+from orchestrator.driver.answer.summary import render_table, table_rows
+from orchestrator.driver.tracking import ui_hint
+from orchestrator.spec import SweepSpec
+
+if TYPE_CHECKING:
+    import optuna
+
+    from orchestrator.driver.outcome import SweepOutcome
+    from orchestrator.driver.sweep import Sweep
+    from orchestrator.driver.tracking import Tracker
+
+log = logging.getLogger("orchestrator")  # the CLI's own logger, as `orchestrator.cli` names it
+
+
+def wrap_up(
+    outcome: SweepOutcome,
+    sweep: Sweep,
+    study: optuna.Study,
+    tracker: Tracker,
+    spec: SweepSpec,
+    args: argparse.Namespace,
+    n_trials: int,
+    study_name: str,
+    study_dir: Path,
+    tracking_uri: str,
+    storage: str,
+    tty: bool,
+) -> int:
+    """Print and write what a finished sweep leaves; the exit code (0)."""
+    from orchestrator.driver.answer.best_file import BestFile
+    from orchestrator.driver.answer.conclusion import conclude
+    from orchestrator.driver.outcome import StopReason
+
+    if tty:
+        print()
+    if outcome.stop_reason is StopReason.ANSWER_KNOWN:
+        print(f"stopped early: {outcome.stop_detail}")
+    elif outcome.stop_reason is not StopReason.BUDGET_DONE:
+        print(
+            f"stopped early: {outcome.stop_reason.explain()}; {outcome.progress.done} of {n_trials} "
+            f"trials ran; to continue: {resume_command(args, study_name)}"
+        )
+    records = outcome.records
+    rows = table_rows(study.get_trials(deepcopy=False), records)
+    print(render_table(rows, budget=n_trials))
+    earlier = BestFile.read(study_dir) if args.resume else None
+    concluded = conclude(
+        records, spec, study_dir, sweep.lossless.lossy, earlier, journal_complete=sweep.journal_complete
+    )
+    print("\n".join(concluded.lines))
+    artifacts = list(concluded.written)
+    report_path = study_dir / "report.html"
+    try:
+        from orchestrator.report import ReportError, write_report
+
+        try:
+            write_report(study_name, tracking_uri, storage, report_path)
+            artifacts.append(report_path)
+            print(f"report: {report_path}")
+        except ReportError as err:
+            print(f"warning: no report: {err}", file=sys.stderr)
+    except Exception as err:  # a plot must never cost the sweep its results
+        log.exception("report failed: %s", err)
+    if tracker.experiment_id:
+        make_store = tracking_uri == f"sqlite:///{Path('runs').resolve() / 'mlflow.db'}"
+        print(ui_hint(tracking_uri, tracker.experiment_id, make_store))
+    summary: dict[str, float | int] = dict(concluded.parent_metrics())
+    # Counts are ints: MLflow stores every metric as a float, summary.json need not.
+    counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}
+    tracker.finish({**summary, **counts}, artifacts, tags=concluded.parent_tags())
+    (study_dir / "summary.json").write_text(json.dumps({**summary, **counts}, indent=1))
+    return 0
