@@ -46,7 +46,7 @@ from orchestrator.sim.speed import (
     expected_accept_length,
     position_probs,
 )
-from orchestrator.spec import SweepSpec, WorkloadSpec
+from orchestrator.spec.sweep_spec import SweepSpec, WorkloadSpec
 
 OOM_EXIT_S = 0.1  # SGLang's launcher dies 0.07-0.12 s after the error line (real 0.5.17 logs)
 STOP_S = 3.4  # SIGINT to exit of a serving 0.5.17 server (real logs)

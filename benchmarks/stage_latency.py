@@ -20,8 +20,8 @@ from typing import Any
 
 import ray
 
+from orchestrator.driver.dispatch.trial_channel import EventFeed, stage_hook
 from orchestrator.records import StageMetrics
-from orchestrator.trial_channel import EventFeed, stage_hook
 from orchestrator.trial_events import StageReport
 
 METRICS = StageMetrics(1, 1, 1, 0, 1.0, 100.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, None)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.bench.traffic import check_workload, workload_counts, workload_lines
 from orchestrator.driver.answer.summary import render_table, table_rows
-from orchestrator.driver.cli_checks import (
+from orchestrator.driver.console.cli_checks import (
     DEFAULT_SPEC,
     check_draft_algorithm,
     check_local_model_paths,
@@ -31,19 +31,19 @@ from orchestrator.driver.cli_checks import (
     check_weights_fit,
     resolve_spec_path,
 )
-from orchestrator.driver.destinations import check_destinations
-from orchestrator.driver.destinations import resolve as resolve_destinations
-from orchestrator.driver.tracking import RunStatus, ui_hint
+from orchestrator.driver.console.destinations import check_destinations
+from orchestrator.driver.console.destinations import resolve as resolve_destinations
+from orchestrator.driver.console.quiet import quiet_libraries
+from orchestrator.driver.store.tracking import RunStatus, ui_hint
 from orchestrator.mlflow_schema import Tag
-from orchestrator.quiet import quiet_libraries
-from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
-from orchestrator.spec_search import SpecError
+from orchestrator.spec.search import SpecError
+from orchestrator.spec.sweep_spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
 
 if TYPE_CHECKING:
-    from orchestrator.driver.outcome import SweepOutcome
-    from orchestrator.driver.study_lock import DriverLease
-    from orchestrator.driver.sweep import Sweep
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.loop.outcome import SweepOutcome
+    from orchestrator.driver.loop.sweep import Sweep
+    from orchestrator.driver.store.study_lock import DriverLease
+    from orchestrator.driver.store.tracking import Tracker
 
 log = logging.getLogger("orchestrator")
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         dest.tracking_uri,
         dest.storage,
     )
-    from orchestrator.driver.study_guard import StudyRefused, check_study, study_budget
+    from orchestrator.driver.store.study_guard import StudyRefused, check_study, study_budget
 
     try:
         # A resumed study keeps the budget it was run with, unless --trials says otherwise.
@@ -285,17 +285,17 @@ def run(
     storage: str,
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
-    from orchestrator.driver import cluster
     from orchestrator.driver.answer.best_file import BestFile
     from orchestrator.driver.answer.conclusion import conclude
     from orchestrator.driver.answer.confirm import confirmation_note
-    from orchestrator.driver.outcome import StopReason
-    from orchestrator.driver.study import open_study
-    from orchestrator.driver.study_lock import DriverLease, StudyInUse, current_driver
-    from orchestrator.driver.sweep import Sweep
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.dispatch import cluster
+    from orchestrator.driver.loop.outcome import StopReason
+    from orchestrator.driver.loop.sweep import Sweep
+    from orchestrator.driver.store.study import open_study
+    from orchestrator.driver.store.study_lock import DriverLease, StudyInUse, current_driver
+    from orchestrator.driver.store.tracking import Tracker
+    from orchestrator.driver.store.trial_attrs import StudyAttr
     from orchestrator.mlflow_schema import LaunchParams
-    from orchestrator.trial_attrs import StudyAttr
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
     shortfall = cluster.gpu_shortfall(spec)
@@ -346,7 +346,7 @@ def run(
             print(f"    {login}")
     print(f"  MLflow UI (compare trials): mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1")
     print(f"  Optuna dashboard (live study): optuna-dashboard {storage}")
-    from orchestrator.driver.console import ProgressPrinter
+    from orchestrator.driver.console.progress import ProgressPrinter
 
     tty = sys.stdout.isatty()
     printer = ProgressPrinter(n_trials, tty, lambda text: print(text, end="", flush=True))
@@ -377,7 +377,7 @@ def run(
     if short_stage_warning(spec):
         print(short_stage_warning(spec), file=sys.stderr)
     if args.warm_start and not args.resume:
-        from orchestrator.driver.history import find_history, seed_study
+        from orchestrator.driver.store.history import find_history, seed_study
 
         past = find_history(tracking_uri, spec, exclude=study_name)
         counts = seed_study(study, spec.search, past, sweep.memory_model)

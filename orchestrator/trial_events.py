@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.records import FailureStage, ServerConfig, StageMetrics
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 
 class Phase(StrEnum):

@@ -13,12 +13,13 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.config_codec import memory_flags, optuna_params, speculative_flags
-from orchestrator.driver import observers as obs
-from orchestrator.driver.settle import settle
-from orchestrator.driver.space import suggest_config
-from orchestrator.driver.study import tell
-from orchestrator.driver.tracking import Tracker
+from orchestrator.config.codec import memory_flags, optuna_params, speculative_flags
+from orchestrator.driver.loop import observers as obs
+from orchestrator.driver.loop.settle import settle
+from orchestrator.driver.search.space import suggest_config
+from orchestrator.driver.store.study import tell
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
 from orchestrator.records import (
     Failure,
@@ -31,9 +32,8 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.spec import SweepSpec, parse_spec
-from orchestrator.spec_search import make_config
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import SweepSpec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = "demo-study"

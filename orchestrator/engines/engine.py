@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from orchestrator.engine_catalog import EngineName
 from orchestrator.engines.api import ServerApi
 from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
 from orchestrator.records import ServerConfig
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
     import aiohttp

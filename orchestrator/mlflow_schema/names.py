@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import fields
 from enum import StrEnum
 
-from orchestrator import adaptive
-from orchestrator.config_fields import SearchedField
+from orchestrator.config import adaptive
+from orchestrator.config.fields import SearchedField
 from orchestrator.records import MemoryAccount
 
 

@@ -9,8 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator import adaptive
-from orchestrator.engine_catalog import EngineName
+from orchestrator.config import adaptive
 from orchestrator.engines import engine_for
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema.names import (
@@ -24,6 +23,7 @@ from orchestrator.mlflow_schema.names import (
     Param,
     Tag,
 )
+from orchestrator.spec.engine_catalog import EngineName
 
 
 def is_sweep(tags: Mapping[str, str]) -> bool:

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import aiohttp
 
-from orchestrator import adaptive, dashboard_metrics
+from orchestrator import dashboard_metrics
 from orchestrator.bench.client import run_stage
 from orchestrator.bench.control import server_accept_length, wait_healthy
 from orchestrator.bench.greedy import check_requests, greedy_outputs
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
+from orchestrator.config import adaptive
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import LogReader
 from orchestrator.engines.launch import LaunchPlan

@@ -20,7 +20,7 @@ from pathlib import Path
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from orchestrator.adaptive import AdaptiveMode
+from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.driver.answer.choose import Call
 from orchestrator.engines import engine_for
 from orchestrator.mlflow_schema import Lossless, Metric, Param, run_engine
@@ -43,7 +43,7 @@ from orchestrator.report.plots import (
     importance_figure,
     latency_figure,
 )
-from orchestrator.spec_search import SEARCHED_PARAMS
+from orchestrator.spec.search import SEARCHED_PARAMS
 
 __all__ = [
     "ReportError",

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
 from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
 from orchestrator.sim.tiers import TierController

@@ -18,8 +18,8 @@ from orchestrator.node.backends import SimulatedNode, current_node_id, free_port
 from orchestrator.node.trial import STAGE_FAILURE_GRACE_S, TrialRun, run_trial
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import GpuStateWriter
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 from orchestrator.trial_events import Phase, PhaseEvent, TrialRequest, failure_stage
 
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"

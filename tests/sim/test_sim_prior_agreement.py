@@ -12,7 +12,7 @@ from simhelp import plan, spec
 
 from orchestrator.driver.memory.prior import estimate
 from orchestrator.driver.memory.prior_model import facts_from_profile
-from orchestrator.model_shape import load_shape
+from orchestrator.footprint.shape import load_shape
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.shape_memory import REPO_ROOT

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orchestrator.config_codec import config_from_mlflow, mlflow_params
-from orchestrator.config_fields import SearchedField
+from orchestrator.config.codec import config_from_mlflow, mlflow_params
+from orchestrator.config.fields import SearchedField
 from orchestrator.driver.answer.choose import Verdict
 from orchestrator.driver.answer.levels import LevelComparison, Split
 from orchestrator.records import ServerConfig

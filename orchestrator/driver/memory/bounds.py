@@ -30,8 +30,8 @@ The product uses this by constructing `BoundedMemoryModel()` where it constructs
 
 from __future__ import annotations
 
-from orchestrator.draft_tree import DraftTree
-from orchestrator.memory_model import Correction, MemoryModel, Prediction
+from orchestrator.config.draft_tree import DraftTree
+from orchestrator.driver.memory.learned import Correction, MemoryModel, Prediction
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
 
 

@@ -40,9 +40,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from orchestrator.adaptive import candidate_steps, tiers_of
+from orchestrator.config.adaptive import candidate_steps, tiers_of
 from orchestrator.driver.memory.serving import ServingCosts, serving_costs_for
-from orchestrator.model_shape import GIB, ModelShape
+from orchestrator.footprint.shape import GIB, ModelShape
 from orchestrator.records import FailureStage, ServerConfig
 
 MIB_PER_GIB = 1024.0

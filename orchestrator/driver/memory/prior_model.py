@@ -25,6 +25,7 @@ from typing import Any
 
 from orchestrator.driver.memory.bounds import BoundedMemoryModel
 from orchestrator.driver.memory.kv_admission import retracts
+from orchestrator.driver.memory.learned import Correction, Prediction, kv_heads_of, kv_shards, started
 from orchestrator.driver.memory.prior import (
     Estimate,
     GraphCosts,
@@ -43,12 +44,11 @@ from orchestrator.driver.memory.serving import (
     serving_peak,
     simulated_costs,
 )
-from orchestrator.memory_model import Correction, Prediction, kv_heads_of, kv_shards, started
-from orchestrator.model_shape import ModelShape, ShapeError, load_shape
+from orchestrator.footprint.shape import ModelShape, ShapeError, load_shape
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
 from orchestrator.secrets import flag_value
 from orchestrator.sim.profile import SimProfile, load_profile
-from orchestrator.spec import Backend, SweepSpec
+from orchestrator.spec.sweep_spec import Backend, SweepSpec
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchestrator.model_shape import GIB, ModelShape
+from orchestrator.footprint.shape import GIB, ModelShape
 from orchestrator.records import ServerConfig
 from orchestrator.sim.args import default_graph_settings
 

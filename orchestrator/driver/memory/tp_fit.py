@@ -17,9 +17,9 @@ from orchestrator.driver.memory.prior import (
     floor_fraction,
     without_prefill_graphs,
 )
-from orchestrator.launch_rules import valid_tps
-from orchestrator.model_shape import ModelShape
+from orchestrator.footprint.shape import ModelShape
 from orchestrator.records import ServerConfig
+from orchestrator.spec.launch_rules import valid_tps
 
 
 def weights_exceed(facts: MemoryFacts, config: ServerConfig) -> bool:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
-from orchestrator import adaptive, config_codec
-from orchestrator.config_fields import SearchedField
+from orchestrator.config import adaptive
+from orchestrator.config import codec as config_codec
+from orchestrator.config.fields import SearchedField
 from orchestrator.records import ServerConfig
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 
 def parse_version(text: str) -> tuple[int, ...]:

@@ -22,7 +22,7 @@ from orchestrator.driver.memory.prior import (
 )
 from orchestrator.driver.memory.prior_model import kv_dtype_bytes_from_flags, prefill_disabled
 from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
-from orchestrator.model_shape import ModelShape, ShapeError, load_shape, read_config
+from orchestrator.footprint.shape import ModelShape, ShapeError, load_shape, read_config
 from orchestrator.records import FailureStage, ServerConfig
 
 ROOT = Path(__file__).resolve().parents[3]

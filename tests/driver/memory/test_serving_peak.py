@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.memory.prior_model import memory_model_for
 from orchestrator.driver.memory.serving import (
     FRAGMENTATION_GIB,
@@ -38,10 +38,10 @@ from orchestrator.driver.memory.serving import (
 )
 from orchestrator.driver.proposal.structure import choose_structure, fitting_config
 from orchestrator.engines.sglang.logparse import parse_log
-from orchestrator.model_shape import load_shape
+from orchestrator.footprint.shape import load_shape
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialRecord
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"

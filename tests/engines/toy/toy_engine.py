@@ -26,7 +26,7 @@ from orchestrator.records import (
     ResolvedLaunch,
     ServerConfig,
 )
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
     import aiohttp
