@@ -41,6 +41,11 @@ DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float32": 2.0, "fl
 FIRST_LOAD_SLACK_GIB = 0.015
 
 
+def kv_shards(tp: int, kv_heads: int | None) -> int:
+    """How many ways the KV heads split: by tp, until each GPU holds one head (then they replicate)."""
+    return min(tp, kv_heads) if kv_heads else tp
+
+
 class ShapeErrorKind(StrEnum):
     UNREADABLE = "unreadable"
     MISSING_FIELD = "missing_field"

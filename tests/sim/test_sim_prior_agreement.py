@@ -10,8 +10,8 @@ import itertools
 import pytest
 from simhelp import plan, spec
 
+from orchestrator.driver.memory.node_facts import facts_from_profile
 from orchestrator.driver.memory.prior import estimate
-from orchestrator.driver.memory.prior_model import facts_from_profile
 from orchestrator.footprint.shape import load_shape
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import load_profile

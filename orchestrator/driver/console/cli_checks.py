@@ -69,7 +69,7 @@ def check_weights_fit(spec: SweepSpec) -> None:
     target = readable_shape(spec.model.path)
     if target is None:
         return
-    from orchestrator.driver.memory.prior_model import kv_dtype_bytes_from_flags, prefill_disabled
+    from orchestrator.driver.memory.node_facts import kv_dtype_bytes_from_flags, prefill_disabled
     from orchestrator.driver.memory.tp_fit import NodeShape, smallest_tp, weights_exceed
 
     draft = readable_shape(spec.model.draft_path)

@@ -28,8 +28,9 @@ from orchestrator.driver.loop import without_launch
 from orchestrator.driver.loop.lossless import LosslessCheck
 from orchestrator.driver.loop.outcome import Progress, StopReason, SweepOutcome
 from orchestrator.driver.loop.settle import Settled, settle
+from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.learned import MemoryModel, Prediction
-from orchestrator.driver.memory.prior_model import from_prior, memory_model_for
+from orchestrator.driver.memory.prior_model import from_prior
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
 from orchestrator.driver.search.space import space_configs, suggest_config
 from orchestrator.driver.store.journal import Journal

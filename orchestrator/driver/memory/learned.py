@@ -26,7 +26,7 @@ import logging
 from dataclasses import dataclass, field
 
 from orchestrator.config.adaptive import candidate_steps, tiers_of
-from orchestrator.footprint.shape import ShapeError, read_config
+from orchestrator.footprint.shape import ShapeError, kv_shards, read_config
 from orchestrator.records import FailureStage, MemoryAccount, ServerConfig, TrialResult, TrialStatus
 
 log = logging.getLogger(__name__)
@@ -54,11 +54,6 @@ def kv_heads_of(model_path: str) -> int | None:
         return None
     heads = config.get("num_key_value_heads") or config.get("num_attention_heads")
     return int(heads) if isinstance(heads, int) and heads > 0 else None
-
-
-def kv_shards(tp: int, kv_heads: int | None) -> int:
-    """How many ways the KV heads split: by tp, until each GPU holds one head (then they replicate)."""
-    return min(tp, kv_heads) if kv_heads else tp
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.driver.memory.learned import MemoryModel, TpFigures, kv_heads_of, kv_shards
+from orchestrator.driver.memory.learned import MemoryModel, TpFigures, kv_heads_of
 from orchestrator.engines.sglang.logparse import parse_log
+from orchestrator.footprint.shape import kv_shards
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec.search import make_config
 

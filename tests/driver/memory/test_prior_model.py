@@ -12,9 +12,10 @@ import pytest
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
+from orchestrator.driver.memory.build import build_memory_model
 from orchestrator.driver.memory.learned import Prediction
 from orchestrator.driver.memory.prior import estimate, facts_from_shapes
-from orchestrator.driver.memory.prior_model import PriorMemoryModel, build_memory_model, from_prior
+from orchestrator.driver.memory.prior_model import PriorMemoryModel, from_prior
 from orchestrator.footprint.shape import load_shape
 from orchestrator.records import (
     FailureStage,

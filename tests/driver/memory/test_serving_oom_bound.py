@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
+from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.learned import MemoryModel
-from orchestrator.driver.memory.prior_model import memory_model_for
 from orchestrator.records import Failure, FailureKind, FailureStage, TrialRecord, TrialStatus
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import load_spec

@@ -24,7 +24,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.memory.prior_model import memory_model_for
+from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.serving import (
     FRAGMENTATION_GIB,
     RUNTIME_GIB,
@@ -186,7 +186,7 @@ def test_a_simulated_node_s_serving_rule_is_what_the_prior_predicts() -> None:
     """The simulated node runs out of memory serving when a forward's tokens x `serving_gib_per_token`
     exceed what start-up left (its profile's rule, `sim.scheduler`); the prior reads the same figure
     from the profile, and a profile without it (every shipped one) gets no serving rule."""
-    from orchestrator.driver.memory.prior_model import build_memory_model
+    from orchestrator.driver.memory.build import build_memory_model
     from orchestrator.driver.memory.serving import ServingWorkload
     from orchestrator.sim.profile import load_profile
 
