@@ -3,15 +3,13 @@
 Only this driver touches the Optuna storage and MLflow. Each benchmark stage is reported as an
 intermediate value, so the pruner can stop a configuration that is already clearly worse. A finished
 trial goes through one funnel: `settle` decides what it means, the study is told, then the observers
-(`driver.observers`) each do their one job.
+(`driver.loop.observers`) each do their one job. The loop's parts: `driver.loop.state`.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,51 +17,40 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from orchestrator import dashboard_metrics
-from orchestrator.config.codec import config_from_optuna, optuna_params
+from orchestrator.config.codec import optuna_params
 from orchestrator.driver.answer import confirm
 from orchestrator.driver.dispatch import placement, quarantine
 from orchestrator.driver.dispatch.executor import Executor, Handle
 from orchestrator.driver.loop import observers as obs
 from orchestrator.driver.loop import without_launch
 from orchestrator.driver.loop.lossless import LosslessCheck
+from orchestrator.driver.loop.no_result import NoResult
 from orchestrator.driver.loop.outcome import Progress, StopReason, SweepOutcome
+from orchestrator.driver.loop.pruning import StageReports
+from orchestrator.driver.loop.resume import Resume
 from orchestrator.driver.loop.settle import Settled, settle
+from orchestrator.driver.loop.state import InFlight, log
+from orchestrator.driver.loop.stop_rules import StopRules
 from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.learned import MemoryModel, Prediction
 from orchestrator.driver.memory.prior_model import from_prior
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
-from orchestrator.driver.search.space import space_configs, suggest_config
+from orchestrator.driver.search.space import suggest_config
 from orchestrator.driver.store.journal import Journal
-from orchestrator.driver.store.restore import enqueue_first, restore
 from orchestrator.driver.store.study import (
     close_and_requeue,
     finished_elsewhere,
     launched_count,
-    requeue,
     tell,
     tell_repeat,
 )
-from orchestrator.driver.store.study_lock import DriverLease, DriverStamp, close_dead_drivers_trials
+from orchestrator.driver.store.study_lock import DriverLease
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.errors import TrialError, TrialLost
-from orchestrator.records import FailureStage, ServerConfig, TrialRecord, TrialResult, TrialStatus
+from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec.sweep_spec import SweepSpec
-from orchestrator.trial_events import PhaseEvent, TrialEvent, TrialRequest, failure_stage
-
-log = logging.getLogger(__name__)
-# Lost launches cost no budget, so they need a limit of their own: this many in a row stop the sweep.
-LOST_IN_A_ROW = 5
-
-
-@dataclass
-class _InFlight:
-    trial: optuna.Trial
-    config: ServerConfig
-    started: float
-    baseline: bool
-    requeued: bool
-    pruned_at: int | None = None
+from orchestrator.trial_events import TrialRequest, failure_stage
 
 
 def _ray_executor() -> Executor:
@@ -72,11 +59,10 @@ def _ray_executor() -> Executor:
     return RayExecutor()
 
 
-class Sweep:
-    confirm_reserve = 0  # launches kept back for confirmation (reserve_for_confirmation)
-    # The search ended early so that the reserved confirmation launches fit in the time budget.
-    stopped_to_confirm = False
-    confirming = False
+class Sweep(StopRules, Resume, StageReports, NoResult):
+    """The loop: its wiring (the observers, the memory model, the proposal policy) and the steps of one
+    trial, from the ask to the observers; its stop rules, deadline and confirmation reserve, first steps
+    and stage reports are the parts it is made of (`driver.loop.state`)."""
 
     def __init__(
         self,
@@ -109,7 +95,7 @@ class Sweep:
         self.clock = clock or time.monotonic
         # No new launch after this moment; running trials finish (a later --resume goes on).
         self.deadline = self.clock() + time_budget_s if time_budget_s else None
-        self._inflight: dict[Handle, _InFlight] = {}
+        self._inflight: dict[Handle, InFlight] = {}
         self._open: dict[int, optuna.Trial] = {}  # asked and not yet told, launched or not
         self._by_number: dict[int, Handle] = {}
         self._node_of: dict[Handle, str] = {}
@@ -169,59 +155,6 @@ class Sweep:
     def running_nodes(self) -> list[str]:
         """The nodes a trial of this sweep runs on now."""
         return list(self._node_of.values())
-
-    # -- study bookkeeping ------------------------------------------------------------------------
-
-    def prepare(self, resume: bool) -> None:
-        """Close trials a dead driver left RUNNING (re-queueing their configurations); then, on --resume,
-        rebuild what the study taught (also when only the free baseline finished), or queue the first."""
-        stale: dict[int, tuple[FrozenTrial, Settled]] = {}
-
-        def record_stale(t: FrozenTrial, driver: DriverStamp | None) -> dict[str, Any]:
-            settled = self._settle_stale(t, driver)
-            if settled is None:
-                return {}
-            stale[t.number] = (t, settled)
-            return settled.attrs
-
-        me = self.lease.stamp.driver_id if self.lease else None
-        close_dead_drivers_trials(self.study, me=me, attrs_of=record_stale)
-        # No live driver holds the study now (the call above refuses otherwise): a recorded server still
-        # running was left by a dead one, and would hold the GPUs of the trials to come.
-        self.journal.servers.stop_stale()
-        if resume and any(t.state.is_finished() for t in self.study.get_trials(deepcopy=False)):
-            restored = restore(self.study)
-            self.outcome.progress.absorb(restored.progress)
-            self.speedup.baseline_tok_s = restored.baseline_tok_s
-            for config, seen in restored.measured.items():
-                self.measured.setdefault(config, seen)
-            for number, result in restored.memory:
-                self.memory_model.observe(number, result)
-            # Every earlier launch joins the ranking, the confirmation and the lossless check.
-            earlier = self.journal.read(restored.numbers)
-            self.journal_complete = len(earlier) == len(restored.numbers)
-            self.outcome.records.extend(earlier)
-            self.lossless.restore(earlier)
-            self._best.refresh()
-        else:
-            enqueue_first(self.study, self.spec, self.memory_model)
-        # A dead driver's launches, shown now as interrupted (the console's line, MLflow, the journal).
-        for t, settled in stale.values():
-            self._observe(t, bool(t.user_attrs.get(TrialAttr.BASELINE)), settled)
-
-    def _settle_stale(self, t: FrozenTrial, driver: DriverStamp | None) -> Settled | None:
-        """A trial left RUNNING by a driver that died (kill -9, a machine gone): interrupted, not counted,
-        queued again (None for a trial asked with no configuration yet: it was never launched)."""
-        config = config_from_optuna(t.params)
-        if config is None:
-            return None
-        whose = f"its driver ({driver.describe()})" if driver is not None else "its driver"
-        # Its phase died with the driver; the stages it reported are in the study.
-        reported = len(t.intermediate_values)
-        stage = FailureStage.UNDER_LOAD if reported else FailureStage.LAUNCH
-        when = f"after {reported} benchmark stage(s)" if reported else "before any benchmark stage ended"
-        why = f"{whose} stopped while it ran, {when}: not counted, its configuration is queued again"
-        return settle(without_launch.interrupted(config, stage, why), self.spec, None)
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -293,30 +226,12 @@ class Sweep:
         if closed and self.lease is not None:
             self.lease.untrack(trial._trial_id)
 
-    def _stop(self, reason: StopReason, message: str = "") -> None:
-        if self.outcome.stop_reason is StopReason.BUDGET_DONE:
-            self.outcome.stop_reason = reason
-            if message:
-                log.warning("%s", message)
-
     def _fill(self) -> None:
         slots = max(self.executor.trial_slots(), 1)
         while (
             len(self._inflight) < slots and launched_count(self.study) + len(self._inflight) < self.n_trials
         ):
-            if self.deadline is not None and self.clock() >= self.deadline:
-                self._stop(StopReason.TIME_BUDGET)
-                return
-            if self._confirmation_due():
-                return
-            if self.repeats >= 20 * self.n_trials:
-                self._stop(StopReason.ONLY_REPEATS)
-                return
-            if self.skipped >= 5 * self.n_trials:
-                self._stop(StopReason.ALL_SKIPPED)
-                return
-            if self.lost_in_a_row >= LOST_IN_A_ROW:
-                self._stop(StopReason.ALL_LOST)
+            if self._search_must_stop():
                 return
             node_id = placement.pick_node(
                 self.executor.alive_nodes(),
@@ -363,25 +278,9 @@ class Sweep:
             handle = self.executor.submit(request, node_id)
             self._node_of[handle] = node_id
             dashboard_metrics.record_running(node_id, True)
-            self._inflight[handle] = _InFlight(trial, config, time.monotonic(), baseline, requeued)
+            self._inflight[handle] = InFlight(trial, config, time.monotonic(), baseline, requeued)
             self._by_number[trial.number] = handle
             log.info("trial %d started: %s", trial.number, config.label())
-
-    def _space_exhausted(self) -> bool:
-        """Every configuration of a finite space is settled (measured, or ruled out before launch) and
-        nothing is queued: an ask could only repeat one, answered from the record, and on a small space
-        the sampler would be asked thousands of times before the repeat limit (each TPE ask reads every
-        trial so far). A space with a continuous range is never exhausted."""
-        if self._space is None:
-            try:
-                self._space = frozenset(space_configs(self.spec.search))
-            except ValueError:  # a float range without a step: not enumerable
-                self._space = frozenset()
-        if not self._space or self.study.get_trials(
-            deepcopy=False, states=(optuna.trial.TrialState.WAITING,)
-        ):
-            return False
-        return self._space <= self.measured.keys()
 
     # -- the proposal policy (driver.proposal) ---------------------------------------------------
 
@@ -407,49 +306,7 @@ class Sweep:
             log.info("proposal: %s", decision.why)
         return True
 
-    def _answer_known(self, why: str) -> None:
-        left = self.remaining()
-        gpu_s = [r.result.wall_s for r in self.outcome.records if r.result.node_id and r.result.wall_s > 0]
-        hours = left * (sum(gpu_s) / len(gpu_s)) * self.spec.node.gpus / 3600 if gpu_s else 0.0
-        given = f"{left} of the budget's launches given back" + (
-            f" (about {hours:.2f} GPU-hours)" if hours else ""
-        )
-        self.outcome.stop_detail = f"{why}; {given}"
-        self._stop(StopReason.ANSWER_KNOWN)
-        log.info("stopped early: %s", self.outcome.stop_detail)
-
     # -- confirmation (driver.answer.confirm) ---------------------------------------------------------
-
-    def remaining(self) -> int:
-        """Launches left in the budget."""
-        return max(self.n_trials - launched_count(self.study), 0)
-
-    def _confirmation_due(self) -> bool:
-        """Whether the search must end now so that the reserved confirmation launches still fit in the
-        time budget (estimated from the launches so far). Without it a sweep ended by its time budget
-        answered with an unconfirmed single launch."""
-        if self.deadline is None or self.confirming or self.confirm_reserve <= 0:
-            return False
-        slots = max(self.executor.trial_slots(), 1)
-        need = confirm.time_to_confirm(self.outcome.records, self.confirm_reserve, slots)
-        if need is None or self.clock() + need < self.deadline:
-            return False
-        self.stopped_to_confirm = True
-        self._stop(
-            StopReason.TIME_BUDGET,
-            f"time budget: the search ends here so that the {self.confirm_reserve} confirmation launches "
-            f"(about {need:.0f} s) still fit",
-        )
-        return True
-
-    def reserve_for_confirmation(self) -> int:
-        """Keep the budget's confirmation launches back from the search (call before ``run``); returns
-        how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""
-        # On --resume only what is left of the budget can be split: an earlier invocation's launches
-        # (its confirmation included) are spent.
-        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, self.remaining())
-        self.n_trials -= self.confirm_reserve
-        return self.confirm_reserve
 
     def confirm_best(self) -> SweepOutcome:
         """After the search: launch the top configurations again until each has ``confirm_repeats``
@@ -471,7 +328,7 @@ class Sweep:
         self.n_trials = launched_count(self.study) + enqueued
         return self.run()
 
-    # -- the three ways a trial ends without running ------------------------------------------------
+    # -- the ways a trial ends without running (lost and raised: `NoResult`) ----------------------------
 
     def _repeat(self, trial: optuna.Trial, seen: tuple[int, TrialStatus, float | None]) -> None:
         """TPE proposes a configuration it has already measured once it settles: answer from the record
@@ -486,56 +343,10 @@ class Sweep:
     ) -> None:
         """Spend no GPU time on what cannot fit: the study learns it as infeasible all the same."""
         self.skipped += 1
-        info = _InFlight(trial, config, time.monotonic(), baseline, requeued=True)
+        info = InFlight(trial, config, time.monotonic(), baseline, requeued=True)
         self._tell_and_record(info, without_launch.predicted_oom(config, prediction))
 
-    def _lost(self, info: _InFlight, err: TrialLost) -> TrialResult:
-        """The node or the worker died under the trial: not an OOM, and worth one more try elsewhere."""
-        log.error("trial %d lost: %s", info.trial.number, err)
-        if not info.requeued:
-            requeue(self.study, info.trial, info.baseline)
-        return without_launch.lost(info.config, err, time.monotonic() - info.started)
-
-    def _internal_error(self, info: _InFlight, err: TrialError) -> TrialResult:
-        """specsweep's own trial code raised: the same configuration would raise again, so the trial is
-        FAILED and counted (never re-queued), and the traceback goes to the driver's log."""
-        log.error(
-            "trial %d: the trial code raised at %s (a bug in specsweep: please report it): %s\n%s",
-            info.trial.number,
-            err.stage.value,
-            err.message,
-            err.detail,
-        )
-        return without_launch.internal_error(info.config, err, time.monotonic() - info.started)
-
     # -- events and results ---------------------------------------------------------------------------
-
-    def _handle_events(self, events: list[TrialEvent]) -> None:
-        for event in events:
-            handle = self._by_number.get(event.number)
-            info = self._inflight.get(handle) if handle is not None else None
-            if info is None:
-                continue
-            if isinstance(event, PhaseEvent):
-                if event.server is not None:
-                    self.journal.servers.record(event.number, event.server)
-                self.outcome.progress.phases[event.number] = event
-                continue
-            step, trial = event.step, info.trial
-            # The best tok/s so far: monotonic in the step, as the percentile pruner expects.
-            value = max(
-                float(trial.user_attrs.get(TrialAttr.BEST_SO_FAR, 0.0)), event.metrics.output_tok_per_s
-            )
-            trial.set_user_attr(TrialAttr.BEST_SO_FAR, value)
-            trial.report(value, step)
-            last = step >= len(self.spec.workload.concurrency) - 1
-            # After the last stage there is nothing left to save: a finished trial is never pruned.
-            # A confirmation launch is never pruned: its whole point is one more full measurement.
-            confirming = TrialAttr.CONFIRM_OF in trial.user_attrs
-            keep_going = info.baseline or last or confirming or not trial.should_prune()
-            if not keep_going:
-                info.pruned_at = step
-            self.executor.decide(event.number, step, keep_going)
 
     def _finish(self, handle: Handle) -> None:
         info = self._inflight.pop(handle)
@@ -551,7 +362,7 @@ class Sweep:
         self.lost_in_a_row = self.lost_in_a_row + 1 if result.status is TrialStatus.LOST else 0
         self._tell_and_record(info, result)
 
-    def _tell_and_record(self, info: _InFlight, result: TrialResult) -> None:
+    def _tell_and_record(self, info: InFlight, result: TrialResult) -> None:
         """settle -> tell -> observers."""
         trial = info.trial
         settled = settle(result, self.spec, info.pruned_at)

@@ -18,7 +18,6 @@ from typing import cast
 
 import pytest
 from optuna.storages import InMemoryStorage
-from tests.driver.test_driver_decisions import InProcessExecutor
 
 from benchmarks.driver import NoTracking
 from benchmarks.oracle import Oracle
@@ -37,6 +36,7 @@ from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialR
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.search import make_config
 from orchestrator.trial_events import TrialRequest
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 
 A = make_config(0.85, 64, 16, 3, 1, 4)
 

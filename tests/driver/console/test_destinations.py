@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.driver.test_study_guard import DEMO, make_study, storage_url
 
 from orchestrator import cli
 from orchestrator.driver.console.destinations import MLFLOW_HTTP_ENV, check_tracking
 from orchestrator.driver.store.study_guard import check_study
 from orchestrator.driver.store.study_lock import DriverLease
 from orchestrator.driver.store.tracking import ui_hint
+from tests.driver.store.test_study_guard import DEMO, make_study, storage_url
 
 
 @pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`

@@ -15,7 +15,6 @@ from typing import cast
 import psutil
 import pytest
 from optuna.storages import InMemoryStorage
-from tests.driver.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
 
 from benchmarks.oracle import Oracle
 from orchestrator.config.codec import optuna_params
@@ -24,6 +23,7 @@ from orchestrator.driver.dispatch.stale_servers import LaunchedServers, StaleVer
 from orchestrator.driver.store.study import open_study
 from orchestrator.records import ServerConfig, TrialResult
 from orchestrator.trial_events import Phase, PhaseEvent, ServerId, TrialEvent
+from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
 
 HOST = socket.gethostname()
 

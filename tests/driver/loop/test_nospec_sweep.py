@@ -15,7 +15,6 @@ from typing import cast
 
 import pytest
 from optuna.storages import InMemoryStorage
-from tests.driver.test_driver_decisions import InProcessExecutor
 
 from benchmarks.driver import NoTracking
 from benchmarks.oracle import Oracle
@@ -34,6 +33,7 @@ from orchestrator.mlflow_schema import Tag
 from orchestrator.records import TrialRecord, TrialResult
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.sweep_spec import BudgetSpec, SweepSpec
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 
 
 class DraftScaled(InProcessExecutor):

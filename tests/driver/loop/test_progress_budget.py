@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.driver.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
-from tests.driver.test_study_guard import DEMO, make_study, storage_url
 
 from benchmarks.oracle import Oracle
 from orchestrator import cli
@@ -18,6 +16,8 @@ from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.study_guard import study_budget
 from orchestrator.driver.store.trial_attrs import StudyAttr
 from orchestrator.records import ServerConfig
+from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
+from tests.driver.store.test_study_guard import DEMO, make_study, storage_url
 
 
 def test_the_baseline_is_neither_counted_nor_best(

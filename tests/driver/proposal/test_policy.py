@@ -11,7 +11,6 @@ from typing import cast
 
 import pytest
 from optuna.storages import InMemoryStorage
-from tests.driver.test_driver_decisions import InProcessExecutor
 
 from benchmarks.driver import NoTracking, oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
@@ -30,6 +29,7 @@ from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.sweep_spec import SweepSpec
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 
 BUDGET = 30
 

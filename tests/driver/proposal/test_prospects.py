@@ -4,7 +4,6 @@ outside the depths and widths the measured trees span (the model extrapolates th
 from __future__ import annotations
 
 import pytest
-from tests.driver.test_driver_decisions import InProcessExecutor
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
@@ -13,6 +12,7 @@ from orchestrator.driver.proposal.policy import ProposalPolicy, stage_samples
 from orchestrator.driver.proposal.structure import fitting_config
 from orchestrator.records import TrialRecord
 from orchestrator.sim.profile import load_profile
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.proposal.test_policy import _run
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tests.driver.test_driver_decisions import InProcessExecutor
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
@@ -24,6 +23,7 @@ from orchestrator.records import TrialRecord
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.search import Choices, IntRange
 from orchestrator.spec.sweep_spec import SweepSpec
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.proposal.test_policy import _run
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 
-from tests.test_memory_model import result_from_log
-
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.search.diagnosis import diagnose
 from orchestrator.driver.search.grid import at_least, at_most, grid_values
 from orchestrator.records import TrialStatus
 from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace
+from tests.driver.memory.test_memory_model import result_from_log
 
 
 def space(fraction: FloatRange, graph_bs: Choices | IntRange) -> SearchSpace:

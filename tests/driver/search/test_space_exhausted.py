@@ -9,7 +9,6 @@ repeats.
 from __future__ import annotations
 
 from optuna.storages import InMemoryStorage
-from tests.driver.test_driver_decisions import InProcessExecutor, _sweep
 
 from benchmarks.driver import run_on_oracle
 from benchmarks.oracle import Oracle
@@ -19,6 +18,7 @@ from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.study import open_study
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.search import Choices
+from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep
 
 
 def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled() -> None:
