@@ -1,7 +1,7 @@
-"""A small finished study for the report tests, written through the sweep's own funnel: each planned
-result is settled by `driver.settle.settle`, told by `driver.study.tell` on a trial asked from the study
-(its params suggested by `space.suggest_config`), and recorded by the observers' `build_record` and the
-real `Tracker.log_trial`. Only the results themselves, and one older sweep's runs, are made by hand."""
+"""A small finished study for the report tests, written through the sweep's own funnel: each planned result is
+settled by `driver.loop.settle.settle`, told by `driver.store.study.tell` on a trial asked from the study (its
+params suggested by `space.suggest_config`), and recorded by the observers' `build_record` and the real
+`Tracker.log_trial`. Only the results themselves, and one older sweep's runs, are made by hand."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One configuration in each of its forms, both ways: Optuna params, MLflow params, SGLang's command line.
 
-Every form is walked through the fields of `config_fields.SearchedField`, so a searched value is never
+Every form is walked through the fields of `config.fields.SearchedField`, so a searched value is never
 dropped by one direction and kept by the other (``speculative_adaptive`` once was: an adaptive trial
 read back as a fixed one). Two forms hold different values for the steps:
 
@@ -63,7 +63,7 @@ def optuna_params(config: ServerConfig, space: SearchSpace | None = None) -> dic
 def known_good_params(known: KnownGood, space: SearchSpace) -> dict[str, ParamValue]:
     """A known-good configuration's Optuna params, with the steps the user wrote: with adaptive
     speculation the launch's steps are the largest tier (outside the searched range for SGLang's
-    defaults), and the user's are a searched value (`spec_search.known_good_problems` checks it)."""
+    defaults), and the user's are a searched value (`spec.search.known_good_problems` checks it)."""
     params = optuna_params(known.to_config(), space)
     if F.SPECULATIVE_NUM_STEPS in params:
         params[F.SPECULATIVE_NUM_STEPS] = known.speculative_num_steps

@@ -3,7 +3,7 @@
 A `ServerConfig` field, its Optuna param, its MLflow param and its key in the spec's ``search`` and
 ``known_good`` sections all carry the same name, a `SearchedField` value; the flag that sets it on
 SGLang's command line, the flags a spec may therefore not set itself, and the list of numeric values
-the report and the known-good check walk through are read from here. ``config_codec`` turns a
+the report and the known-good check walk through are read from here. ``config.codec`` turns a
 configuration into each of those forms and back. Every field of `ServerConfig` is a searched value and
 every searched value a field (tests/config/test_config_codec.py checks it, and that the spec's sections have
 them all). A leaf module (it imports only ``adaptive``), so that the spec, the server's command line

@@ -79,7 +79,7 @@ class Param(StrEnum):
     SPECULATIVE_ADAPTIVE = SearchedField.SPECULATIVE_ADAPTIVE.value  # an AdaptiveMode value ("off": fixed)
     ENABLE_METRICS = "enable_metrics"
     # The configuration's own values, under ServerConfig's field names (SGLang's flags), written and
-    # read by config_codec.
+    # read by config.codec.
     MEM_FRACTION_STATIC = SearchedField.MEM_FRACTION_STATIC.value
     CUDA_GRAPH_MAX_BS = SearchedField.CUDA_GRAPH_MAX_BS.value
     MAX_RUNNING_REQUESTS = SearchedField.MAX_RUNNING_REQUESTS.value

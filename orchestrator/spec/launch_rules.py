@@ -13,7 +13,7 @@
   are ``hidden_size`` wide, so a draft trained for another target (another hidden size or another
   vocabulary) cannot load against this one.
 
-A shared leaf: it reads `ModelShape` (`model_shape`) and nothing above it, so the spec's checks, the
+A shared leaf: it reads `ModelShape` (`footprint.shape`) and nothing above it, so the spec's checks, the
 memory command and the prior state the same rules.
 """
 

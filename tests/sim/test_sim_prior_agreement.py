@@ -1,7 +1,7 @@
-"""The simulator's start-up walk (`sim.memory.plan_startup`) and the memory prior (`memory_prior.estimate`)
-agree on every profile: the same verdict (fits or where it fails) and the same KV pool. The profiles that
-name their models' config.json (`model_shape`) take weights and KV bytes from the prior's arithmetic, so
-a change to either side that is not made to the other fails here."""
+"""The simulator's start-up walk (`sim.memory.plan_startup`) and the memory prior
+(`driver.memory.prior.estimate`) agree on every profile: the same verdict (fits or where it fails) and the
+same KV pool. The profiles that name their models' config.json (`footprint.shape`) take weights and KV bytes
+from the prior's arithmetic, so a change to either side that is not made to the other fails here."""
 
 from __future__ import annotations
 

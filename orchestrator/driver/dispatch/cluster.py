@@ -2,7 +2,7 @@
 
 A trial asks for all the GPUs of a node plus the custom resource `trial_slot: 1` that every node
 declares once, so nothing is ever packed beside it. Ray-level retries are off: the driver decides
-what a lost node means. `RayExecutor` is the driver's `Executor` (`driver.executor`) on Ray.
+what a lost node means. `RayExecutor` is the driver's `Executor` (`driver.dispatch.executor`) on Ray.
 """
 
 from __future__ import annotations

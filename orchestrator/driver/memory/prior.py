@@ -1,7 +1,7 @@
 """The memory prior: what a configuration needs per GPU, predicted before any launch.
 
 Inputs are `MemoryFacts` (per GPU, at the sweep's tp): the GPU's memory, both models' weights and KV
-bytes per token (from their config.json through `model_shape`, or from a simulated profile, which names
+bytes per token (from their config.json through `footprint.shape`, or from a simulated profile, which names
 the same figures), and the CUDA-graph cost constants. `estimate` walks SGLang's start-up in order and
 returns the figures a log would print, the floor and ceiling fractions, and where it would fail.
 
