@@ -11,7 +11,7 @@ from orchestrator.spec.search import Choices, FloatRange, IntRange, SpecError, m
 from orchestrator.spec.sweep_spec import NodeKind, SweepSpec
 
 # The package's checkout: the default spec is found from any folder, not only the repository's root.
-REPO_ROOT = Path(__file__).resolve().parents[2]  # orchestrator/driver/ -> the checkout
+REPO_ROOT = Path(__file__).resolve().parents[3]  # orchestrator/driver/console/ -> the checkout
 DEFAULT_SPEC = Path("trials/demo.yaml")
 
 
