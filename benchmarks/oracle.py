@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from benchmarks.lockstep import client_view
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.engines.sglang.command import sglang_flags
+from orchestrator.footprint.sglang_defaults import INIT_NEW_TOKEN_RATIO
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -39,7 +40,6 @@ from orchestrator.records import (
 from orchestrator.sim.args import SimArgs, build_parser, explicit_dests, resolve
 from orchestrator.sim.memory import OomKind, StartupPlan, StepKind, plan_startup
 from orchestrator.sim.profile import SimProfile
-from orchestrator.sim.scheduler import INIT_NEW_TOKEN_RATIO
 from orchestrator.sim.speed import (
     SpeedModel,
     broken_draft_reason,

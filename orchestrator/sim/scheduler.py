@@ -20,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from orchestrator.config.draft_tree import DraftTree
+from orchestrator.footprint.sglang_defaults import (
+    INIT_NEW_TOKEN_RATIO,
+    MIN_NEW_TOKEN_RATIO,
+    NEW_TOKEN_RATIO_DECAY,
+)
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
 from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
 from orchestrator.sim.tiers import TierController
-
-INIT_NEW_TOKEN_RATIO = 0.7
-MIN_NEW_TOKEN_RATIO = 0.1
-NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
 
 
 @dataclass(eq=False)
