@@ -1,6 +1,6 @@
 """A trial run read back from MLflow (by `report.data` and `history`), under the names it was written with.
 
-Its configuration reads back through `config.codec.config_from_mlflow`."""
+Its configuration reads back through `config_codec.config_from_mlflow`."""
 
 from __future__ import annotations
 
