@@ -2,12 +2,12 @@
 instead of a Ray cluster, answering as the CLI answers.
 
 `Sweep.run` asks, predicts, skips, submits, reads stage reports, prunes, tells and records; it reaches the
-trials only through its `Executor` (`orchestrator.driver.executor`). `OracleExecutor` below answers at
-once: a "submitted" trial is a launch drawn from the benchmark's `Launcher` (the oracle's stages with a
-real node's noise), its stages are reported one at a time, and it runs the next stage only if the driver
-says so, as a trial on a node does. Everything the driver decides is its own code, unchanged: the
-confirmation launches it reserves and queues, and the answer (`driver.answer.conclusion.sweep_answer`, what
-the CLI prints as `best:` and writes to best.json).
+trials only through its `Executor` (`orchestrator.driver.dispatch.executor`). `OracleExecutor` below
+answers at once: a "submitted" trial is a launch drawn from the benchmark's `Launcher` (the oracle's
+stages with a real node's noise), its stages are reported one at a time, and it runs the next stage only
+if the driver says so, as a trial on a node does. Everything the driver decides is its own code, unchanged:
+the confirmation launches it reserves and queues, and the answer (`driver.answer.conclusion.sweep_answer`,
+what the CLI prints as `best:` and writes to best.json).
 
 The GPU-hour budget is the product's own time budget: the sweep's clock is the node time the launches
 have spent, so `Sweep` ends its search when its reserved confirmation launches would no longer fit, and
@@ -27,13 +27,13 @@ from benchmarks.noise import Launcher
 from benchmarks.oracle import Evaluation
 from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.answer.confirm import measured
-from orchestrator.driver.executor import Handle
-from orchestrator.driver.placement import TRIAL_SLOT
-from orchestrator.driver.study import open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
+from orchestrator.driver.dispatch.executor import Handle
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.tracking import Tracker
 from orchestrator.records import ServerConfig, TrialRecord, TrialResult
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 from orchestrator.trial_events import StageReport, TrialEvent, TrialRequest
 
 NODE_ID = "oracle-node"

@@ -27,8 +27,8 @@ from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.node.backends import SimulatedNode, current_node_id
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialResult, TrialStatus
-from orchestrator.spec import TimeoutSpec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import TimeoutSpec
 from orchestrator.trial_events import TrialRequest
 
 log = logging.getLogger(__name__)

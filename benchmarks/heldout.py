@@ -15,9 +15,9 @@ from typing import Any
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import _SPEC_DIMS, BenchCase, case_spec
-from orchestrator.driver.space import space_configs
+from orchestrator.driver.search.space import space_configs
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec_search import Choices, FloatRange, SearchSpace
+from orchestrator.spec.search import Choices, FloatRange, SearchSpace
 
 GPU_MIB = (24564, 46068, 81559, 97887, 143771)  # 24 GB, 48 GB, 80 GB, 96 GB, 141 GB cards
 GRAPH_CHOICES = ((16, 32, 64, 128), (32, 64, 128, 256), (64, 128, 256, 512))

@@ -14,8 +14,8 @@ from typing import Any
 from benchmarks.spaces import DEMO_SPEC
 from orchestrator.records import TrialResult
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import SimulatedSpec, SweepSpec, TimeoutSpec, WorkloadSpec
-from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.sweep_spec import SimulatedSpec, SweepSpec, TimeoutSpec, WorkloadSpec
 
 # One short stage: what the orchestrator adds around a trial shows, not the serving. Without the stage
 # minimum that real hardware needs (20 s and 5000 tokens: the stage would cycle its prompts for a minute).
@@ -64,7 +64,7 @@ def live_spec(
     timeouts: TimeoutSpec | None = None,
     seed: int = 0,
 ) -> SweepSpec:
-    from orchestrator.spec import load_spec
+    from orchestrator.spec.sweep_spec import load_spec
 
     spec = load_spec(DEMO_SPEC)
     return spec.model_copy(
@@ -91,9 +91,9 @@ class SweepRun:
 
 def run_sweep(spec: SweepSpec, profile: dict[str, Any], n_trials: int, workdir: Path, nodes: int) -> SweepRun:
     """The real driver on whatever Ray cluster is connected: study on SQLite, MLflow on SQLite."""
-    from orchestrator.driver.study import open_study
-    from orchestrator.driver.sweep import Sweep
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.loop.sweep import Sweep
+    from orchestrator.driver.store.study import open_study
+    from orchestrator.driver.store.tracking import Tracker
 
     workdir.mkdir(parents=True, exist_ok=True)
     study = open_study(spec, spec.name, f"sqlite:///{workdir / 'optuna.db'}", resume=False)

@@ -20,12 +20,12 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.records import StageMetrics, TrialRecord, TrialStatus
 from orchestrator.sim.profile import PROFILE_DIR, load_profile
 from orchestrator.sim.speed import SpeedModel
 from orchestrator.sim.truth import step_from_wave, tree_key
-from orchestrator.spec import load_spec
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"

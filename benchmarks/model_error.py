@@ -30,12 +30,12 @@ from benchmarks.real_derived import real_derived_cases
 from benchmarks.spaces import BenchCase, case_spec
 from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.strategies import quiet_optuna
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.proposal.prospects import measured_objectives, stage_samples
 from orchestrator.driver.proposal.spec_model import MIN_TREES, fit, loo_error
-from orchestrator.driver.space import space_configs
-from orchestrator.spec_search import make_config
+from orchestrator.driver.search.space import space_configs
+from orchestrator.spec.search import make_config
 
 OUT = Path(__file__).resolve().parent / "out" / "model_error.json"
 SEED_BASE = 4_200_000  # the real-derived set's run seeds (benchmarks.search.SearchSettings.real_seed_base)

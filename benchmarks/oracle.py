@@ -26,6 +26,7 @@ from benchmarks.lockstep import client_view
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.sglang.command import sglang_flags
+from orchestrator.footprint.sglang_defaults import INIT_NEW_TOKEN_RATIO
 from orchestrator.records import (
     Failure,
     FailureKind,
@@ -40,14 +41,13 @@ from orchestrator.records import (
 from orchestrator.sim.args import SimArgs, build_parser, explicit_dests, resolve
 from orchestrator.sim.memory import OomKind, StartupPlan, StepKind, plan_startup
 from orchestrator.sim.profile import SimProfile
-from orchestrator.sim.scheduler import INIT_NEW_TOKEN_RATIO
 from orchestrator.sim.speed import (
     SpeedModel,
     broken_draft_reason,
     expected_accept_length,
     position_probs,
 )
-from orchestrator.spec import SweepSpec, WorkloadSpec
+from orchestrator.spec.sweep_spec import SweepSpec, WorkloadSpec
 
 OOM_EXIT_S = 0.1  # SGLang's launcher dies 0.07-0.12 s after the error line (real 0.5.17 logs)
 STOP_S = 3.4  # SIGINT to exit of a serving 0.5.17 server (real logs)

@@ -26,7 +26,7 @@ from benchmarks.live import (
     run_sweep,
 )
 from benchmarks.table import Row, quantile
-from orchestrator.driver import cluster
+from orchestrator.driver.dispatch import cluster
 
 log = logging.getLogger(__name__)
 BENCH = "3 overhead per trial"

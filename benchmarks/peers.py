@@ -54,7 +54,7 @@ from benchmarks.search_run import SearchRun, done
 from orchestrator.driver.proposal.trees import dim_values
 from orchestrator.records import ServerConfig
 from orchestrator.sim.args import build_parser, resolve
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
 
 MAX_CANDIDATES = 8  # auto_benchmark_lib.DEFAULT_MAX_CANDIDATES
 TIER2_VALUES = 3  # tier 2 keeps each flag's first three values

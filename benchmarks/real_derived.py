@@ -22,11 +22,11 @@ import yaml
 
 from benchmarks.measured import MEASURED_PROFILE, measured_cells
 from benchmarks.spaces import BenchCase
-from orchestrator.draft_tree import DraftTree
-from orchestrator.driver.space import space_configs
+from orchestrator.config.draft_tree import DraftTree
+from orchestrator.driver.search.space import space_configs
 from orchestrator.sim.truth import tree_key
-from orchestrator.spec import WorkloadSpec
-from orchestrator.spec_search import Choices, SearchSpace
+from orchestrator.spec.search import Choices, SearchSpace
+from orchestrator.spec.sweep_spec import WorkloadSpec
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "acceptance" / "published.yaml"
 

@@ -43,10 +43,10 @@ from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import quiet_optuna
 from benchmarks.table import median
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.space import space_configs
+from orchestrator.driver.search.space import space_configs
 from orchestrator.records import MemoryAccount, ServerConfig, TrialRecord
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import SweepSpec, load_spec
+from orchestrator.spec.sweep_spec import SweepSpec, load_spec
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from ray.cluster_utils import Cluster
 
 from benchmarks.live import LIVE_TIMEOUTS, killed_after_stop, live_spec, profile_dict, run_sweep
 from benchmarks.table import Row
-from orchestrator.driver.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.records import TrialStatus
 
 log = logging.getLogger(__name__)

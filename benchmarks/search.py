@@ -37,9 +37,9 @@ from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from benchmarks.strategies import BOUNDS, HAS_TORCH, PEERS, Strategy, quiet_optuna
 from benchmarks.table import Row
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.space import space_configs
+from orchestrator.driver.search.space import space_configs
 from orchestrator.records import ServerConfig
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.sim.profile import SimProfile, load_profile
-from orchestrator.spec import SimulatedSpec, SweepSpec, WorkloadSpec, load_spec
-from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.sweep_spec import SimulatedSpec, SweepSpec, WorkloadSpec, load_spec
 
 DEMO_SPEC = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
 

@@ -21,11 +21,11 @@ import optuna
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.strategies import SearchRun, Strategy
+from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.memory.bounds import BoundedMemoryModel
-from orchestrator.driver.sweep import Sweep
-from orchestrator.memory_model import MemoryModel
+from orchestrator.driver.memory.learned import MemoryModel
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig
-from orchestrator.trial_attrs import TrialAttr
 
 SamplerFactory = Callable[[int], optuna.samplers.BaseSampler]
 

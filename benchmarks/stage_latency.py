@@ -1,12 +1,12 @@
 """How fast a stage report reaches the driver, and its verdict the trial, through the trial event channel.
 
 `python -m benchmarks.stage_latency`: a local Ray instance (its own temporary folder, no dashboard), two
-stand-in trial tasks that report `--steps` stages each at random intervals through the same hook a real
-trial uses (`trial_channel.stage_hook`), and a driver loop shaped like `Sweep.run`'s: it waits on the
-trials' refs and the event feed's ref together, and answers each report with a verdict. Printed: the
+stand-in trial tasks that report `--steps` stages each at random intervals through the same hook a real trial
+uses (`driver.dispatch.trial_channel.stage_hook`), and a driver loop shaped like `Sweep.run`'s: it waits on
+the trials' refs and the event feed's ref together, and answers each report with a verdict. Printed: the
 driver's latency to a report (report sent -> driver holds it) and the trial's round trip (report sent ->
-verdict back), median / p95 / max, and how many tasks the dashboard's task list holds afterwards
-(with the dashboard on only: `--count-tasks`).
+verdict back), median / p95 / max, and how many tasks the dashboard's task list holds afterwards (with the
+dashboard on only: `--count-tasks`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 import ray
 
+from orchestrator.driver.dispatch.trial_channel import EventFeed, stage_hook
 from orchestrator.records import StageMetrics
-from orchestrator.trial_channel import EventFeed, stage_hook
 from orchestrator.trial_events import StageReport
 
 METRICS = StageMetrics(1, 1, 1, 0, 1.0, 100.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, None)

@@ -27,18 +27,18 @@ from orchestrator.cli_parts.stopping import (
 )
 from orchestrator.cli_parts.subcommands import COMMANDS
 from orchestrator.cli_parts.wrap_up import wrap_up
-from orchestrator.driver.cli_checks import (
+from orchestrator.driver.console.cli_checks import (
     check_draft_algorithm,
     check_local_model_paths,
     check_run_flags,
     check_weights_fit,
     resolve_spec_path,
 )
-from orchestrator.driver.destinations import check_destinations
-from orchestrator.driver.destinations import resolve as resolve_destinations
-from orchestrator.quiet import quiet_libraries
-from orchestrator.spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
-from orchestrator.spec_search import SpecError
+from orchestrator.driver.console.destinations import check_destinations
+from orchestrator.driver.console.destinations import resolve as resolve_destinations
+from orchestrator.driver.console.quiet import quiet_libraries
+from orchestrator.spec.search import SpecError
+from orchestrator.spec.sweep_spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
 
 # What other code and the tests reach through the entry, wherever it is defined.
 __all__ = [
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         dest.tracking_uri,
         dest.storage,
     )
-    from orchestrator.driver.study_guard import StudyRefused, check_study, study_budget
+    from orchestrator.driver.store.study_guard import StudyRefused, check_study, study_budget
 
     try:
         # A resumed study keeps the budget it was run with, unless --trials says otherwise.
@@ -148,14 +148,14 @@ def run(
     storage: str,
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
-    from orchestrator.driver import cluster
     from orchestrator.driver.answer.confirm import confirmation_note
-    from orchestrator.driver.study import open_study
-    from orchestrator.driver.study_lock import DriverLease, StudyInUse, current_driver
-    from orchestrator.driver.sweep import Sweep
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.dispatch import cluster
+    from orchestrator.driver.loop.sweep import Sweep
+    from orchestrator.driver.store.study import open_study
+    from orchestrator.driver.store.study_lock import DriverLease, StudyInUse, current_driver
+    from orchestrator.driver.store.tracking import Tracker
+    from orchestrator.driver.store.trial_attrs import StudyAttr
     from orchestrator.mlflow_schema import LaunchParams
-    from orchestrator.trial_attrs import StudyAttr
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
     shortfall = cluster.gpu_shortfall(spec)
@@ -192,7 +192,7 @@ def run(
     params, tags = parent_run_fields(spec, args, n_trials, study_name)
     tracker.start(run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}", params=params, tags=tags)
     announce(spec, info, study, tracker, before, study_name, n_trials, tracking_uri, storage)
-    from orchestrator.driver.console import ProgressPrinter
+    from orchestrator.driver.console.progress import ProgressPrinter
 
     tty = sys.stdout.isatty()
     printer = ProgressPrinter(n_trials, tty, lambda text: print(text, end="", flush=True))
@@ -223,7 +223,7 @@ def run(
     if short_stage_warning(spec):
         print(short_stage_warning(spec), file=sys.stderr)
     if args.warm_start and not args.resume:
-        from orchestrator.driver.history import find_history, seed_study
+        from orchestrator.driver.store.history import find_history, seed_study
 
         past = find_history(tracking_uri, spec, exclude=study_name)
         counts = seed_study(study, spec.search, past, sweep.memory_model)

@@ -7,10 +7,11 @@ comes back as it was (`SpecsweepError.__reduce__`), whatever a subclass's ``__in
 
 The kinds, by who raises them:
 - bad input (`ErrorKind.BAD_INPUT`): the spec, a flag, a destination, a model's config.json, a report's
-  source; the CLI exits 2 on it before Ray starts or any GPU is claimed (`spec_search.SpecError` and its
-  kind `driver.destinations.DestinationError`, `model_shape.ShapeError`, `report.data.ReportError`);
+  source; the CLI exits 2 on it before Ray starts or any GPU is claimed (`spec.search.SpecError` and its
+  kind `driver.console.destinations.DestinationError`, `footprint.shape.ShapeError`,
+  `report.data.ReportError`);
 - a study refused (`ErrorKind.STUDY_REFUSED`): taken, missing, or held by another live driver
-  (`driver.study_guard.StudyRefused`, `driver.study_lock.StudyInUse`);
+  (`driver.store.study_guard.StudyRefused`, `driver.store.study_lock.StudyInUse`);
 - a trial's own code raised on the node (`ErrorKind.TRIAL_RAISED`, `TrialError`): a bug, FAILED and never
   re-queued;
 - a lost node (`ErrorKind.NODE_LOST`, `TrialLost`): the worker or the node died under a trial, no result

@@ -90,7 +90,7 @@ class ServerConfig:
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
-    speculative_adaptive: str | None = None  # "default" or "tiers" (orchestrator.adaptive); None = off
+    speculative_adaptive: str | None = None  # "default" or "tiers" (orchestrator.config.adaptive); None = off
 
     @property
     def speculative(self) -> bool:

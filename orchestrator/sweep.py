@@ -1,5 +1,6 @@
 """``python -m orchestrator.sweep [SPEC]``: run a sweep. The command line itself is `orchestrator.cli`;
-this name stays because it is the one users type (and `Sweep`, the loop, is `orchestrator.driver.sweep`)."""
+this name stays because it is the one users type (and `Sweep`, the loop, is
+`orchestrator.driver.loop.sweep`)."""
 
 import sys
 

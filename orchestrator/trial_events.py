@@ -2,8 +2,9 @@
 running trial tells the driver while it runs: its phase, and each benchmark stage (answered by the
 driver's prune verdict).
 
-Plain frozen records, built on one side and read on the other; they travel through `trial_channel` (the
-Ray actor). Importing this module loads no Ray, so the driver's `Executor` seam can name them without it.
+Plain frozen records, built on one side and read on the other; they travel through
+`driver.dispatch.trial_channel` (the Ray actor). Importing this module loads no Ray, so the driver's
+`Executor` seam can name them without it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.records import FailureStage, ServerConfig, StageMetrics
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 
 class Phase(StrEnum):

@@ -1,7 +1,7 @@
-"""A small finished study for the report tests, written through the sweep's own funnel: each planned
-result is settled by `driver.settle.settle`, told by `driver.study.tell` on a trial asked from the study
-(its params suggested by `space.suggest_config`), and recorded by the observers' `build_record` and the
-real `Tracker.log_trial`. Only the results themselves, and one older sweep's runs, are made by hand."""
+"""A small finished study for the report tests, written through the sweep's own funnel: each planned result is
+settled by `driver.loop.settle.settle`, told by `driver.store.study.tell` on a trial asked from the study (its
+params suggested by `space.suggest_config`), and recorded by the observers' `build_record` and the real
+`Tracker.log_trial`. Only the results themselves, and one older sweep's runs, are made by hand."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.config_codec import optuna_params
+from orchestrator.config.codec import optuna_params
 from orchestrator.driver import observers as obs
-from orchestrator.driver.settle import settle
-from orchestrator.driver.space import suggest_config
-from orchestrator.driver.study import tell
-from orchestrator.driver.tracking import Tracker
+from orchestrator.driver.loop.settle import settle
+from orchestrator.driver.search.space import suggest_config
+from orchestrator.driver.store.study import tell
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.launch import command_argv
 from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
@@ -33,9 +34,8 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.spec import SweepSpec, parse_spec
-from orchestrator.spec_search import make_config
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import SweepSpec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = "demo-study"

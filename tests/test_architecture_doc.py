@@ -30,13 +30,15 @@ def quoted() -> list[str]:
 
 @cache
 def definitions(path: Path) -> dict[str, set[str]]:
-    """Top-level names of a module ("") and, for each class, the names defined in its body."""
+    """Top-level names of a module ("") and, for each class, the names defined in its body; a class's bases,
+    by name, under "<bases of NAME>"."""
     tree = ast.parse(path.read_text())
     names: dict[str, set[str]] = {"": set()}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names[""].add(node.name)
         if isinstance(node, ast.ClassDef):
+            names[f"<bases of {node.name}>"] = {b.id for b in node.bases if isinstance(b, ast.Name)}
             members = set()
             for item in node.body:
                 if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -77,11 +79,19 @@ def resolves(name: str) -> bool:
         if rest[0] not in defs[""]:
             return False
         return len(rest) == 1 or (len(rest) == 2 and rest[1] in defs.get(rest[0], set()))
-    # `Class.member`: a class of the package that has that member.
+    # `Class.member`: a class of the package that has that member, itself or through a base it names
+    # (`Sweep.prepare`: `Sweep` is made of parts in modules of their own).
     if len(parts) == 2 and parts[0][:1].isupper():
-        files = (ROOT / "orchestrator").rglob("*.py")
-        return any(parts[1] in definitions(p).get(parts[0], set()) for p in files)
+        return has_member(parts[0], parts[1])
     return False
+
+
+def has_member(cls: str, member: str, seen: frozenset[str] = frozenset()) -> bool:
+    files = list((ROOT / "orchestrator").rglob("*.py"))
+    if any(member in definitions(p).get(cls, set()) for p in files):
+        return True
+    bases = set().union(*(definitions(p).get(f"<bases of {cls}>", set()) for p in files)) - seen - {cls}
+    return any(has_member(base, member, seen | {cls}) for base in sorted(bases))
 
 
 def test_every_quoted_path_exists() -> None:
@@ -104,5 +114,5 @@ def test_every_quoted_module_function_and_method_exists() -> None:
 def test_the_checker_rejects_what_does_not_exist() -> None:
     assert resolves("node.trial.run_trial") and resolves("Sweep.prepare")
     assert not resolves("node.trial.run_trials")
-    assert not resolves("TrialRun.no_such_method")
+    assert not resolves("TrialRun.no_such_method") and not resolves("Sweep.no_such_method")
     assert not resolves("server.logparse.LogParser.no_such_method")

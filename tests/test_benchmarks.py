@@ -31,13 +31,13 @@ from benchmarks.strategies import PEERS, SearchRun, quiet_optuna, sglang_default
 from benchmarks.table import Row, Table, median, ratio
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.memory.kv_admission import retracts
-from orchestrator.driver.space import space_configs, suggest_config
+from orchestrator.driver.search.space import space_configs, suggest_config
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 from orchestrator.sim.profile import SimProfile, load_profile
-from orchestrator.spec import WorkloadSpec
-from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace, make_config
+from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace, make_config
+from orchestrator.spec.sweep_spec import WorkloadSpec
 from orchestrator.trial_events import TrialRequest
 
 # The product's sampler uses Optuna's `group` option, which Optuna still calls experimental.

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.driver.destinations import DestinationError
-from orchestrator.driver.study_guard import StudyRefused
-from orchestrator.driver.study_lock import StudyInUse
+from orchestrator.driver.console.destinations import DestinationError
+from orchestrator.driver.store.study_guard import StudyRefused
+from orchestrator.driver.store.study_lock import StudyInUse
 from orchestrator.errors import ErrorKind, SpecsweepError, TrialError, TrialLost
-from orchestrator.model_shape import ShapeError, ShapeErrorKind
+from orchestrator.footprint.shape import ShapeError, ShapeErrorKind
 from orchestrator.records import FailureKind, FailureStage
 from orchestrator.report.data import ReportError
-from orchestrator.spec_search import SpecError
+from orchestrator.spec.search import SpecError
 
 
 def _round_trip(err: SpecsweepError) -> SpecsweepError:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from orchestrator import cli
-from orchestrator.spec import load_spec
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,9 +12,9 @@ import pytest
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
 from orchestrator.driver.answer.noise import NoiseSource, Regime
-from orchestrator.driver.journal import Journal
 from orchestrator.driver.memory.prior import estimate, facts_from_shapes, without_prefill_graphs
-from orchestrator.model_shape import load_shape
+from orchestrator.driver.store.journal import Journal
+from orchestrator.footprint.shape import load_shape
 from orchestrator.records import TrialRecord
 
 ROOT = Path(__file__).resolve().parents[1]

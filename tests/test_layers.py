@@ -21,7 +21,7 @@ PACKAGE = ROOT / "orchestrator"
 PAGE = ROOT / "ARCHITECTURE.md"
 FLOOR_LINE = re.compile(r"^(\d+)\. \*\*[^*]+\*\*:")
 # The one driver module that may import the node: it runs `node.trial.run_trial` as a Ray task.
-NODE_SEAM = "driver.cluster"
+NODE_SEAM = "driver.dispatch.cluster"
 # What the simulated server may use above the spec (ARCHITECTURE: "sim/ uses nothing above the spec but").
 SIM_ALLOWED_ABOVE_SPEC = {"engines.sglang.command"}
 
@@ -90,7 +90,7 @@ def imports_of(module: str, path: Path) -> set[str]:
                 source = f"orchestrator.{source}" if source else "orchestrator"
             else:
                 source = node.module or ""
-            # `from orchestrator import adaptive` names a module; `from orchestrator.x import Y` a name in x
+            # `from orchestrator.config import adaptive` names a module; `from orchestrator.x import Y` a name in x
             # (stripped back to x below). A folder's `__init__` counts only where a name is taken from it.
             names = [f"{source}.{a.name}" for a in node.names]
         else:
@@ -221,8 +221,8 @@ def test_the_checker_sees_an_upward_import_and_a_circle() -> None:
 def test_importing_the_executor_seam_loads_no_ray() -> None:
     # The driver's loop runs on an in-process executor in tests and the search benchmark: no Ray needed.
     code = (
-        "import sys, orchestrator.driver.executor, orchestrator.trial_events, orchestrator.bench, "
-        "orchestrator.spec; print(sorted(m for m in ('ray', 'aiohttp') if m in sys.modules))"
+        "import sys, orchestrator.driver.dispatch.executor, orchestrator.trial_events, orchestrator.bench, "
+        "orchestrator.spec.sweep_spec; print(sorted(m for m in ('ray', 'aiohttp') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

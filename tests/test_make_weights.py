@@ -183,7 +183,7 @@ def test_h200_chat_spec_tokenizes_through_the_tiny_models_template(tmp_path: Pat
     import yaml
 
     from orchestrator.bench.traffic import check_workload
-    from orchestrator.spec import parse_spec
+    from orchestrator.spec.sweep_spec import parse_spec
 
     model = tmp_path / "tiny-llama"
     model.mkdir()

@@ -14,7 +14,7 @@ import ray
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from orchestrator.driver.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 
 CLUSTER_FILE = Path(__file__).resolve().parents[1] / "ray_cluster.yaml"
 SCHEMA = Path(ray.autoscaler.__file__).parent / "ray-schema.json"

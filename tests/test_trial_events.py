@@ -18,16 +18,16 @@ import pytest
 import ray
 
 from orchestrator.cli import resolve_profile
-from orchestrator.driver import cluster
-from orchestrator.driver.console import ProgressPrinter
-from orchestrator.driver.outcome import Progress
-from orchestrator.driver.placement import TRIAL_SLOT
+from orchestrator.driver.console.progress import ProgressPrinter
+from orchestrator.driver.dispatch import cluster
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.trial_channel import EventFeed, phase_hook, stage_hook
+from orchestrator.driver.loop.outcome import Progress
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import FailureKind, FailureStage, StageMetrics
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
-from orchestrator.trial_channel import EventFeed, phase_hook, stage_hook
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 from orchestrator.trial_events import Phase, PhaseEvent, StageReport, TrialRequest
 
 DEMO = Path(__file__).resolve().parents[1] / "trials" / "demo.yaml"
@@ -240,8 +240,8 @@ def _dies() -> None:
 
 @pytest.mark.slow  # starts a local Ray
 def test_the_ray_executor_tells_a_bug_in_the_trial_from_a_lost_worker(local_ray: None) -> None:
-    from orchestrator.driver.cluster import RayExecutor
-    from orchestrator.driver.executor import TrialError, TrialLost
+    from orchestrator.driver.dispatch.cluster import RayExecutor
+    from orchestrator.driver.dispatch.executor import TrialError, TrialLost
 
     executor = RayExecutor()
     with pytest.raises(TrialError, match="zip"):
@@ -256,9 +256,9 @@ def test_what_a_trial_raised_is_classified_by_its_fields_not_by_the_wording_of_r
 ) -> None:
     """The driver once took the last line of Ray's text for the cause: a message on two lines left the
     exception's type and its first line out of the trial's record."""
-    from orchestrator.driver import without_launch
-    from orchestrator.driver.cluster import RayExecutor
-    from orchestrator.driver.executor import TrialError
+    from orchestrator.driver.dispatch.cluster import RayExecutor
+    from orchestrator.driver.dispatch.executor import TrialError
+    from orchestrator.driver.loop import without_launch
 
     with pytest.raises(TrialError) as caught:
         RayExecutor().result(_raises_on_two_lines.remote())
@@ -279,8 +279,8 @@ def test_a_trial_task_whose_own_code_raises_is_a_trial_error_not_a_lost_node(
     """The product's trial task on real Ray, raising inside the trial (its folder cannot be made: an
     OSError, which must not pass for a node's death): a free, re-queued lost node would relaunch it
     forever."""
-    from orchestrator.driver.cluster import RayExecutor
-    from orchestrator.driver.executor import TrialError
+    from orchestrator.driver.dispatch.cluster import RayExecutor
+    from orchestrator.driver.dispatch.executor import TrialError
 
     spec = load_spec(DEMO)
     (tmp_path / "a-file").write_text("")

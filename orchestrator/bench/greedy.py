@@ -1,5 +1,6 @@
 """Greedy outputs for the lossless check: a fixed few prompts of the workload, generated one at a time
-at temperature 0, and a token-by-token comparison (see orchestrator.driver.lossless for the check itself)."""
+at temperature 0, and a token-by-token comparison (see orchestrator.driver.loop.lossless for the check
+itself)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import aiohttp
 from orchestrator.bench.traffic import build_requests
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.engines.api import ServerApi
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 NUM_PROMPTS = 4
 MAX_NEW_TOKENS = 32  # at batch 1 this costs about a second per trial on the demo node

@@ -30,10 +30,10 @@ from orchestrator.bench.textdata import (
 )
 from orchestrator.bench.tokenizer import ChatTokenizer, TemplateRefused, load_tokenizer
 from orchestrator.bench.workload import RequestSpec, synthetic_requests
-from orchestrator.dataset_ref import DatasetCounts, DatasetKind, DatasetRef
 from orchestrator.records import DatasetMetrics
-from orchestrator.spec import Backend, SweepSpec
-from orchestrator.spec_search import SpecError
+from orchestrator.spec.dataset_ref import DatasetCounts, DatasetKind, DatasetRef
+from orchestrator.spec.search import SpecError
+from orchestrator.spec.sweep_spec import Backend, SweepSpec
 
 _METRIC_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 

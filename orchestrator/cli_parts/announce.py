@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.bench.traffic import workload_lines
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
     import optuna
 
-    from orchestrator.driver.cluster import ClusterInfo
-    from orchestrator.driver.study_lock import DriverStamp
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.dispatch.cluster import ClusterInfo
+    from orchestrator.driver.store.study_lock import DriverStamp
+    from orchestrator.driver.store.tracking import Tracker
 
 
 def announce(
@@ -28,7 +28,7 @@ def announce(
 ) -> None:
     """Print the start of a sweep; the MLflow runs a dead driver (`before`) left open are closed here,
     each with its line."""
-    from orchestrator.driver import cluster
+    from orchestrator.driver.dispatch import cluster
 
     print(
         f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.driver.cli_checks import DEFAULT_SPEC
+from orchestrator.driver.console.cli_checks import DEFAULT_SPEC
 
 
 def build_parser() -> argparse.ArgumentParser:

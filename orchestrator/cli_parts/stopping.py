@@ -17,14 +17,14 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.parser import build_parser
-from orchestrator.driver.tracking import RunStatus
+from orchestrator.driver.store.tracking import RunStatus
 from orchestrator.mlflow_schema import Tag
 
 if TYPE_CHECKING:
-    from orchestrator.driver.outcome import SweepOutcome
-    from orchestrator.driver.study_lock import DriverLease
-    from orchestrator.driver.sweep import Sweep
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.loop.outcome import SweepOutcome
+    from orchestrator.driver.loop.sweep import Sweep
+    from orchestrator.driver.store.study_lock import DriverLease
+    from orchestrator.driver.store.tracking import Tracker
 
 
 class Terminated(KeyboardInterrupt):

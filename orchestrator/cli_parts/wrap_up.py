@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.stopping import resume_command
 from orchestrator.driver.answer.summary import render_table, table_rows
-from orchestrator.driver.tracking import ui_hint
-from orchestrator.spec import SweepSpec
+from orchestrator.driver.store.tracking import ui_hint
+from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
     import optuna
 
-    from orchestrator.driver.outcome import SweepOutcome
-    from orchestrator.driver.sweep import Sweep
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.loop.outcome import SweepOutcome
+    from orchestrator.driver.loop.sweep import Sweep
+    from orchestrator.driver.store.tracking import Tracker
 
 log = logging.getLogger("orchestrator")  # the CLI's own logger, as `orchestrator.cli` names it
 
@@ -42,7 +42,7 @@ def wrap_up(
     """Print and write what a finished sweep leaves; the exit code (0)."""
     from orchestrator.driver.answer.best_file import BestFile
     from orchestrator.driver.answer.conclusion import conclude
-    from orchestrator.driver.outcome import StopReason
+    from orchestrator.driver.loop.outcome import StopReason
 
     if tty:
         print()

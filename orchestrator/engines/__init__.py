@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator import engine_catalog as catalog
+from orchestrator.spec import engine_catalog as catalog
 
 if TYPE_CHECKING:
     from orchestrator.engines.engine import Engine

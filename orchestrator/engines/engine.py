@@ -4,7 +4,7 @@ A trial asks the spec's engine (`engines.engine_for(spec.engine)`) for everythin
 own: the module a node launches and the flags it renders, which flags it owns, which configurations its
 version can run, the reader that follows its log into a `LogReport`, its HTTP API as the benchmark
 client speaks it (`engines.api.ServerApi`) and its cache flush. The memory prior (`driver/memory/`) and
-the search-space rules (`spec_search`, `driver/space.py`) stay SGLang's for now: they are fitted on
+the search-space rules (`spec.search`, `driver/search/space.py`) stay SGLang's for now: they are fitted on
 SGLang's accounting and not routed through the engine.
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from orchestrator.engine_catalog import EngineName
 from orchestrator.engines.api import ServerApi
 from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
 from orchestrator.records import ServerConfig
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
     import aiohttp

@@ -13,12 +13,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator import adaptive
+from orchestrator.config import adaptive
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import LaunchSettings
 from orchestrator.records import ServerConfig
 from orchestrator.secrets import mask_argv
-from orchestrator.spec import NodeKind, SweepSpec
+from orchestrator.spec.sweep_spec import NodeKind, SweepSpec
 
 SIM_SERVER_MODULE = "orchestrator.sim.server"
 # The simulated server's own flags start so; no engine has a setting named so (SGLang has none).

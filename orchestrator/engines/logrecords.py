@@ -74,7 +74,7 @@ class RankFigures:
 
 class ResolvedArgs(Protocol):
     """What a server's log says it settled on for the values the sweep sets (under their names in
-    `config_fields.SearchedField`); None where the log did not say."""
+    `config.fields.SearchedField`); None where the log did not say."""
 
     @property
     def mem_fraction_static(self) -> float | None: ...

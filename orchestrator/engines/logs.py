@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from orchestrator.engine_catalog import EngineName
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import read_all
 from orchestrator.engines.logrecords import LogReport, ResolvedArgs
+from orchestrator.spec.engine_catalog import EngineName
 
 
 def parse_log(text: str, engine: str = EngineName.SGLANG.value) -> LogReport[ResolvedArgs]:

@@ -3,7 +3,7 @@
 `tracking` writes a trial through `trial_tags`, `trial_params`, `trial_metrics`, `stage_series` and
 `trial_artifacts` (`write`); `report.data` and `history` read runs back through the same names
 (`memory_from_metrics`, `command_from_params`, ...: `read`). A configuration's own params are written
-and read back by `config_codec` (`mlflow_params`, `config_from_mlflow`). A name lives in
+and read back by `config.codec` (`mlflow_params`, `config_from_mlflow`). A name lives in
 `names` only, so a writer and its readers cannot drift apart. Params carry SGLang's own flag names so
 MLflow's compare view and parallel-coordinates plot work without set-up.
 """

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import fields
 from enum import StrEnum
 
-from orchestrator import adaptive
-from orchestrator.config_fields import SearchedField
+from orchestrator.config import adaptive
+from orchestrator.config.fields import SearchedField
 from orchestrator.records import MemoryAccount
 
 
@@ -82,7 +82,7 @@ class Param(StrEnum):
     # run is rendered with. A run written before it has each fixed flag as a param of its own only.
     FIXED_FLAGS = "fixed_flags"
     # The configuration's own values, under ServerConfig's field names (SGLang's flags), written and
-    # read by config_codec.
+    # read by config.codec.
     MEM_FRACTION_STATIC = SearchedField.MEM_FRACTION_STATIC.value
     CUDA_GRAPH_MAX_BS = SearchedField.CUDA_GRAPH_MAX_BS.value
     MAX_RUNNING_REQUESTS = SearchedField.MAX_RUNNING_REQUESTS.value

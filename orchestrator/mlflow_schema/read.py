@@ -11,9 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.config_codec import config_from_mlflow
-from orchestrator.config_fields import SearchedField
-from orchestrator.engine_catalog import EngineName
+from orchestrator.config.codec import config_from_mlflow
+from orchestrator.config.fields import SearchedField
 from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.launch import command_argv
 from orchestrator.engines.shell import shell_command
@@ -27,6 +26,7 @@ from orchestrator.mlflow_schema.names import (
     Param,
     Tag,
 )
+from orchestrator.spec.engine_catalog import EngineName
 
 DEFAULT_PORT = 30000  # SGLang's own, and best_command.sh's: a run records no port
 

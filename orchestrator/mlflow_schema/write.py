@@ -10,8 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from orchestrator.config_codec import mlflow_params
-from orchestrator.dataset_ref import DatasetCounts
+from orchestrator.config.codec import mlflow_params
 from orchestrator.engines.launch import SIM_FLAG_PREFIX
 from orchestrator.engines.shell import shell_script
 from orchestrator.mlflow_schema.names import (
@@ -29,7 +28,8 @@ from orchestrator.mlflow_schema.names import (
 )
 from orchestrator.records import TrialRecord, TrialResult
 from orchestrator.secrets import mask_argv
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.dataset_ref import DatasetCounts
+from orchestrator.spec.sweep_spec import SweepSpec
 
 
 def sweep_params(

@@ -15,13 +15,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
-from orchestrator import adaptive
+from orchestrator.config import adaptive
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import Engine
 from orchestrator.engines.launch import LaunchPlan, launch_plan
 from orchestrator.gpu import GpuProbe, NvmlProbe, visible_indices
 from orchestrator.records import ServerConfig
-from orchestrator.spec import NodeKind, SweepSpec
+from orchestrator.spec.sweep_spec import NodeKind, SweepSpec
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ import socket
 import time
 from pathlib import Path
 
-from orchestrator import adaptive, dashboard_metrics
+from orchestrator import dashboard_metrics
+from orchestrator.config import adaptive
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import LogReader
 from orchestrator.engines.launch import LaunchPlan

@@ -15,7 +15,7 @@ from orchestrator.bench.workload import synthetic_requests
 from orchestrator.engines.api import ServerApi
 from orchestrator.engines.logrecords import LogReport, ResolvedArgs
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialStatus
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 
 async def kv_probe(

@@ -15,7 +15,7 @@ from orchestrator.engines.engine import LogReader
 from orchestrator.engines.logrecords import LogEvent
 from orchestrator.engines.process import LogFollower, ServerProcess
 from orchestrator.records import Failure, FailureKind, FailureStage
-from orchestrator.spec import TimeoutSpec
+from orchestrator.spec.sweep_spec import TimeoutSpec
 
 
 @dataclass

@@ -23,7 +23,7 @@ from optuna.distributions import (
 from optuna.trial import TrialState
 
 from orchestrator.report.data import sqlite_missing
-from orchestrator.spec_search import SEARCHED_PARAMS
+from orchestrator.spec.search import SEARCHED_PARAMS
 
 MIN_TRIALS_FOR_IMPORTANCE = 3
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from orchestrator.adaptive import AdaptiveMode
+from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.driver.answer.choose import Call
 from orchestrator.engines import engine_for
 from orchestrator.mlflow_schema import Lossless, Metric, Param, run_engine
 from orchestrator.records import TrialStatus
 from orchestrator.report.data import BestConfig, RunReadBack
-from orchestrator.spec_search import SEARCHED_PARAMS
+from orchestrator.spec.search import SEARCHED_PARAMS
 
 # What the memory figures of a trial mean; a figure not named here is still shown, without a note.
 MEMORY_NOTES = {

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.footprint.sglang_defaults import default_graph_settings
 from orchestrator.sim.profile import SimProfile
 from orchestrator.sim.tiers import adaptive_refusal
 
@@ -164,19 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-state-dir", required=True, type=Path, help="where the fake NVML state lives")
     a("--sim-startup-time-scale", type=float, default=None, help="override the profile's start-up scale")
     return p
-
-
-def default_graph_settings(gpu_mem_mib: float, tp_size: int) -> tuple[int, int]:
-    """SGLang's (chunked_prefill_size, cuda_graph_max_bs) by GPU memory, as in ``server_args.py``."""
-    if gpu_mem_mib < 20 * 1024:
-        return 2048, 8
-    if gpu_mem_mib < 35 * 1024:
-        return 2048, 24 if tp_size < 4 else 80
-    if gpu_mem_mib < 60 * 1024:
-        return 4096, 32 if tp_size < 4 else 160
-    if gpu_mem_mib < 160 * 1024:
-        return 8192, 256 if tp_size < 4 else 512
-    return 16384, 512
 
 
 def auto_mem_fraction(

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orchestrator.memory_model import kv_shards
+from orchestrator.footprint.shape import kv_shards
 from orchestrator.records import FailureStage
 from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, SimArgs, capture_batch_sizes
 from orchestrator.sim.profile import SimProfile

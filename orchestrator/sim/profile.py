@@ -15,8 +15,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.footprint.graph_costs import GraphCosts
 from orchestrator.sim.shape_memory import derive_memory
 from orchestrator.sim.truth import AcceptCell, StepCell
+
+# SGLang's graph-memory constants, the same ones the driver's memory prior starts from.
+_SGLANG_GRAPHS = GraphCosts()
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -110,24 +114,24 @@ class SimProfile(BaseModel):
     """Default chunked-prefill size; ``None`` lets the GPU size decide, as SGLang does."""
 
     # --- start-up memory: buffers and CUDA graphs -----------------------------------------------
-    eager_setup_gib: float = Field(default=0.62, ge=0)
+    eager_setup_gib: float = Field(default=0.62, ge=0)  # the fitted 0.617 as the log's two decimals print it
     """Attention backend and cuBLAS workspaces allocated before the first capture."""
-    eager_setup_gib_per_bs: float = Field(default=0.0002, ge=0)
+    eager_setup_gib_per_bs: float = Field(default=_SGLANG_GRAPHS.eager_setup_gib_per_bs, ge=0)
     """Part of that set-up that grows with the largest captured batch size."""
-    graph_state_gib_per_bs: float = Field(default=0.0000625, ge=0)
+    graph_state_gib_per_bs: float = Field(default=_SGLANG_GRAPHS.state_gib_per_bs, ge=0)
     """``init_cuda_graph_state`` buffers of each decode-graph runner, per unit of its largest batch."""
-    target_graph_gib_per_token: float = Field(default=0.0003, ge=0)
+    target_graph_gib_per_token: float = Field(default=_SGLANG_GRAPHS.target_gib_per_token, ge=0)
     """Target graph pool per token of the largest captured shape (batch x tokens per request); the
     pool is shared, so the largest capture (done first) costs it."""
-    draft_graph_gib_per_token: float = Field(default=0.0003, ge=0)
+    draft_graph_gib_per_token: float = Field(default=_SGLANG_GRAPHS.draft_gib_per_token, ge=0)
     """The same for the draft's graphs (decode: batch x top-k x steps; extend: batch x draft tokens)."""
-    graph_gib_per_graph: float = Field(default=0.0035, ge=0)
+    graph_gib_per_graph: float = Field(default=_SGLANG_GRAPHS.gib_per_graph, ge=0)
     """Fixed cost of each captured batch size, every runner."""
-    target_prefill_graph_gib: float = Field(default=0.31, ge=0)
+    target_prefill_graph_gib: float = Field(default=_SGLANG_GRAPHS.target_prefill_gib, ge=0)
     """Target prefill (breakable) graphs, when captured."""
-    draft_prefill_graph_gib: float = Field(default=0.26, ge=0)
+    draft_prefill_graph_gib: float = Field(default=_SGLANG_GRAPHS.draft_prefill_gib, ge=0)
     """Draft prefill graphs, when captured."""
-    prefill_graph_min_free_gib: float = Field(default=4.0, ge=0)
+    prefill_graph_min_free_gib: float = Field(default=_SGLANG_GRAPHS.prefill_min_free_gib, ge=0)
     """SGLang skips the prefill graphs when less than this is free after the KV pools."""
 
     # --- serving memory: what a forward allocates beyond the pools and graphs --------------------

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Sequence
 from enum import StrEnum
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.profile import SimProfile
 from orchestrator.sim.speed import position_probs
 

@@ -19,15 +19,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
+from orchestrator.footprint.sglang_defaults import (
+    INIT_NEW_TOKEN_RATIO,
+    MIN_NEW_TOKEN_RATIO,
+    NEW_TOKEN_RATIO_DECAY,
+)
 from orchestrator.sim.logtext import SglangLog, decode_line, prefill_line, retract_line
 from orchestrator.sim.request_state import SimRequest, Stats
 from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
 from orchestrator.sim.tiers import TierController
-
-INIT_NEW_TOKEN_RATIO = 0.7
-MIN_NEW_TOKEN_RATIO = 0.1
-NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
 
 
 @dataclass(frozen=True)

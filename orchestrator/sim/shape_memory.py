@@ -1,6 +1,6 @@
 """A simulated profile that names its models' config.json takes its memory figures from them.
 
-The figures come from the same arithmetic the memory prior uses (`orchestrator.model_shape`), so the
+The figures come from the same arithmetic the memory prior uses (`orchestrator.footprint.shape`), so the
 simulator and the prior cannot drift apart silently: a profile states the model, not numbers fitted by
 hand. Paths are taken as given, else relative to the repository root (``trials/models/...``).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.model_shape import load_shape
+from orchestrator.footprint.shape import load_shape
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

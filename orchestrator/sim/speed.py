@@ -15,7 +15,7 @@ import bisect
 import random
 from dataclasses import dataclass
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.args import SimArgs
 from orchestrator.sim.profile import SimProfile
 from orchestrator.sim.truth import chain_probs, measured_step_s, table_accept

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.adaptive import FIRST_VERSION, SGLANG_DEFAULT, bucket_key
+from orchestrator.config.adaptive import FIRST_VERSION, SGLANG_DEFAULT, bucket_key
 from orchestrator.engines.sglang.command import parse_version
 
 EMA_ALPHA = 0.2

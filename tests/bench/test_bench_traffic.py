@@ -14,9 +14,9 @@ from orchestrator.bench.textdata import DatasetError, Role, load_jsonl, load_sha
 from orchestrator.bench.tokenizer import BuiltinTokenizer
 from orchestrator.bench.traffic import build_requests, check_workload, dataset_breakdown
 from orchestrator.bench.workload import RequestSpec
-from orchestrator.dataset_ref import parse_ref
-from orchestrator.spec import load_spec, parse_spec
-from orchestrator.spec_search import SpecError
+from orchestrator.spec.dataset_ref import parse_ref
+from orchestrator.spec.search import SpecError
+from orchestrator.spec.sweep_spec import load_spec, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "datasets"

@@ -20,7 +20,7 @@ import yaml
 
 from orchestrator.bench.textdata import Role, load_sharegpt
 from orchestrator.bench.traffic import build_requests, check_workload, workload_lines
-from orchestrator.spec import load_spec
+from orchestrator.spec.sweep_spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "tests" / "fixtures" / "datasets" / "ShareGPT_V3_sample.json"
@@ -95,7 +95,7 @@ def test_transformers_notices_go_to_the_log_not_the_console(tmp_path: Path) -> N
     script = (
         "import logging, sys\n"
         "from orchestrator.bench.traffic import check_workload\n"
-        "from orchestrator.spec import load_spec\n"
+        "from orchestrator.spec.sweep_spec import load_spec\n"
         "if sys.argv[2] == '-v':\n"
         "    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(name)s: %(message)s')\n"
         "else:\n"

@@ -29,11 +29,11 @@ from benchmarks.search_run import SearchRun
 from benchmarks.spaces import CASES, case_spec
 from benchmarks.strategies import TOP_TREES, informed_bound
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.space import space_configs
+from orchestrator.driver.search.space import space_configs
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import IntRange, make_config
+from orchestrator.spec.search import IntRange, make_config
+from orchestrator.spec.sweep_spec import load_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.replay import GRID_FOLDER, GRID_SPEC, ReplayOracle, baseline_note, load_records, replay
 from orchestrator.records import ServerConfig
-from orchestrator.spec import load_spec
+from orchestrator.spec.sweep_spec import load_spec
 
 
 def _config(fraction: float, graph_bs: int, running: int) -> ServerConfig:

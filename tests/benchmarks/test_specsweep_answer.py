@@ -20,10 +20,10 @@ from benchmarks.spaces import CASES, case_spec
 from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.specsweep_runs import strategy as specsweep_strategy
 from orchestrator.driver.answer.conclusion import conclude
-from orchestrator.driver.space import space_configs
+from orchestrator.driver.search.space import space_configs
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.trial_attrs import TrialAttr
 
 # The product's sampler uses Optuna's `group` option, which Optuna still calls experimental.
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

@@ -9,13 +9,13 @@ import optuna
 from optuna.storages import InMemoryStorage
 
 from benchmarks.oracle import Oracle
-from orchestrator.config_codec import optuna_params
-from orchestrator.driver.journal import Journal
-from orchestrator.driver.restore import restore
-from orchestrator.driver.study import open_study
+from orchestrator.config.codec import optuna_params
+from orchestrator.driver.store.journal import Journal
+from orchestrator.driver.store.restore import restore
+from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialStatus
-from orchestrator.trial_attrs import TrialAttr
-from tests.driver.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
+from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
 
 
 def _copy_with_attrs(study: optuna.Study, storage: InMemoryStorage, name: str, attrs: Any) -> optuna.Study:

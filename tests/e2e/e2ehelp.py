@@ -14,8 +14,8 @@ import psutil
 import ray
 from ray.cluster_utils import Cluster
 
-from orchestrator.driver.placement import TRIAL_SLOT
-from orchestrator.driver.stale_servers import LaunchedServers
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.stale_servers import LaunchedServers
 from orchestrator.trial_events import ServerId
 from tests.browser import HEADLESS, chromium, require_chromium
 

@@ -11,11 +11,11 @@ from e2ehelp import sim_cluster
 from ray.cluster_utils import Cluster
 
 from orchestrator.cli import resolve_profile
-from orchestrator.driver import cluster
-from orchestrator.driver.study import open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
-from orchestrator.spec import load_spec
+from orchestrator.driver.dispatch import cluster
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.spec.sweep_spec import load_spec
 
 
 @pytest.fixture

@@ -9,15 +9,15 @@ import pytest
 from e2ehelp import GOOD, sim_cluster
 
 from orchestrator.cli import resolve_profile
-from orchestrator.driver import cluster
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.confirm import rank
 from orchestrator.driver.answer.noise import NoiseSource
-from orchestrator.driver.study import open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
-from orchestrator.spec import load_spec
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.driver.dispatch import cluster
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.spec.sweep_spec import load_spec
 
 
 @pytest.mark.slow

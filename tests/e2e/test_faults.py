@@ -29,15 +29,15 @@ from e2ehelp import (
 from ray.cluster_utils import Cluster
 
 from orchestrator.cli import resolve_profile
-from orchestrator.driver import cluster
-from orchestrator.driver.stale_servers import LaunchedServers
-from orchestrator.driver.study import open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
+from orchestrator.driver.dispatch import cluster
+from orchestrator.driver.dispatch.stale_servers import LaunchedServers
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.tracking import Tracker
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.records import TrialStatus
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 from orchestrator.trial_events import ServerId, TrialRequest
 
 ROOT = Path(__file__).resolve().parents[2]

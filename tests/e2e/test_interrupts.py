@@ -14,7 +14,7 @@ import pytest
 from e2ehelp import in_flight_after_one_settled, servers_of, wait_until
 from optuna.trial import TrialState
 
-from orchestrator.trial_attrs import StudyAttr
+from orchestrator.driver.store.trial_attrs import StudyAttr
 
 ROOT = Path(__file__).resolve().parents[2]
 # One stage of 16 requests two at a time: a trial of a few seconds, time for a signal to find it running.

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from e2ehelp import GOOD, HEADLESS, KV_OOM, require_chromium
 
-from orchestrator.driver.tracking import runs_url
+from orchestrator.driver.store.tracking import runs_url
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

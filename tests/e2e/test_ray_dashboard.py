@@ -27,10 +27,10 @@ from ray.cluster_utils import Cluster
 
 from benchmarks.live import run_sweep
 from orchestrator.cli import resolve_profile
-from orchestrator.driver import cluster
-from orchestrator.driver.placement import TRIAL_SLOT
-from orchestrator.spec import load_spec
-from orchestrator.trial_channel import CHANNEL_NAME
+from orchestrator.driver.dispatch import cluster
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.trial_channel import CHANNEL_NAME
+from orchestrator.spec.sweep_spec import load_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,7 +29,7 @@ from orchestrator.engines.logrecords import LogEvent
 from orchestrator.engines.process import LogFollower, ServerProcess, StopReport
 from orchestrator.node.backends import NodeBackend, free_port
 from orchestrator.records import FailureKind, FailureStage, ServerConfig
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 TESTS = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 60.0

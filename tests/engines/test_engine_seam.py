@@ -1,5 +1,5 @@
 """SGLang stays behind the engine seam: no module of the package imports `engines/sglang/` but SGLang's own
-modules, the registration (the registry `engines/__init__.py` and the catalog `engine_catalog.py`) and
+modules, the registration (the registry `engines/__init__.py` and the catalog `spec/engine_catalog.py`) and
 the simulated SGLang node (`sim/`). Everything else reaches SGLang through `engines.engine_for`.
 
 Every import counts, inside functions and under TYPE_CHECKING too: the imports are read from each
@@ -14,7 +14,7 @@ from tests.test_layers import graph
 
 SGLANG = "engines.sglang"
 # Who may import SGLang's own modules besides themselves.
-REGISTRATION = {"engines", "engine_catalog"}
+REGISTRATION = {"engines", "spec.engine_catalog"}
 SIMULATED_NODE = "sim"
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.engine_catalog import EngineName, names, owned_flags
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import Engine
-from orchestrator.spec import OWNED_FLAGS
+from orchestrator.spec.engine_catalog import EngineName, names, owned_flags
+from orchestrator.spec.sweep_spec import OWNED_FLAGS
 
 
 def test_sglang_is_registered_on_first_use_and_owns_the_specs_flags() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.config_codec import config_from_mlflow
+from orchestrator.config.codec import config_from_mlflow
 from orchestrator.mlflow_schema import (
     Artifact,
     LaunchParams,
@@ -27,8 +27,8 @@ from orchestrator.records import (
     TrialStatus,
 )
 from orchestrator.secrets import MASK
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"
 ARGV = ("python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.71")

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.engine_catalog import EngineName
 from orchestrator.engines import engine_for
 from orchestrator.node.backends import RealNode, SimulatedNode, make_node
-from orchestrator.spec import load_spec, parse_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec, parse_spec
 
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"
 

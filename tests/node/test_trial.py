@@ -19,8 +19,8 @@ from orchestrator.node.trial import TrialRun, run_trial
 from orchestrator.node.trial_bench import STAGE_FAILURE_GRACE_S
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
 from orchestrator.sim.nvml import GpuStateWriter
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 from orchestrator.trial_events import Phase, PhaseEvent, TrialRequest, failure_stage
 
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"

@@ -24,7 +24,7 @@ from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import ServerConfig, TrialStatus
 from orchestrator.sim.truth import tree_key
-from orchestrator.spec import Backend, SimulatedSpec, SweepSpec, load_spec
+from orchestrator.spec.sweep_spec import Backend, SimulatedSpec, SweepSpec, load_spec
 from orchestrator.trial_events import TrialRequest
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from orchestrator.report.data import (
 )
 from orchestrator.report.importances import importances_of
 from orchestrator.report.plots import feasibility_figure, history_figure, latency_figure
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
 PLOT_IDS = ("plot-feasibility", "plot-pareto", "plot-acceptance", "plot-history", "plot-importance")

@@ -10,11 +10,11 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator import cli
 from orchestrator.bench.traffic import workload_lines
-from orchestrator.driver.tracking import Tracker
+from orchestrator.driver.store.tracking import Tracker
 from orchestrator.records import TrialRecord, TrialResult, TrialStatus
 from orchestrator.report import write_report
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

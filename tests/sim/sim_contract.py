@@ -8,13 +8,13 @@ from pathlib import Path
 import yaml
 
 from orchestrator.cli import resolve_profile
-from orchestrator.engine_catalog import EngineName
 from orchestrator.engines import engine_for
 from orchestrator.engines.launch import SIM_SERVER_MODULE
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.records import FailureKind, FailureStage
-from orchestrator.spec import SweepSpec, parse_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import SweepSpec, parse_spec
 from tests.engines.contract import EngineCase, FailureCase, failed_launch
 
 ROOT = Path(__file__).resolve().parents[2]

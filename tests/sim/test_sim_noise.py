@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.scheduler import Scheduler

@@ -1,7 +1,7 @@
-"""The simulator's start-up walk (`sim.memory.plan_startup`) and the memory prior (`memory_prior.estimate`)
-agree on every profile: the same verdict (fits or where it fails) and the same KV pool. The profiles that
-name their models' config.json (`model_shape`) take weights and KV bytes from the prior's arithmetic, so
-a change to either side that is not made to the other fails here."""
+"""The simulator's start-up walk (`sim.memory.plan_startup`) and the memory prior
+(`driver.memory.prior.estimate`) agree on every profile: the same verdict (fits or where it fails) and the
+same KV pool. The profiles that name their models' config.json (`footprint.shape`) take weights and KV bytes
+from the prior's arithmetic, so a change to either side that is not made to the other fails here."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import itertools
 import pytest
 from simhelp import plan, spec
 
+from orchestrator.driver.memory.node_facts import facts_from_profile
 from orchestrator.driver.memory.prior import estimate
-from orchestrator.driver.memory.prior_model import facts_from_profile
-from orchestrator.model_shape import load_shape
+from orchestrator.footprint.shape import load_shape
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.shape_memory import REPO_ROOT

@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator.bench.chatgen import generated_chat
 from orchestrator.bench.tokenizer import BuiltinTokenizer
 from orchestrator.bench.workload import synthetic_requests
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.prompts import PromptKind, greedy_stream, probs_by_kind, prompt_kind
 from orchestrator.sim.speed import expected_accept_length
@@ -60,7 +60,7 @@ def test_greedy_output_depends_on_the_prompt_only() -> None:
 def test_simulated_text_workload_needs_no_transformers() -> None:
     code = (
         "import sys\n"
-        "from orchestrator.spec import load_spec\n"
+        "from orchestrator.spec.sweep_spec import load_spec\n"
         "from orchestrator.bench.traffic import check_workload\n"
         "assert len(check_workload(load_spec('trials/demo-chat.yaml'))) == 16\n"
         "assert 'transformers' not in sys.modules and 'tokenizers' not in sys.modules\n"

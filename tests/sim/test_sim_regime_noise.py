@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.noise import PRIORS, Regime
 from orchestrator.sim import scheduler as scheduler_module
 from orchestrator.sim.logtext import SglangLog

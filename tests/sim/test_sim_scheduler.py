@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.request_state import SimRequest

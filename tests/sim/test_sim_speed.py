@@ -7,7 +7,7 @@ import random
 import pytest
 from simhelp import KIMI, TINY, plan, resolve, spec
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.profile import load_profile
 from orchestrator.sim.speed import (
     SpeedModel,

@@ -14,7 +14,7 @@ import yaml
 
 from benchmarks.measured import MEASURED_PROFILE, SPEC, measured_cells, profile_mapping
 from benchmarks.oracle import Oracle
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import PROFILE_DIR, load_profile
 from orchestrator.sim.speed import SpeedModel, expected_accept_length, position_probs
@@ -27,7 +27,7 @@ from orchestrator.sim.truth import (
     table_accept,
     tree_key,
 )
-from orchestrator.spec import Backend, SimulatedSpec, load_spec
+from orchestrator.spec.sweep_spec import Backend, SimulatedSpec, load_spec
 
 CELLS = [
     StepCell(tree="s3k1d4", batch=8, step_s=0.007),

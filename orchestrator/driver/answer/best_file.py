@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orchestrator.config_codec import config_from_mlflow, mlflow_params
-from orchestrator.config_fields import SearchedField
+from orchestrator.config.codec import config_from_mlflow, mlflow_params
+from orchestrator.config.fields import SearchedField
 from orchestrator.driver.answer.choose import Verdict
 from orchestrator.driver.answer.levels import LevelComparison, Split
 from orchestrator.records import ServerConfig
@@ -50,7 +50,7 @@ class BestFile(BaseModel):
 
     config_label: str  # ServerConfig.label(): the `config` tag of the launches' MLflow runs
     # The configuration's values under their searched names, typed for scripts (0.91, 64; the adaptive
-    # mode a string), read back by the one codec (`config_codec.config_from_mlflow`): `server_config()`.
+    # mode a string), read back by the one codec (`config.codec.config_from_mlflow`): `server_config()`.
     # A file written before they were typed holds strings, and reads all the same.
     config: dict[str, int | float | str]
     launches: list[int]  # the trials that launched it and measured a figure, in order

@@ -17,7 +17,7 @@ from orchestrator.driver.answer.summary import render_levels, sglang_command, wr
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema import TEXT_LIMIT, Tag
 from orchestrator.records import TrialRecord
-from orchestrator.spec import SweepSpec
+from orchestrator.spec.sweep_spec import SweepSpec
 
 BEST_METRIC = "best_output_tok_per_s"  # the parent run's (and summary.json's) figure: the answer's median
 

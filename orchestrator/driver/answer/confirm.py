@@ -17,10 +17,10 @@ from typing import Any
 
 import optuna
 
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.mlflow_schema import Tag
 from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
-from orchestrator.spec import BudgetSpec
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.spec.sweep_spec import BudgetSpec
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ benchmark stage measures one concurrency level (`records.StageMetrics`), so the 
 configuration and the baseline are compared level by level, with the noise their overall comparison used
 (`choose.NospecComparison`). When speculation pays at the light levels and loses at the heavy ones, the
 recommendation is a runtime policy that serves both: speculation off above the last level where it pays,
-as SGLang's adaptive speculation (`orchestrator.adaptive`: a bucket whose only candidate is 0 steps does not
-speculate) where it applies (top-k 1, SGLang 0.5.17 on), else by routing the heavy load to a server
+as SGLang's adaptive speculation (`orchestrator.config.adaptive`: a bucket whose only candidate is 0 steps
+does not speculate) where it applies (top-k 1, SGLang 0.5.17 on), else by routing the heavy load to a server
 without speculation.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.adaptive import CONFIG_FILE
+from orchestrator.config.adaptive import CONFIG_FILE
 from orchestrator.driver.answer.choose import Group, NospecComparison
 from orchestrator.records import ServerConfig, TrialRecord
 

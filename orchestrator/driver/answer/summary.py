@@ -10,18 +10,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.adaptive import CONFIG_FILE
+from orchestrator.config.adaptive import CONFIG_FILE
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level
 from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.answer.levels import level_calls, split_of
-from orchestrator.driver.policy import best_by_concurrency, runtime_policy
+from orchestrator.driver.answer.runtime_policy import best_by_concurrency, runtime_policy
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.launch import command_argv
 from orchestrator.engines.shell import shell_script
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.secrets import mask_argv
-from orchestrator.spec import SweepSpec
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

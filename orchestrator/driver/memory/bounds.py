@@ -25,13 +25,14 @@ predict keep costing launches in the search benchmark:
   way, any configuration predicted to leave no more memory after start-up and running at least as many
   tokens a verify will too.
 
-The product uses this by constructing `BoundedMemoryModel()` where it constructs `MemoryModel()`.
+The product does not construct this class itself: `prior_model.PriorMemoryModel`, the model every sweep
+runs with (`build.memory_model_for`), is a `BoundedMemoryModel` with the analytic prior under it.
 """
 
 from __future__ import annotations
 
-from orchestrator.draft_tree import DraftTree
-from orchestrator.memory_model import Correction, MemoryModel, Prediction
+from orchestrator.config.draft_tree import DraftTree
+from orchestrator.driver.memory.learned import Correction, MemoryModel, Prediction
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
 
 

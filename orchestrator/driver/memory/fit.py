@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from orchestrator.draft_tree import draft_tokens_problem
+from orchestrator.config.draft_tree import draft_tokens_problem
 from orchestrator.driver.memory.prior import Estimate, MemoryFacts, estimate, left_after_start
 from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
 from orchestrator.driver.memory.tp_fit import NodeShape, TpAdvice, smallest_tp, weights_exceed
 from orchestrator.engines.logs import parse_log
-from orchestrator.launch_rules import draft_mismatch, tp_refusal
-from orchestrator.model_shape import GIB, ModelShape, ShapeError, load_shape
+from orchestrator.footprint.shape import GIB, ModelShape, ShapeError, load_shape
 from orchestrator.records import ServerConfig
+from orchestrator.spec.launch_rules import draft_mismatch, tp_refusal
 
 PROG = "python -m orchestrator.driver.memory.fit"
 

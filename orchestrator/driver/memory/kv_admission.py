@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import math
 
-from orchestrator.sim.scheduler import INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
+from orchestrator.footprint.sglang_defaults import (
+    INIT_NEW_TOKEN_RATIO,
+    MIN_NEW_TOKEN_RATIO,
+    NEW_TOKEN_RATIO_DECAY,
+)
 
 
 def retracts(

@@ -1,7 +1,7 @@
 """The memory prior: what a configuration needs per GPU, predicted before any launch.
 
 Inputs are `MemoryFacts` (per GPU, at the sweep's tp): the GPU's memory, both models' weights and KV
-bytes per token (from their config.json through `model_shape`, or from a simulated profile, which names
+bytes per token (from their config.json through `footprint.shape`, or from a simulated profile, which names
 the same figures), and the CUDA-graph cost constants. `estimate` walks SGLang's start-up in order and
 returns the figures a log would print, the floor and ceiling fractions, and where it would fail.
 
@@ -27,27 +27,29 @@ and 2, and the 8B shape's start-up figures): the CUDA context (0.62 GiB), what d
 (0.09 GiB at tp 1, 1.00 at tp > 1: NCCL and custom all-reduce buffers), what is allocated between the
 weights and the KV profile (0.10 GiB / tp: it makes the printed minimum viable 0.0018 and 0.1237) and
 with the pools (0.08 GiB, 0.19 at tp > 1), the attention/cuBLAS set-up (0.62 GiB, 1.18 at tp > 1), and
-the graph costs (`GraphCosts`): per decode-graph runner ``state x max_bs + per_token x max_bs x tokens
+the graph costs (`footprint.graph_costs.GraphCosts`, which the simulator's profiles start from too): per
+decode-graph runner ``state x max_bs + per_token x max_bs x tokens
 per request + per_graph x captured sizes``, with a token's cost the logits (bf16 and their fp32 copy: 6
 bytes per vocabulary entry, the 126 MiB allocation of the tiny model's bs 512 OOM; the 8B draft's 250
 MiB at bs 256 x 8 tokens x 32000) plus the activations. Prefill graphs are captured only when 4 GiB are
 free after the set-up; their size was measured on the tiny model only (0.31 and 0.26 GiB) and is scaled
-by the hidden size, the least certain constant here: launches correct it (`prior_model`).
+by the hidden size, the least certain constant here: launches correct it
+(`prior_model.PriorMemoryModel`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from orchestrator.adaptive import candidate_steps, tiers_of
+from orchestrator.config.adaptive import candidate_steps, tiers_of
 from orchestrator.driver.memory.serving import ServingCosts, serving_costs_for
-from orchestrator.model_shape import GIB, ModelShape
+from orchestrator.footprint.graph_costs import GraphCosts, graph_costs_for
+from orchestrator.footprint.shape import GIB, ModelShape
 from orchestrator.records import FailureStage, ServerConfig
 
 MIB_PER_GIB = 1024.0
 H200_DRIVER_RESERVE_MIB = 615.0  # NVML `used` with no process on the H200 (what torch cannot have)
-PREFILL_GATE_GIB = 4.0  # SGLang skips prefill graphs with less than this free after the set-up
 # Each other tier of an adaptive launch: "Built adaptive runtime state steps=0/1/3: mem=0.09/0.11/0.17GB"
 # on the tiny model (chat-h200 logs), about 0.05 GiB more than the graphs it captures.
 ADAPTIVE_TIER_STATE_GIB = 0.05
@@ -66,40 +68,6 @@ def rule_for_version(version: str) -> VersionRule:
 
 
 @dataclass(frozen=True)
-class GraphCosts:
-    """CUDA-graph and set-up memory per GPU (GiB)."""
-
-    eager_setup_gib: float = 0.617
-    eager_setup_gib_per_bs: float = 0.0002
-    state_gib_per_bs: float = 0.0000625
-    target_gib_per_token: float = 0.0003
-    draft_gib_per_token: float = 0.0003
-    gib_per_graph: float = 0.0035
-    target_prefill_gib: float = 0.31
-    draft_prefill_gib: float = 0.26
-    prefill_min_free_gib: float = PREFILL_GATE_GIB
-    prefill_graphs: bool = True  # False: launched with --cuda-graph-backend-prefill disabled
-
-
-def graph_costs_for(target: ModelShape, draft: ModelShape | None, tp: int) -> GraphCosts:
-    """Graph costs from the shapes: a token of a captured shape holds its logits (6 bytes per entry of
-    the vocabulary it scores) and its activations (hidden and the tp share of the MLP)."""
-
-    def per_token(vocab: int, shape: ModelShape) -> float:
-        return (6 * vocab + 16 * shape.hidden + 4 * shape.intermediate / tp) / GIB
-
-    width = target.hidden / 512  # prefill graphs measured at hidden 512 (the only real figure)
-    d = draft or target
-    return GraphCosts(
-        eager_setup_gib=0.617 if tp == 1 else 1.18,
-        target_gib_per_token=per_token(target.vocab, target),
-        draft_gib_per_token=per_token(d.draft_vocab or d.vocab, d),
-        target_prefill_gib=0.31 * width,
-        draft_prefill_gib=0.26 * width,
-    )
-
-
-@dataclass(frozen=True)
 class MemoryFacts:
     """Everything the prior knows of one GPU of the node and of the models on it."""
 
@@ -115,7 +83,7 @@ class MemoryFacts:
     dist_init_gib: float | None = None  # None: 0.09 at tp 1, 1.00 above
     before_kv_gib: float | None = None  # allocated between the weights and the KV profile; None: 0.10/tp
     pool_extra_gib: float | None = None  # allocated with the pools; None: 0.08 at tp 1, 0.19 above
-    graphs: GraphCosts = GraphCosts()  # the tiny model's (tests/fixtures/sglang/0.5.17)
+    graphs: GraphCosts = field(default_factory=GraphCosts)  # the tiny model's (tests/fixtures/sglang/0.5.17)
     # How far inside the graph ceiling a launch must stay: the graph costs are the least certain figures
     # (fitted on a tiny model), so 0.25 GiB and 5 % of the need unless the figures are the node's own.
     graph_margin_gib: float = 0.25

@@ -1,124 +1,45 @@
 """The memory model a sweep runs with: the analytic prior first, corrected by the launches.
 
-Before the first launch `memory_prior.estimate` knows the floor fraction (the weights leave no KV pool)
-and the graph ceiling of every configuration, so the sweep never launches what cannot fit (recorded as
-`predicted_oom` with the figures, at no budget). The learned model (`MemoryModel`, `BoundedMemoryModel`)
-stays on top as the correction: its KV line, floor and bounds come from the trials' own logs, and each
-launch rescales the prior's graph costs to what the log measured (`graph_scale`: the largest ratio of
-measured to predicted seen, or what a graph OOM proves was not enough).
+Before the first launch the prior (`prior.estimate`) knows the floor fraction (the weights leave no KV
+pool) and the graph ceiling of every configuration, so the sweep never launches what cannot fit (recorded
+as `predicted_oom` with the figures, at no budget). The learned model (`learned.MemoryModel`, under
+`bounds.BoundedMemoryModel`) stays on top as the correction: its KV line, floor and bounds come from the
+trials' own logs, and each launch rescales the prior's graph costs to what the log measured
+(`graph_scale`: the largest ratio of measured to predicted seen, or what a graph OOM proves was not
+enough). Under load, the forwards' peak (`serving`) and the KV probe's admission (`kv_admission`) refuse
+what would start but not serve.
 
-Where the figures come from (`prior_facts`): on the simulated backend from the node's profile (which
-names its models' config.json where it has them, `sim.shape_memory`, and its GPU's memory as the fake
-NVML shows it); on real nodes from the models' config.json read on the driver, and the GPU memory from
-``memory.gpu_memory_mib``, else the driver's own NVML, else the first launch's GPU check (a node's NVML
-reading travels back with every trial): the driver often has no GPU, and the baseline launch, which runs
-first, is then the probe. A config.json that cannot be read, or names a quantization or architecture the
-arithmetic does not know, is a warning naming the file and the field: the sweep goes on learning only.
+Where the prior's figures come from is `node_facts` (a simulated node's profile, or the models' config.json
+and the GPU's memory); `build.memory_model_for` builds a sweep's model from its spec. Without facts (a
+config.json the prior cannot use, or no GPU memory known yet) this is the learned model alone, until the
+first launch's GPU check tells the GPU's memory.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from orchestrator.driver.memory.bounds import BoundedMemoryModel
 from orchestrator.driver.memory.kv_admission import retracts
+from orchestrator.driver.memory.learned import Correction, Prediction, started
+from orchestrator.driver.memory.node_facts import shaped_facts
 from orchestrator.driver.memory.prior import (
     Estimate,
-    GraphCosts,
     MemoryFacts,
     VersionRule,
     estimate,
-    facts_from_shapes,
     left_after_start,
     with_graph_scale,
-    without_prefill_graphs,
 )
-from orchestrator.driver.memory.serving import (
-    ServingPeak,
-    ServingWorkload,
-    serving_ceiling,
-    serving_peak,
-    simulated_costs,
-)
-from orchestrator.memory_model import Correction, Prediction, kv_heads_of, kv_shards, started
-from orchestrator.model_shape import ModelShape, ShapeError, load_shape
+from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
+from orchestrator.footprint.shape import ModelShape
 from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.secrets import flag_value
-from orchestrator.sim.profile import SimProfile, load_profile
-from orchestrator.spec import Backend, SweepSpec
 
 log = logging.getLogger(__name__)
 
 PRIOR = "prior: "  # how the prior's own reasons start (words only: `Prediction.from_prior` says whose)
 FLOOR_MARGIN = 0.005  # of the fraction: launch no closer than this to the predicted minimum viable
-
-
-def facts_from_profile(profile: SimProfile, tp: int) -> MemoryFacts:
-    """A simulated node's facts, as its profile (the node's config.json and NVML) states them."""
-    cell_t, cell_d = profile.target_kv_bytes_per_token, profile.draft_kv_bytes_per_token
-    if profile.target_kv_sharded:
-        cell_t /= kv_shards(tp, profile.target_kv_heads)
-    if profile.draft_kv_sharded:
-        cell_d /= kv_shards(tp, profile.draft_kv_heads)
-    floor = profile.pool_overhead_gib / (tp if profile.kv_floor_sharded else 1)
-    return MemoryFacts(
-        tp=tp,
-        gpu_total_mib=profile.gpu_total_mib,
-        weights_gib=profile.target_weights_gib / tp,
-        draft_weights_gib=profile.draft_weights_gib / (tp if profile.draft_weights_sharded else 1),
-        kv_cell_bytes=cell_t,
-        draft_kv_cell_bytes=cell_d,
-        rule=VersionRule(profile.version_behaviour),
-        driver_reserve_mib=profile.driver_reserve_mib,
-        cuda_context_gib=profile.cuda_context_gib,
-        dist_init_gib=profile.dist_init_gib,
-        before_kv_gib=floor,
-        pool_extra_gib=profile.pool_overhead_gib,
-        graphs=GraphCosts(
-            eager_setup_gib=profile.eager_setup_gib,
-            eager_setup_gib_per_bs=profile.eager_setup_gib_per_bs,
-            state_gib_per_bs=profile.graph_state_gib_per_bs,
-            target_gib_per_token=profile.target_graph_gib_per_token,
-            draft_gib_per_token=profile.draft_graph_gib_per_token,
-            gib_per_graph=profile.graph_gib_per_graph,
-            target_prefill_gib=profile.target_prefill_graph_gib,
-            draft_prefill_gib=profile.draft_prefill_graph_gib,
-            prefill_min_free_gib=profile.prefill_graph_min_free_gib,
-        ),
-        # The simulated node's own figures (the simulator walks the same account: a test checks they
-        # agree), so only rounding is left to the margin.
-        graph_margin_gib=0.02,
-        graph_margin_rel=0.01,
-        serving=simulated_costs(profile.serving_gib_per_token),
-        source=f"simulated profile {profile.name}",
-    )
-
-
-def load_shapes(target_dir: str, draft_dir: str | None) -> tuple[ModelShape, ModelShape | None]:
-    """Both shapes; ShapeError (naming the file and field) when one cannot be used."""
-    return load_shape(target_dir), load_shape(draft_dir) if draft_dir else None
-
-
-def driver_gpu_memory_mib() -> float | None:
-    """The smallest GPU's total memory as the driver's NVML sees it; None without GPUs or NVML."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-            totals = [
-                pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).total / 2**20
-                for i in range(count)
-            ]
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
-    return min(totals) if totals else None
 
 
 class PriorMemoryModel(BoundedMemoryModel):
@@ -177,7 +98,7 @@ class PriorMemoryModel(BoundedMemoryModel):
             # No GPU memory known yet, or the driver's own GPUs are not the nodes': the node's NVML wins.
             total = node_total
             target, draft = self._shapes
-            self.facts = _shaped_facts(
+            self.facts = shaped_facts(
                 target, draft, total, self.tp, self._version, self._prefill_graphs, self._kv_dtype_bytes
             )
             log.info("memory prior: %.0f MiB per GPU, from trial %d's GPU check", total, number)
@@ -370,101 +291,3 @@ def from_prior(prediction: Prediction) -> bool:
     """Whether the prior (not a learned bound) refused the configuration: a known-good configuration
     is launched against the learned bounds (they may come from another node), not against the prior."""
     return prediction.from_prior
-
-
-def _shaped_facts(
-    target: ModelShape,
-    draft: ModelShape | None,
-    total_mib: float,
-    tp: int,
-    version: str,
-    prefill: bool,
-    kv_dtype_bytes: float | None = None,
-) -> MemoryFacts:
-    facts = facts_from_shapes(target, draft, total_mib, tp, version, kv_dtype_bytes)
-    return facts if prefill else without_prefill_graphs(facts)
-
-
-def prefill_disabled(flags: Sequence[str]) -> bool:
-    """Whether fixed server flags turn the prefill CUDA graphs off."""
-    return flag_value(flags, "--cuda-graph-backend-prefill") == "disabled" or "--disable-cuda-graph" in flags
-
-
-def kv_dtype_bytes_from_flags(flags: Sequence[str]) -> float | None:
-    """``--kv-cache-dtype fp8_*`` halves the KV bytes of a 16-bit model; None: the model's dtype."""
-    return 1.0 if (flag_value(flags, "--kv-cache-dtype") or "").startswith("fp8") else None
-
-
-def memory_model_for(
-    spec: SweepSpec, sim_profile: dict[str, Any] | None
-) -> tuple[PriorMemoryModel, list[str]]:
-    """The memory model of a sweep of ``spec``: the prior's facts from the simulated node's profile
-    (which stands for its models' config.json and its GPUs; an in-process sweep, as the benchmarks run,
-    passes none: the spec names it), or from the models' config.json on a real node."""
-    source = sim_profile if sim_profile is not None else spec.simulated.profile if spec.simulated else None
-    simulated = spec.backend is Backend.SIMULATED and source is not None
-    profile = load_profile(source) if simulated and source is not None else None
-    return build_memory_model(
-        spec.node.gpus,
-        kv_heads_of(spec.model.path),
-        use_prior=spec.memory.prior,
-        profile=profile,
-        target_dir=spec.model.path,
-        draft_dir=spec.model.draft_path,
-        gpu_memory_mib=spec.memory.gpu_memory_mib,
-        sglang_version=profile.sglang_version if profile else "0.5.17",
-        prefill_graphs=not prefill_disabled(spec.server.flags),
-        workload=(spec.workload.input_len, spec.workload.output_len),
-        kv_dtype_bytes=kv_dtype_bytes_from_flags(spec.server.flags),
-        serving=serving_workload_of(spec, profile),
-    )
-
-
-def serving_workload_of(spec: SweepSpec, profile: SimProfile | None) -> ServingWorkload:
-    """The load the forwards must fit: the workload's highest concurrency and prompt length, with the
-    chunked prefill size of the server's flags, else the simulated node's, else SGLang's default."""
-    chunk = flag_value(spec.server.flags, "--chunked-prefill-size")
-    size = int(chunk) if chunk is not None and chunk.lstrip("-").isdigit() and int(chunk) > 0 else None
-    if size is None and profile is not None:
-        size = profile.chunked_prefill_size
-    return ServingWorkload(max(spec.workload.concurrency), spec.workload.input_len, size)
-
-
-def build_memory_model(
-    tp: int,
-    kv_heads: int | None,
-    *,
-    use_prior: bool,
-    profile: SimProfile | None,
-    target_dir: str,
-    draft_dir: str | None,
-    gpu_memory_mib: float | None,
-    sglang_version: str = "0.5.17",
-    prefill_graphs: bool = True,
-    workload: tuple[int, int] | None = None,
-    kv_dtype_bytes: float | None = None,
-    serving: ServingWorkload | None = None,
-) -> tuple[PriorMemoryModel, list[str]]:
-    """The sweep's memory model and the warnings to show (a config.json the prior cannot use)."""
-    if not use_prior:
-        return PriorMemoryModel(tp, kv_heads), []
-    if profile is not None:
-        node = facts_from_profile(profile, tp)
-        node = node if prefill_graphs else without_prefill_graphs(node)
-        return PriorMemoryModel(tp, kv_heads, node, workload=workload, serving=serving), []
-    try:
-        shapes = load_shapes(target_dir, draft_dir)
-    except ShapeError as err:
-        return PriorMemoryModel(tp, kv_heads), [
-            f"warning: memory prior off, learning from launches only: {err}",
-        ]
-    total = gpu_memory_mib or driver_gpu_memory_mib()
-    shaped: MemoryFacts | None = None  # None: the first launch's GPU check tells the GPU's memory
-    if total is not None:
-        shaped = _shaped_facts(
-            shapes[0], shapes[1], total, tp, sglang_version, prefill_graphs, kv_dtype_bytes
-        )
-    model = PriorMemoryModel(
-        tp, kv_heads, shaped, shapes, sglang_version, prefill_graphs, workload, kv_dtype_bytes, serving
-    )
-    return model, []

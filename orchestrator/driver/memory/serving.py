@@ -42,9 +42,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchestrator.model_shape import GIB, ModelShape
+from orchestrator.footprint.sglang_defaults import default_graph_settings
+from orchestrator.footprint.shape import GIB, ModelShape
 from orchestrator.records import ServerConfig
-from orchestrator.sim.args import default_graph_settings
 
 SAMPLING_COPIES = 2  # besides the fp32 logits: temperature-scaled logits and their softmax
 DRAFT_COPIES = 1  # besides the draft's fp32 logits: the softmax its top-k is taken from

@@ -2,7 +2,7 @@
 
 A model too big for its GPUs is not a fraction to tune: SGLang's "minimum viable" fraction is above 1 and
 no launch at this tp can start. The answer a user needs is the smallest tp SGLang accepts for both models
-(`launch_rules.valid_tps`: it divides the heads) at which the same configuration fits, else at which the
+(`spec.launch_rules.valid_tps`: it divides the heads) at which the same configuration fits, else at which the
 weights at least leave a KV pool; the prior's own arithmetic (`prior.estimate`) decides both.
 """
 
@@ -17,9 +17,9 @@ from orchestrator.driver.memory.prior import (
     floor_fraction,
     without_prefill_graphs,
 )
-from orchestrator.launch_rules import valid_tps
-from orchestrator.model_shape import ModelShape
+from orchestrator.footprint.shape import ModelShape
 from orchestrator.records import ServerConfig
+from orchestrator.spec.launch_rules import valid_tps
 
 
 def weights_exceed(facts: MemoryFacts, config: ServerConfig) -> bool:

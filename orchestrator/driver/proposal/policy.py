@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.adaptive import AdaptiveMode
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.adaptive import AdaptiveMode
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import (
     Answer,
     Call,
@@ -51,15 +51,15 @@ from orchestrator.driver.answer.choose import (
     group_launches,
 )
 from orchestrator.driver.answer.noise import NoiseSource
+from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.prospects import predict_prospects, spread, stage_samples
 from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, fit
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
 from orchestrator.driver.proposal.trees import dim_values, trees_of
-from orchestrator.memory_model import MemoryModel
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
-from orchestrator.spec import SweepSpec
-from orchestrator.spec_search import make_config
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import SweepSpec
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
 from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
 

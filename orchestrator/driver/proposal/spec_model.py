@@ -52,7 +52,7 @@ from enum import StrEnum
 import numpy as np
 from scipy.optimize import nnls
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 
 
 class AcceptanceForm(StrEnum):

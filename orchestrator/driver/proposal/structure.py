@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
+from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.proposal.trees import dim_values
-from orchestrator.memory_model import MemoryModel
 from orchestrator.records import ServerConfig
-from orchestrator.spec_search import SearchSpace, make_config
+from orchestrator.spec.search import SearchSpace, make_config
 
 # Without a confident prediction (no prior, nothing learned yet) the fraction is the middle of what is not
 # ruled out: a guess at the top is the likeliest OOM (on the demo's node, <= 0.5.9 rules, 0.92 fails its

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from orchestrator import adaptive
-from orchestrator.adaptive import AdaptiveMode
-from orchestrator.config_codec import value_text
-from orchestrator.config_fields import SearchedField as F
+from orchestrator.config import adaptive
+from orchestrator.config.adaptive import AdaptiveMode
+from orchestrator.config.codec import value_text
+from orchestrator.config.fields import SearchedField as F
 from orchestrator.engines.engine import LaunchSettings
 from orchestrator.records import ServerConfig
 

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from orchestrator import adaptive
-from orchestrator.engine_catalog import SGLANG_OWNED_FLAGS as OWNED_FLAGS
-from orchestrator.engine_catalog import EngineName
+from orchestrator.config import adaptive
 from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.sglang import command
 from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.engines.sglang.wire import SGLANG_API, SglangApi
 from orchestrator.records import ServerConfig
+from orchestrator.spec.engine_catalog import SGLANG_OWNED_FLAGS as OWNED_FLAGS
+from orchestrator.spec.engine_catalog import EngineName
 
 if TYPE_CHECKING:
     import aiohttp

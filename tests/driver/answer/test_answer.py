@@ -10,7 +10,7 @@ import pytest
 from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
 from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialResult, TrialStatus
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
 
 
 def config(graph_bs: int, steps: int = 3) -> ServerConfig:

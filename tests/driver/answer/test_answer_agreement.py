@@ -42,7 +42,7 @@ def test_console_best_json_mlflow_and_the_report_state_one_answer(tmp_path: Path
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     study_dir = tmp_path / STUDY
     study_dir.mkdir()
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.store.tracking import Tracker
 
     tracker = Tracker(tracking_uri, STUDY, tmp_path / "spool")
     tracker.start("sweep", params={Param.TRIALS.value: "9"}, tags=sweep_tags(STUDY, resume=False))
@@ -80,7 +80,7 @@ def test_console_best_json_mlflow_and_the_report_state_one_answer(tmp_path: Path
 def test_the_report_without_best_json_makes_the_same_choice(tmp_path: Path) -> None:
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.store.tracking import Tracker
 
     tracker = Tracker(tracking_uri, STUDY, tmp_path / "spool")
     tracker.start("sweep", params={Param.TRIALS.value: "9"}, tags=sweep_tags(STUDY, resume=False))
@@ -101,7 +101,7 @@ def test_when_the_server_without_speculation_leads_every_place_names_it(tmp_path
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     study_dir = tmp_path / STUDY
     study_dir.mkdir()
-    from orchestrator.driver.tracking import Tracker
+    from orchestrator.driver.store.tracking import Tracker
 
     tracker = Tracker(tracking_uri, STUDY, tmp_path / "spool")
     tracker.start("sweep", params={Param.TRIALS.value: "8"}, tags=sweep_tags(STUDY, resume=False))

@@ -49,7 +49,7 @@ def test_a_baseline_faster_than_every_draft_is_the_answer(tmp_path: Path) -> Non
     from orchestrator.driver.answer.best_file import BestFile
     from orchestrator.driver.answer.conclusion import conclude
     from orchestrator.driver.answer.levels import LevelCall
-    from orchestrator.spec import load_spec
+    from orchestrator.spec.sweep_spec import load_spec
 
     records = _records(GRID / "records")
     spec = load_spec(Path(__file__).parents[3] / "trials" / "h200-8b-grid.yaml")

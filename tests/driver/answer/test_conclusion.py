@@ -8,7 +8,7 @@ from pathlib import Path
 from orchestrator.driver.answer.best_file import BEST_JSON, BestFile
 from orchestrator.driver.answer.conclusion import BEST_METRIC, conclude
 from orchestrator.mlflow_schema import Tag
-from orchestrator.spec import load_spec
+from orchestrator.spec.sweep_spec import load_spec
 from tests.driver.answer.test_answer import config, h200_8b, rec
 
 DEMO = Path(__file__).resolve().parents[3] / "trials" / "demo.yaml"

@@ -12,8 +12,8 @@ from orchestrator.driver.answer.confirm import (
     to_confirm,
 )
 from orchestrator.records import StageMetrics, TrialRecord, TrialResult, TrialStatus
-from orchestrator.spec import BudgetSpec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import BudgetSpec
 
 A = make_config(0.85, 64, 16, 3, 1, 4)
 B = make_config(0.80, 128, 32, 2, 1, 3)

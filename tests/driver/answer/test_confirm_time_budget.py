@@ -22,21 +22,21 @@ from optuna.storages import InMemoryStorage
 from benchmarks.driver import NoTracking
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
-from orchestrator.driver import sweep as sweep_module
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.confirm import time_to_confirm
-from orchestrator.driver.executor import Handle
-from orchestrator.driver.outcome import StopReason
-from orchestrator.driver.space import space_configs
-from orchestrator.driver.study import open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
+from orchestrator.driver.dispatch.executor import Handle
+from orchestrator.driver.loop import sweep as sweep_module
+from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.search.space import space_configs
+from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec_search import make_config
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.spec.search import make_config
 from orchestrator.trial_events import TrialRequest
-from tests.driver.test_driver_decisions import InProcessExecutor
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 
 A = make_config(0.85, 64, 16, 3, 1, 4)
 

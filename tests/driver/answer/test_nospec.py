@@ -5,7 +5,7 @@ noise of the speculative leader."""
 from __future__ import annotations
 
 from orchestrator.driver.answer.choose import Call, answer_launches, baseline_launches, choose_answer
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
 from tests.driver.answer.test_answer import config, h200_8b, rec
 
 BASE = make_config(0.9, 256, 256)

@@ -33,8 +33,8 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 
 DEMO = Path(__file__).resolve().parents[3] / "trials" / "demo.yaml"
 NODE_PYTHON = "/opt/sglang-env/bin/python3"
@@ -229,7 +229,7 @@ def test_a_level_the_server_without_speculation_led_says_so(tmp_path: Path) -> N
 
 def test_the_progress_line_cuts_a_reason_at_a_word() -> None:
     # Seen: `[kv_allocation: RuntimeError: Not enough memory. Please try to increase --mem-fraction-st]`.
-    from orchestrator.driver.console import ProgressPrinter
+    from orchestrator.driver.console.progress import ProgressPrinter
 
     out: list[str] = []
     ProgressPrinter(4, tty=False, write=out.append).record(records()[2])

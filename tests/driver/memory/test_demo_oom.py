@@ -16,10 +16,10 @@ import optuna
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.records import FailureStage, TrialRecord, TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import load_spec
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = ROOT / "trials" / "demo-oom.yaml"

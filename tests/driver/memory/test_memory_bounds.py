@@ -8,8 +8,8 @@ import pytest
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.driver.memory.bounds import BoundedMemoryModel
-from orchestrator.driver.space import space_configs
-from orchestrator.memory_model import MemoryModel
+from orchestrator.driver.memory.learned import MemoryModel
+from orchestrator.driver.search.space import space_configs
 from orchestrator.records import FailureStage, ServerConfig, TrialStatus
 
 

@@ -12,10 +12,11 @@ import pytest
 from benchmarks.driver import oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
+from orchestrator.driver.memory.build import build_memory_model
+from orchestrator.driver.memory.learned import Prediction
 from orchestrator.driver.memory.prior import estimate, facts_from_shapes
-from orchestrator.driver.memory.prior_model import PriorMemoryModel, build_memory_model, from_prior
-from orchestrator.memory_model import Prediction
-from orchestrator.model_shape import load_shape
+from orchestrator.driver.memory.prior_model import PriorMemoryModel, from_prior
+from orchestrator.footprint.shape import load_shape
 from orchestrator.records import (
     FailureStage,
     GpuSample,
@@ -25,7 +26,7 @@ from orchestrator.records import (
     TrialStatus,
 )
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import MemorySpec, load_spec
+from orchestrator.spec.sweep_spec import MemorySpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 TARGET, DRAFT = ROOT / "trials/models/llama3-8b-shape", ROOT / "trials/models/llama3-8b-eagle3-shape"

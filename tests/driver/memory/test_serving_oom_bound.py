@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from orchestrator.driver.memory.prior_model import memory_model_for
-from orchestrator.memory_model import MemoryModel
+from orchestrator.driver.memory.build import memory_model_for
+from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, TrialRecord, TrialStatus
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 LIVE = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "llama8b-live"
@@ -92,7 +92,7 @@ def test_a_launch_out_of_memory_under_load_still_teaches_its_start_up() -> None:
     """Its start-up completed, so its memory account (KV pool, graphs, what was left) is as good as a
     served launch's: the next tree is launched at the highest fraction that fits, not a guess between
     the fractions nobody ruled out (the H200 run launched s3k1d4 at 0.56 next)."""
-    from orchestrator.draft_tree import DraftTree
+    from orchestrator.config.draft_tree import DraftTree
     from orchestrator.driver.proposal.structure import choose_structure, fitting_config
 
     spec = load_spec(SPEC)

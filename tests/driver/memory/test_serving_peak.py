@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from orchestrator.draft_tree import DraftTree
-from orchestrator.driver.memory.prior_model import memory_model_for
+from orchestrator.config.draft_tree import DraftTree
+from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.serving import (
     FRAGMENTATION_GIB,
     RUNTIME_GIB,
@@ -43,10 +43,10 @@ from orchestrator.driver.memory.serving import (
 )
 from orchestrator.driver.proposal.structure import choose_structure, fitting_config
 from orchestrator.engines.sglang.logparse import parse_log
-from orchestrator.model_shape import load_shape
+from orchestrator.footprint.shape import load_shape
 from orchestrator.records import FailureKind, FailureStage, ServerConfig, TrialRecord
-from orchestrator.spec import load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
@@ -197,7 +197,7 @@ def test_a_simulated_node_s_serving_rule_is_what_the_prior_predicts() -> None:
     """The simulated node runs out of memory serving when a forward's tokens x `serving_gib_per_token`
     exceed what start-up left (its profile's rule, `sim.scheduler`); the prior reads the same figure
     from the profile, and a profile without it (every shipped one) gets no serving rule."""
-    from orchestrator.driver.memory.prior_model import build_memory_model
+    from orchestrator.driver.memory.build import build_memory_model
     from orchestrator.driver.memory.serving import ServingWorkload
     from orchestrator.sim.profile import load_profile
 

@@ -16,20 +16,20 @@ from benchmarks.driver import NoTracking, oracle_sweep, run_on_oracle
 from benchmarks.noise import Launcher
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
-from orchestrator.driver.executor import Handle
-from orchestrator.driver.outcome import StopReason
+from orchestrator.driver.dispatch.executor import Handle
+from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
-from orchestrator.driver.space import space_configs
-from orchestrator.driver.study import launched_count, open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
+from orchestrator.driver.search.space import space_configs
+from orchestrator.driver.store.study import launched_count, open_study
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import SweepSpec
-from orchestrator.trial_attrs import TrialAttr
-from tests.driver.test_driver_decisions import InProcessExecutor
+from orchestrator.spec.sweep_spec import SweepSpec
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 
 BUDGET = 30
 

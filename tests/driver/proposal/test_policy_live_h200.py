@@ -17,10 +17,10 @@ import pytest
 from pydantic import TypeAdapter
 
 from orchestrator.driver.answer.conclusion import conclude
-from orchestrator.driver.memory.prior_model import memory_model_for
+from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.proposal.policy import TRUSTED_ERROR, Action, ProposalPolicy
 from orchestrator.records import FailureStage, TrialRecord
-from orchestrator.spec import load_spec
+from orchestrator.spec.sweep_spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 LIVE = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "llama8b-live"

@@ -7,14 +7,14 @@ import pytest
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.proposal.policy import ProposalPolicy
 from orchestrator.driver.proposal.prospects import predict_prospects, stage_samples
 from orchestrator.driver.proposal.structure import fitting_config
 from orchestrator.records import TrialRecord
 from orchestrator.sim.profile import load_profile
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.proposal.test_policy import _run
-from tests.driver.test_driver_decisions import InProcessExecutor
 
 
 def test_a_tree_outside_the_measured_depths_and_widths_keeps_a_wider_error() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.proposal.spec_model import (
     AcceptanceForm,
     acceptance_loo,

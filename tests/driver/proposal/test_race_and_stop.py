@@ -14,17 +14,17 @@ import pytest
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
-from orchestrator.draft_tree import DraftTree
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import Call, Verdict, answer_launches, choose_answer
+from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.proposal.policy import CLOSE_ENOUGH, Action, ProposalPolicy
-from orchestrator.driver.sweep import Sweep
+from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import TrialRecord
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec import SweepSpec
-from orchestrator.spec_search import Choices, IntRange
-from orchestrator.trial_attrs import TrialAttr
+from orchestrator.spec.search import Choices, IntRange
+from orchestrator.spec.sweep_spec import SweepSpec
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.proposal.test_policy import _run
-from tests.driver.test_driver_decisions import InProcessExecutor
 
 
 @pytest.fixture(scope="module")

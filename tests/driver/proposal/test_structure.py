@@ -6,13 +6,13 @@ import pytest
 
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
-from orchestrator.draft_tree import DraftTree
-from orchestrator.driver.memory.prior_model import memory_model_for
+from orchestrator.config.draft_tree import DraftTree
+from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.proposal.structure import choose_structure, config_for, covering, fitting_config
 from orchestrator.driver.proposal.trees import trees_of
 from orchestrator.records import TrialStatus
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec_search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace
 
 
 def _space(graphs: list[float], running: list[float]) -> SearchSpace:

@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
-from orchestrator.engine_catalog import EngineName
 from orchestrator.engines import engine_for
 from orchestrator.records import FailureKind, FailureStage
-from orchestrator.spec import parse_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import parse_spec
 from tests.engines.contract import EngineCase, Exchange, FailureCase
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.adaptive import AdaptiveMode, candidate_steps, config_for, launch_steps
+from orchestrator.config.adaptive import AdaptiveMode, candidate_steps, config_for, launch_steps
 from orchestrator.engines.sglang.logparse import parse_log
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "0.5.17" / "chat-h200"

@@ -6,8 +6,8 @@ from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.launch import launch_plan
 from orchestrator.engines.sglang.command import parse_version, sglang_flags
 from orchestrator.secrets import mask_argv
-from orchestrator.spec import Backend, load_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import Backend, load_spec
 
 DEMO = Path(__file__).resolve().parents[3] / "trials" / "demo.yaml"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.driver.diagnosis import diagnose
+from orchestrator.driver.memory.learned import MemoryModel
+from orchestrator.driver.search.diagnosis import diagnose
 from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
-from orchestrator.memory_model import MemoryModel
 from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "0.5.17"
 

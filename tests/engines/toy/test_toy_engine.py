@@ -16,8 +16,8 @@ from orchestrator.engines.engine import LaunchSettings
 from orchestrator.engines.launch import launch_plan
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialStatus
-from orchestrator.spec import NodeKind, SpecError, parse_spec
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import NodeKind, SpecError, parse_spec
 from orchestrator.trial_events import TrialRequest
 from tests.engines.toy.toy_engine import TOY, ToyLogParser
 from tests.engines.toy.toy_server import ACCEPT_LENGTH

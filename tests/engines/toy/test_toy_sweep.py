@@ -16,15 +16,15 @@ from optuna.storages import InMemoryStorage
 from benchmarks.driver import NoTracking
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile
 from orchestrator.driver.answer.conclusion import conclude
-from orchestrator.driver.executor import Handle
-from orchestrator.driver.placement import TRIAL_SLOT
-from orchestrator.driver.study import open_study
-from orchestrator.driver.sweep import Sweep
-from orchestrator.driver.tracking import Tracker
+from orchestrator.driver.dispatch.executor import Handle
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.tracking import Tracker
 from orchestrator.mlflow_schema import LaunchParams, Param, command_from_params, parse_param, trial_params
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialResult, TrialStatus
-from orchestrator.spec import parse_spec
+from orchestrator.spec.sweep_spec import parse_spec
 from orchestrator.trial_events import TrialEvent, TrialRequest
 from tests.engines.toy.toy_spec import ToyNode, toy_data
 

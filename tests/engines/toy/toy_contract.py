@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.records import FailureKind, FailureStage
-from orchestrator.spec_search import make_config
+from orchestrator.spec.search import make_config
 from tests.engines.contract import EngineCase, FailureCase, failed_launch
 from tests.engines.toy.toy_engine import READY_LINE, TOY
 from tests.engines.toy.toy_spec import ToyNode, toy_spec

@@ -10,7 +10,7 @@ import yaml
 
 from orchestrator.gpu import GpuSample
 from orchestrator.node.backends import RealNode
-from orchestrator.spec import SweepSpec, parse_spec
+from orchestrator.spec.sweep_spec import SweepSpec, parse_spec
 from tests.engines.toy.toy_engine import FOLDER
 
 DEMO = Path(__file__).resolve().parents[3] / "trials" / "demo.yaml"

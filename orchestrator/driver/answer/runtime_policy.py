@@ -1,0 +1,92 @@
+"""What the sweep learned about speculation per load: the best setting at each concurrency level, and the
+runtime policy to launch with.
+
+The best number of draft steps falls as the batch grows (a verify over more tokens costs more once
+the batch is compute bound), so one fixed setting is a compromise. Each concurrency level's best is
+read from the stages of the trials that completed; the policy is the best trial's own adaptive tiers
+when it ran adaptive, else its fixed setting plus, when the levels disagree, the adaptive tiers those
+levels suggest (marked as not measured: a sweep that searches ``speculative_adaptive`` measures them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.config.adaptive import CONFIG_FILE, AdaptiveMode, tiers_of
+from orchestrator.config.fields import SPECULATIVE_FIELDS, SearchedField
+from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
+
+
+def _setting(config: ServerConfig) -> dict[str, Any]:
+    """The speculative values under their searched names (steps 0 and adaptive "off" for none)."""
+    setting: dict[str, Any] = {f.value: getattr(config, f.value) for f in SPECULATIVE_FIELDS}
+    setting[SearchedField.SPECULATIVE_NUM_STEPS] = config.speculative_num_steps or 0
+    setting[SearchedField.SPECULATIVE_ADAPTIVE] = config.speculative_adaptive or AdaptiveMode.OFF.value
+    return setting
+
+
+def best_by_concurrency(records: Sequence[TrialRecord]) -> list[dict[str, Any]]:
+    """For each concurrency level measured, the trial whose stage there was fastest."""
+    best: dict[int, tuple[float, TrialRecord, float | None]] = {}
+    for rec in records:
+        if rec.result.status is not TrialStatus.OK:
+            continue
+        for stage in rec.result.stages:
+            if stage.completed == 0:
+                continue
+            seen = best.get(stage.concurrency)
+            if seen is None or stage.output_tok_per_s > seen[0]:
+                best[stage.concurrency] = (stage.output_tok_per_s, rec, stage.accept_length)
+    return [
+        {
+            "concurrency": level,
+            "trial": rec.number,
+            "output_tok_per_s": round(tok_s, 2),
+            "accept_length": None if accept is None else round(accept, 3),
+            "config": rec.result.config.label(),
+            **_setting(rec.result.config),
+        }
+        for level, (tok_s, rec, accept) in sorted(best.items())
+    ]
+
+
+def runtime_policy(best: TrialRecord, levels: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The speculation policy to launch with, for ``best.json``."""
+    config = best.result.config
+    tiers = tiers_of(config)
+    if tiers is not None:
+        policy: dict[str, Any] = {
+            "speculative_adaptive": config.speculative_adaptive,
+            "measured": True,
+            "candidate_steps_by_batch": tiers,
+        }
+        if config.speculative_adaptive == "tiers":
+            policy["config_file"] = CONFIG_FILE
+        return policy
+    policy = {"speculative_adaptive": "off", "measured": True, **_setting(config)}
+    steps = {
+        lv["concurrency"]: lv["speculative_num_steps"]
+        for lv in levels
+        if lv["speculative_eagle_topk"] in (1, None)
+    }
+    if len(set(steps.values())) > 1:
+        policy["suggested_adaptive_config"] = _tiers_from_levels(steps)
+        policy["suggested_note"] = (
+            "the best steps differ by concurrency; these tiers follow them but were not measured: "
+            "add 'tiers' or 'default' to search.speculative_adaptive to measure adaptive speculation"
+        )
+    return policy
+
+
+def _tiers_from_levels(steps: dict[int, int]) -> dict[str, dict[str, Any]]:
+    """Bucket keys at the measured levels (at least SGLang's smallest, 1), each offering its level's
+    best steps and the next lighter level's, so the bucket can move between them."""
+    levels = sorted(steps)
+    keys = sorted({1, *levels} if levels[0] > 1 else set(levels))
+    out = {}
+    for key in keys:
+        at = [lv for lv in levels if lv <= key] or [levels[0]]
+        near = {steps[at[-1]], steps[at[-2]] if len(at) > 1 else steps[at[-1]]}
+        out[str(key)] = {"candidate_steps": sorted(near), "up_hysteresis": 0.0, "down_hysteresis": 0.0}
+    return out

@@ -1,0 +1,97 @@
+"""The lossless check: at temperature 0, speculative decoding must not change a single output token.
+
+With ``budget.baseline: true`` every trial that got through its benchmark also generates a fixed small
+set of the workload's prompts, greedily, and returns the output ids (orchestrator.bench.greedy). The
+baseline (no speculation) is the reference; each speculative trial is compared with it token by token.
+A difference means the speculative path is lossy (a draft path bug, a numerics difference between the
+verify and the plain decode, a quantisation mismatch) and is flagged loudly: logged as an error, tagged
+on the trial's MLflow run and shown in the report. A trial that finishes before the baseline is
+compared when the baseline arrives, and its run is tagged then.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from orchestrator.bench.greedy import check_requests, compare
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.mlflow_schema import TEXT_LIMIT, Lossless, Tag
+from orchestrator.records import TrialRecord
+from orchestrator.spec.sweep_spec import SweepSpec
+
+log = logging.getLogger(__name__)
+
+
+class LosslessCheck:
+    """Holds the baseline's outputs and compares every speculative trial with them."""
+
+    def __init__(self, spec: SweepSpec, tracker: Tracker) -> None:
+        self.enabled = spec.budget.baseline
+        self.requests = check_requests(spec) if self.enabled else []
+        self.tracker = tracker
+        self.reference: tuple[tuple[int, ...], ...] | None = None
+        self.waiting: list[TrialRecord] = []  # speculative trials that finished before the baseline
+        self.lossy: set[int] = set()  # trial numbers whose output differed: never recommended
+
+    def review(self, record: TrialRecord) -> TrialRecord:
+        """The record with its verdict among its tags (when it can be judged now)."""
+        outputs = record.result.greedy_outputs
+        if not self.enabled or not outputs:
+            return record
+        if record.baseline or not record.result.config.speculative:
+            if record.baseline and self.reference is None:
+                self.reference = outputs
+                for waiting in self.waiting:
+                    self._judge_late(waiting)
+                self.waiting.clear()
+            return record
+        if self.reference is None:
+            self.waiting.append(record)
+            return record
+        return replace(record, extra_tags=record.extra_tags + self._verdict(record))
+
+    def restore(self, records: list[TrialRecord]) -> None:
+        """--resume: the baseline's outputs and the verdicts already given come back from the journal;
+        a trial that was still waiting for the baseline is judged now (its run tagged then)."""
+        for record in records:
+            if record.baseline and record.result.greedy_outputs and self.reference is None:
+                self.reference = record.result.greedy_outputs
+        for record in records:
+            said = dict(record.extra_tags).get(Tag.LOSSLESS.value)
+            if said == Lossless.MISMATCH:
+                self.lossy.add(record.number)
+            elif said is None and self.enabled and not record.baseline and record.result.greedy_outputs:
+                if self.reference is None:
+                    self.waiting.append(record)
+                else:
+                    self._judge_late(record)
+
+    def _verdict(self, record: TrialRecord) -> tuple[tuple[str, str], ...]:
+        assert self.reference is not None
+        found = compare(self.requests, self.reference, record.result.greedy_outputs)
+        if not found:
+            return ((Tag.LOSSLESS.value, Lossless.OK.value),)
+        self.lossy.add(record.number)
+        text = "; ".join(m.describe() for m in found)
+        log.error(
+            "!!! LOSSY SPECULATION in trial %d (%s): %d of %d prompts differ from the baseline at "
+            "temperature 0: %s",
+            record.number,
+            record.result.config.label(),
+            len(found),
+            len(self.requests),
+            text,
+        )
+        return ((Tag.LOSSLESS.value, Lossless.MISMATCH.value), (Tag.LOSSLESS_DETAIL.value, text[:TEXT_LIMIT]))
+
+    def _judge_late(self, record: TrialRecord) -> None:
+        tags = self._verdict(record)
+        run_id = self.tracker.run_id_of(record.number)
+        if run_id is None:
+            log.warning(
+                "lossless verdict for trial %d not recorded: its run is not in MLflow yet", record.number
+            )
+            return
+        for key, value in tags:
+            self.tracker.client.set_tag(run_id, key, value)

@@ -1,0 +1,42 @@
+"""The time budget's deadline and the confirmation reserve: the launches a sweep keeps back from its search so
+that its answer is confirmed, and the moment the search must end for them to fit."""
+
+from __future__ import annotations
+
+from orchestrator.driver.answer import confirm
+from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.loop.state import SweepState
+from orchestrator.driver.store.study import launched_count
+
+
+class ConfirmationReserve(SweepState):
+    def remaining(self) -> int:
+        """Launches left in the budget."""
+        return max(self.n_trials - launched_count(self.study), 0)
+
+    def _confirmation_due(self) -> bool:
+        """Whether the search must end now so that the reserved confirmation launches still fit in the
+        time budget (estimated from the launches so far). Without it a sweep ended by its time budget
+        answered with an unconfirmed single launch."""
+        if self.deadline is None or self.confirming or self.confirm_reserve <= 0:
+            return False
+        slots = max(self.executor.trial_slots(), 1)
+        need = confirm.time_to_confirm(self.outcome.records, self.confirm_reserve, slots)
+        if need is None or self.clock() + need < self.deadline:
+            return False
+        self.stopped_to_confirm = True
+        self._stop(
+            StopReason.TIME_BUDGET,
+            f"time budget: the search ends here so that the {self.confirm_reserve} confirmation launches "
+            f"(about {need:.0f} s) still fit",
+        )
+        return True
+
+    def reserve_for_confirmation(self) -> int:
+        """Keep the budget's confirmation launches back from the search (call before ``run``); returns
+        how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""
+        # On --resume only what is left of the budget can be split: an earlier invocation's launches
+        # (its confirmation included) are spent.
+        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, self.remaining())
+        self.n_trials -= self.confirm_reserve
+        return self.confirm_reserve

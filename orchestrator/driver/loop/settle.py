@@ -1,0 +1,127 @@
+"""What a finished trial means, decided without any I/O: its final status, its objective, what Optuna is
+told, and the attributes the study keeps for it.
+
+Everything the driver records about a trial comes out of `settle`; the tell and the observers only carry
+it out. That keeps the decision testable on its own and the same for every path a result takes (a run, a
+predicted OOM, a lost node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from optuna.trial import TrialState
+
+from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.records import TrialResult, TrialStatus
+from orchestrator.spec.sweep_spec import SweepSpec
+
+OOM_CONSTRAINT = "oom"
+SLA_CONSTRAINT = "sla"  # ran, but no stage met the spec's latency limits
+
+
+@dataclass(frozen=True)
+class OptunaTell:
+    """What Optuna is told: a value (COMPLETE) or a state, and the constraints set before. (Not
+    `driver.answer.choose.Verdict`, which says how sure the sweep's answer is.)"""
+
+    state: TrialState
+    value: float | None
+    constraints: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A finished trial, decided: the result (its status final), objective, what Optuna is told, and the
+    attributes."""
+
+    result: TrialResult
+    objective: float | None
+    pruned_at: int | None
+    tell: OptunaTell
+    attrs: dict[str, Any]
+
+    @property
+    def pruned(self) -> bool:
+        return self.pruned_at is not None
+
+    @property
+    def measured(self) -> bool:
+        """A full measurement (or an infeasible start) of its configuration: worth answering repeats from."""
+        status = self.result.status
+        return (status is TrialStatus.OK and not self.pruned) or status.infeasible
+
+
+def objective_value(result: TrialResult, spec: SweepSpec) -> float | None:
+    """The best stage's tok/s among the stages that meet the spec's latency limits."""
+    obj = spec.objective
+    values = [
+        s.output_tok_per_s
+        for s in result.stages
+        if s.completed > 0
+        and (obj.itl_p99_ms_max is None or s.itl_p99_ms <= obj.itl_p99_ms_max)
+        and (obj.ttft_p99_ms_max is None or s.ttft_p99_ms <= obj.ttft_p99_ms_max)
+    ]
+    return max(values) if values else None
+
+
+def optuna_tell(status: TrialStatus, objective: float | None, pruned: bool) -> OptunaTell:
+    """What Optuna must hear so that the sampler learns from an outcome.
+
+    Infeasible outcomes (OOM at start-up or under load, predicted OOM) are PRUNED with the `oom`
+    constraint violated: TPE reads constraints of PRUNED trials and ignores FAIL ones, which is why other
+    tuners retry OOMs. A trial that ran but met no latency limit is PRUNED with the `sla` constraint
+    violated (a value of 0 would teach TPE a fake zero). A crash, a timeout or a lost node is FAIL: it
+    says nothing about memory.
+    """
+    if status.infeasible:
+        return OptunaTell(TrialState.PRUNED, None, {OOM_CONSTRAINT: 1.0})
+    if status is TrialStatus.SLA_MISSED:
+        return OptunaTell(TrialState.PRUNED, None, {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 1.0})
+    if status is TrialStatus.OK:
+        feasible = {OOM_CONSTRAINT: 0.0, SLA_CONSTRAINT: 0.0}
+        if pruned or objective is None:
+            return OptunaTell(TrialState.PRUNED, None, feasible)
+        return OptunaTell(TrialState.COMPLETE, objective, feasible)
+    return OptunaTell(TrialState.FAIL, None, {})
+
+
+def attributes(result: TrialResult) -> dict[str, Any]:
+    """The study's record of a trial: what the end-of-run table and --resume read back."""
+    attrs: dict[str, Any] = {
+        TrialAttr.STATUS: result.status.value,
+        TrialAttr.CONFIG: result.config.label(),
+        TrialAttr.NODE_ID: result.node_id,
+        TrialAttr.OUTPUT_TOK_PER_S: result.output_tok_per_s,
+        # What the end-of-run table shows, so that after --resume it lists the earlier trials too.
+        **result.table_figures(),
+    }
+    if result.failure is not None:
+        attrs[TrialAttr.FAILURE] = (
+            f"{result.failure.stage.value}/{result.failure.kind.value}: {result.failure.message}"
+        )
+        attrs[TrialAttr.FAILURE_STAGE] = result.failure.stage.value
+    memory = result.memory.as_metrics()
+    if memory:
+        attrs[TrialAttr.MEMORY] = memory
+    fraction = result.resolved_args.mem_fraction_static
+    if fraction is not None:
+        attrs[TrialAttr.RESOLVED_MEM_FRACTION] = float(fraction)
+    return attrs
+
+
+def settle(result: TrialResult, spec: SweepSpec, pruned_at: int | None) -> Settled:
+    """Decide what a finished trial means. A trial that ran stages, was not pruned, and met the latency
+    limits in none of them is SLA_MISSED, not OK: it has no objective to tell."""
+    objective = objective_value(result, spec) if result.status is TrialStatus.OK else None
+    ran = any(s.completed > 0 for s in result.stages)
+    if objective is None and result.status is TrialStatus.OK and pruned_at is None and ran:
+        result = replace(result, status=TrialStatus.SLA_MISSED)
+    return Settled(
+        result=result,
+        objective=objective,
+        pruned_at=pruned_at,
+        tell=optuna_tell(result.status, objective, pruned_at is not None),
+        attrs=attributes(result),
+    )

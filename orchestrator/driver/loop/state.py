@@ -1,0 +1,87 @@
+"""What the parts of the `Sweep` share: a trial in flight, and the state every part reads and writes.
+
+`Sweep` is one object made of parts in their own modules (its stop rules, the deadline and the
+confirmation reserve, the study's first steps and --resume, the stage reports and pruning); each part is a
+class over this state, so that what one part may touch is written down once, here, and `Sweep` (in
+`sweep.py`) is what ties them together: the wiring and the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from orchestrator.driver.dispatch import quarantine
+from orchestrator.driver.dispatch.executor import Executor, Handle
+from orchestrator.driver.loop import observers as obs
+from orchestrator.driver.loop.lossless import LosslessCheck
+from orchestrator.driver.loop.outcome import StopReason, SweepOutcome
+from orchestrator.driver.loop.settle import Settled
+from orchestrator.driver.memory.learned import MemoryModel
+from orchestrator.driver.proposal.policy import ProposalPolicy
+from orchestrator.driver.store.journal import Journal
+from orchestrator.driver.store.study_lock import DriverLease
+from orchestrator.records import ServerConfig
+from orchestrator.spec.sweep_spec import SweepSpec
+
+log = logging.getLogger("orchestrator.driver.loop.sweep")  # the loop's one logger, whichever part logs
+
+
+@dataclass
+class InFlight:
+    trial: optuna.Trial
+    config: ServerConfig
+    started: float
+    baseline: bool
+    requeued: bool
+    pruned_at: int | None = None
+
+
+class SweepState(ABC):
+    """The attributes `Sweep.__init__` sets, and the steps every part may call."""
+
+    confirm_reserve = 0  # launches kept back for confirmation (reserve_for_confirmation)
+    # The search ended early so that the reserved confirmation launches fit in the time budget.
+    stopped_to_confirm = False
+    confirming = False
+
+    spec: SweepSpec
+    study: optuna.Study
+    lease: DriverLease | None
+    n_trials: int
+    executor: Executor
+    outcome: SweepOutcome
+    clock: Callable[[], float]
+    deadline: float | None
+    nodes: quarantine.NodeHealth
+    skipped: int
+    repeats: int
+    lost_in_a_row: int
+    measured: obs.Measured
+    lossless: LosslessCheck
+    journal: Journal
+    journal_complete: bool
+    speedup: obs.Speedup
+    proposals: ProposalPolicy | None
+    _inflight: dict[Handle, InFlight]
+    _by_number: dict[int, Handle]
+    _space: frozenset[ServerConfig] | None
+    _best: obs.BestSoFar
+
+    @property
+    @abstractmethod
+    def memory_model(self) -> MemoryModel: ...
+
+    @abstractmethod
+    def _observe(self, trial: optuna.Trial | FrozenTrial, baseline: bool, settled: Settled) -> None: ...
+
+    def _stop(self, reason: StopReason, message: str = "") -> None:
+        if self.outcome.stop_reason is StopReason.BUDGET_DONE:
+            self.outcome.stop_reason = reason
+            if message:
+                log.warning("%s", message)

@@ -1,0 +1,116 @@
+"""What the CLI checks about a study before anything starts (no Ray, no MLflow run, no folder).
+
+A second run under a study name already taken would silently replace or mix the first one's trials;
+`--resume` of a study that does not exist is a typo; `--resume` while another driver still runs the
+study corrupts it; `--resume` of a finished study has nothing to do and must not overwrite its results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optuna.trial import TrialState
+
+from orchestrator.driver.store.study_lock import (
+    StudyInUse,
+    close_dead_drivers_trials,
+    current_driver,
+    find_study,
+    make_storage,
+    storage_exists,
+)
+from orchestrator.driver.store.trial_attrs import StudyAttr
+from orchestrator.errors import ErrorKind, SpecsweepError
+
+
+class StudyRefused(SpecsweepError, RuntimeError):
+    """The study cannot be started or continued as asked; the message says the ways on."""
+
+    kind = ErrorKind.STUDY_REFUSED
+
+
+def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_dir: Path) -> str | None:
+    """Raise StudyRefused if the run must not start; return a report if the study is already finished
+    (there is nothing to run); None when the sweep may go ahead."""
+    study = find_study(make_storage(storage_url), name) if storage_exists(storage_url) else None
+    if study is not None and not study.trials and not resume:
+        # A start that failed before its first trial left the study empty: it holds nothing to keep,
+        # so it does not take the name (the new run carries on in it), unless its driver still lives.
+        owner = current_driver(study)
+        if owner is not None and owner.live():
+            raise StudyRefused(
+                f"--study: study '{name}' is being started by another driver ({owner.describe()}); "
+                "wait for it, or choose another --study name"
+            )
+        return None
+    if study is None:
+        if resume:
+            raise StudyRefused(
+                f"--resume: there is no study '{name}' in {storage_url} to continue; "
+                "drop --resume to start it, or check --study / --storage / --out"
+            )
+        if study_dir.is_dir() and any(study_dir.iterdir()):
+            raise StudyRefused(
+                f"--study: {study_dir} already holds the files of an earlier study '{name}' "
+                "(its Optuna study is not in this storage); choose a new --study name or another --out"
+            )
+        return None
+    if not resume:
+        raise StudyRefused(
+            f"--study: a study named '{name}' already exists in {storage_url} "
+            f"({len(study.trials)} trials); nothing was changed. Either continue it with --resume, "
+            "or start a new one with --study NEW_NAME"
+        )
+    owner = current_driver(study)
+    if owner is not None and owner.live():
+        raise StudyRefused(
+            f"--resume: study '{name}' is being run by another driver ({owner.describe()}); "
+            "wait for it to finish, or stop it (Ctrl-C) and then --resume"
+        )
+    from orchestrator.driver.store.study import launched_count  # optuna: only once the quick checks passed
+
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
+    done = launched_count(study)
+    if done < n_trials or running:
+        return None
+    return finished_report(name, done, n_trials, study_dir)
+
+
+def study_budget(
+    storage_url: str, name: str, resume: bool, flag: int | None, spec_trials: int
+) -> tuple[int, str]:
+    """The trial budget of this run and where it comes from: --trials, else (on --resume) the budget
+    the study was last run with, else the spec's."""
+    if flag is not None:
+        return flag, "--trials"
+    if resume and storage_exists(storage_url):
+        study = find_study(make_storage(storage_url), name)
+        stored = study.user_attrs.get(StudyAttr.BUDGET_TRIALS) if study is not None else None
+        if isinstance(stored, int) and stored >= 1:
+            return stored, "the study's own budget, from its earlier run; --trials N changes it"
+    return spec_trials, "the spec's budget.trials"
+
+
+def finished_report(name: str, done: int, n_trials: int, study_dir: Path) -> str:
+    """What a finished study found, from its saved results; nothing is written."""
+    lines = [
+        f"study '{name}' has already run {done} trials (budget {n_trials}): nothing to do, nothing changed.",
+    ]
+    from orchestrator.driver.answer.best_file import (  # pydantic: once the quick checks passed
+        BEST_COMMAND,
+        BestFile,
+    )
+
+    best = BestFile.read(study_dir)
+    if best is not None:
+        lines.append(best.headline())
+        lines.append(f"confidence: {best.verdict.statement}")
+        lines.append(f"SGLang launch command: {study_dir / BEST_COMMAND}")
+    report = study_dir / "report.html"
+    if report.is_file():
+        lines.append(f"report: {report}")
+    lines.append(f"to run more trials: --resume --trials N with N above {done}")
+    return "\n".join(lines)
+
+
+__all__ = ["StudyInUse", "StudyRefused", "check_study", "close_dead_drivers_trials"]

@@ -1,0 +1,28 @@
+"""SGLang's own defaults and scheduler constants that the driver's memory model and the simulated server
+both follow, so that neither imports the other for them.
+
+- The default chunked prefill size and largest captured batch by GPU memory
+  (``python/sglang/srt/server_args.py``), `default_graph_settings`.
+- The scheduler's new-token ratio: a waiting request is admitted while the KV pool holds its prompt plus
+  this share of what every running request will still generate; it starts at 0.7 and decays each decode
+  step to 0.1 (``schedule_policy.py``, ``scheduler.py``).
+"""
+
+from __future__ import annotations
+
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO = 0.1
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+
+
+def default_graph_settings(gpu_mem_mib: float, tp_size: int) -> tuple[int, int]:
+    """SGLang's (chunked_prefill_size, cuda_graph_max_bs) by GPU memory, as in ``server_args.py``."""
+    if gpu_mem_mib < 20 * 1024:
+        return 2048, 8
+    if gpu_mem_mib < 35 * 1024:
+        return 2048, 24 if tp_size < 4 else 80
+    if gpu_mem_mib < 60 * 1024:
+        return 4096, 32 if tp_size < 4 else 160
+    if gpu_mem_mib < 160 * 1024:
+        return 8192, 256 if tp_size < 4 else 512
+    return 16384, 512

@@ -1,0 +1,50 @@
+"""What the spec knows of each engine before any engine's code loads: its name and the flags it owns.
+
+The spec validates `engine:` and refuses a fixed flag the engine owns; it stands on a lower floor than the
+engines' own code (`engines/`, which reads the spec), so these facts live here, outside that folder, and
+no import runs from the spec into it. SGLang's are declared below; `engines.register` declares those of
+any other engine.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from orchestrator.config.fields import SEARCHED_FLAGS
+
+# The SGLang flags the sweep owns: a fixed flag may not set them, or the trial would not be what the
+# study thinks it measured.
+SGLANG_OWNED_FLAGS: frozenset[str] = SEARCHED_FLAGS | {
+    "--model-path",
+    "--model",
+    "--tp-size",
+    "--tensor-parallel-size",
+    "--host",
+    "--port",
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+}
+
+
+class EngineName(StrEnum):
+    """The product's engines. An engine a test or a plug-in registers may carry a name outside it."""
+
+    SGLANG = "sglang"
+
+
+_OWNED: dict[str, frozenset[str]] = {EngineName.SGLANG.value: SGLANG_OWNED_FLAGS}
+
+
+def declare(name: str, owned_flags: frozenset[str]) -> None:
+    """Make ``name`` a valid `engine:` whose fixed flags may not set ``owned_flags``."""
+    _OWNED[str(name)] = frozenset(owned_flags)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(sorted(_OWNED))
+
+
+def owned_flags(name: str) -> frozenset[str]:
+    """The flags the sweep sets for engine ``name``; KeyError for an engine nobody declared."""
+    return _OWNED[str(name)]

@@ -1,0 +1,272 @@
+"""The spec's search section: the ranges searched, the known-good configurations, SGLang's rules.
+
+A configuration is built with SGLang's own rules for the speculative values (``make_config``), and a
+known-good configuration is checked to be a point of the search space before any GPU is claimed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from orchestrator.config.adaptive import AdaptiveMode, launch_steps
+from orchestrator.config.draft_tree import draft_tokens_problem
+from orchestrator.config.fields import NUMERIC_FIELDS
+from orchestrator.errors import ErrorKind, SpecsweepError
+from orchestrator.records import ServerConfig
+
+# The numeric searched values (each a field of SearchSpace and KnownGood; tests check they match).
+SEARCHED_PARAMS: tuple[str, ...] = tuple(f.value for f in NUMERIC_FIELDS)
+
+
+class SpecError(SpecsweepError, ValueError):
+    """A spec (or a flag) that cannot be run. The message names the field and the fix. Still a
+    `ValueError`, as pydantic's validators and the callers that catch it expect."""
+
+    kind = ErrorKind.BAD_INPUT
+
+
+class SpecModel(BaseModel):
+    """Every spec section: unknown keys are errors, and a parsed spec never changes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FloatRange(SpecModel):
+    low: float
+    high: float
+    step: float | None = None
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FloatRange:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) is above high ({self.high}); swap them")
+        if self.step is not None and self.step <= 0:
+            raise ValueError(f"step must be above 0 (got {self.step}); leave it out for a continuous range")
+        return self
+
+
+class IntRange(SpecModel):
+    low: int
+    high: int
+    step: int = 1
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) is above high ({self.high}); swap them")
+        if self.step < 1:
+            raise ValueError("step must be at least 1")
+        return self
+
+
+class Choices(SpecModel):
+    choices: list[float] = Field(min_length=1)
+
+
+FloatDim = FloatRange | Choices
+IntDim = IntRange | Choices
+
+
+class SearchSpace(SpecModel):
+    """Ranges (`{low, high, step}`) or `{choices: [...]}` for each searched flag.
+
+    The three speculative values are searched together, as SGLang requires. With top-k 1 SGLang forces
+    draft tokens = steps + 1, so that value is derived rather than searched; with top-k > 1 draft tokens
+    is searched between steps + 1 and top-k * steps + 1 (the size of the draft tree), clipped to its range.
+    """
+
+    mem_fraction_static: FloatDim
+    cuda_graph_max_bs: IntDim
+    max_running_requests: IntDim
+    speculative_num_steps: IntDim
+    speculative_eagle_topk: IntDim
+    speculative_num_draft_tokens: IntDim
+    speculative_adaptive: list[AdaptiveMode] = Field(
+        default_factory=lambda: [AdaptiveMode.OFF],
+        min_length=1,
+        description="SGLang's runtime speculation policy (0.5.17+, top-k 1 only): off, default "
+        "(SGLang's tiers) and/or tiers (built from the trial's steps)",
+    )
+
+    @field_validator("speculative_adaptive", mode="before")
+    @classmethod
+    def _yaml_off(cls, modes: Any) -> Any:
+        # YAML reads a bare `off` as false: take it as the mode it was meant to be.
+        if isinstance(modes, list):
+            return [AdaptiveMode.OFF if m is False else m for m in modes]
+        return modes
+
+    @field_validator("mem_fraction_static")
+    @classmethod
+    def _fraction(cls, dim: FloatDim) -> FloatDim:
+        lo, hi = _dim_bounds(dim)
+        if not (lo > 0.0 and hi < 1.0):
+            raise ValueError(f"values must lie strictly between 0 and 1 (SGLang's range), got {lo}..{hi}")
+        return dim
+
+    @field_validator(*(f.value for f in NUMERIC_FIELDS if f.kind is int))
+    @classmethod
+    def _whole_positive(cls, dim: IntDim) -> IntDim:
+        lo, _ = _dim_bounds(dim)
+        if lo < 1:
+            given = (
+                f"choices {[_num(c) for c in dim.choices]}" if isinstance(dim, Choices) else f"low {_num(lo)}"
+            )
+            raise ValueError(f"values must be whole numbers of at least 1; {given} has {_num(lo)}")
+        if isinstance(dim, Choices) and any(float(c) != int(c) for c in dim.choices):
+            odd = [_num(c) for c in dim.choices if float(c) != int(c)]
+            raise ValueError(f"choices must be whole numbers; {odd} are not")
+        return dim
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SearchSpace:
+        steps_lo, _ = _dim_bounds(self.speculative_num_steps)
+        _, draft_hi = _dim_bounds(self.speculative_num_draft_tokens)
+        if draft_hi < steps_lo + 1 and _dim_bounds(self.speculative_eagle_topk)[1] > 1:
+            raise ValueError(
+                "speculative_num_draft_tokens: its largest value must be at least "
+                "speculative_num_steps + 1 (SGLang verifies steps + 1 tokens at least)"
+            )
+        return self
+
+
+def _dim_bounds(dim: FloatRange | IntRange | Choices) -> tuple[float, float]:
+    if isinstance(dim, Choices):
+        return min(dim.choices), max(dim.choices)
+    return dim.low, dim.high
+
+
+class KnownGood(SpecModel):
+    """A configuration known to work (from earlier runs or a colleague): tried first."""
+
+    mem_fraction_static: float = Field(gt=0, lt=1)
+    cuda_graph_max_bs: int = Field(ge=1)
+    max_running_requests: int = Field(ge=1)
+    speculative_num_steps: int = Field(ge=1)
+    speculative_eagle_topk: int = Field(ge=1)
+    speculative_num_draft_tokens: int | None = Field(default=None, ge=2)
+    speculative_adaptive: AdaptiveMode = AdaptiveMode.OFF
+
+    @field_validator("speculative_adaptive", mode="before")
+    @classmethod
+    def _yaml_off(cls, mode: Any) -> Any:
+        return AdaptiveMode.OFF if mode is False else mode  # YAML reads a bare `off` as false
+
+    def to_config(self) -> ServerConfig:
+        return make_config(
+            self.mem_fraction_static,
+            self.cuda_graph_max_bs,
+            self.max_running_requests,
+            self.speculative_num_steps,
+            self.speculative_eagle_topk,
+            self.speculative_num_draft_tokens,
+            self.speculative_adaptive,
+        )
+
+
+def make_config(
+    mem_fraction_static: float,
+    cuda_graph_max_bs: int,
+    max_running_requests: int,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_adaptive: AdaptiveMode = AdaptiveMode.OFF,
+) -> ServerConfig:
+    """Build a configuration applying SGLang's own rules to the speculative values (named, like every
+    field of `ServerConfig`, after SGLang's flags)."""
+    steps, topk, draft_tokens = speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens
+    adaptive = speculative_adaptive
+    if adaptive is not AdaptiveMode.OFF:
+        if steps is None or topk != 1:
+            raise SpecError("speculative_adaptive: SGLang supports it with speculative_eagle_topk 1 only")
+        steps = launch_steps(adaptive, steps)  # launched at the largest tier, as SGLang needs
+    if steps is not None:
+        if topk is None:
+            raise SpecError("speculative_eagle_topk: set it together with speculative_num_steps")
+        if topk == 1 or draft_tokens is None:
+            draft_tokens = steps + 1  # SGLang forces this for top-k 1 (with a warning)
+        if draft_tokens < 2:
+            raise SpecError("speculative_num_draft_tokens: must be at least 2")
+    return ServerConfig(
+        mem_fraction_static=round(float(mem_fraction_static), 4),
+        cuda_graph_max_bs=int(cuda_graph_max_bs),
+        max_running_requests=int(max_running_requests),
+        speculative_num_steps=steps,
+        speculative_eagle_topk=topk,
+        speculative_num_draft_tokens=draft_tokens,
+        speculative_adaptive=None if adaptive is AdaptiveMode.OFF else adaptive.value,
+    )
+
+
+def known_good_problems(known: KnownGood, space: SearchSpace, index: int) -> list[str]:
+    """Why a known-good configuration is not a point of the search space (empty when it is).
+
+    Optuna can only enqueue a point of the space, and a value SGLang would silently change (draft tokens
+    under top-k 1) would be measured as another configuration than the one the user wrote down.
+    """
+    where = f"known_good.{index}"
+    problems = []
+    for name in SEARCHED_PARAMS:
+        value = getattr(known, name)
+        if value is None:
+            continue
+        dim = getattr(space, name)
+        if name == "speculative_num_draft_tokens" and known.speculative_eagle_topk != 1:
+            continue  # checked against the draft tree below, which may be narrower than the range
+        why = _not_in_dim(value, dim) if name != "speculative_num_draft_tokens" else None
+        if why:
+            problems.append(f"{where}.{name}: {value} {why}; change it or widen search.{name}")
+    if known.speculative_adaptive not in space.speculative_adaptive:
+        problems.append(
+            f"{where}.speculative_adaptive: {known.speculative_adaptive.value} is not one of the searched "
+            f"modes {[m.value for m in space.speculative_adaptive]}; change it or widen "
+            "search.speculative_adaptive"
+        )
+    elif known.speculative_adaptive is not AdaptiveMode.OFF and known.speculative_eagle_topk != 1:
+        problems.append(
+            f"{where}.speculative_adaptive: SGLang runs adaptive speculation with top-k 1 only; "
+            "set speculative_eagle_topk to 1 or speculative_adaptive to off"
+        )
+    steps, topk, draft = (
+        known.speculative_num_steps,
+        known.speculative_eagle_topk,
+        known.speculative_num_draft_tokens,
+    )
+    if draft is not None and topk == 1 and draft != steps + 1:
+        problems.append(
+            f"{where}.speculative_num_draft_tokens: with speculative_eagle_topk 1 SGLang runs steps + 1 = "
+            f"{steps + 1} draft tokens, not {draft}; write {steps + 1} or leave it out"
+        )
+    elif draft is not None and topk > 1:
+        why = _not_in_dim(draft, space.speculative_num_draft_tokens)
+        outside = draft_tokens_problem(steps, topk, draft)
+        if outside:
+            problems.append(f"{where}.speculative_num_draft_tokens: {outside}")
+        elif why:
+            problems.append(
+                f"{where}.speculative_num_draft_tokens: {draft} {why}; change it or widen the search"
+            )
+    return problems
+
+
+def _not_in_dim(value: float, dim: FloatRange | IntRange | Choices) -> str | None:
+    if isinstance(dim, Choices):
+        if not any(abs(value - c) < 1e-9 for c in dim.choices):
+            return f"is not one of the searched choices {[_num(c) for c in dim.choices]}"
+        return None
+    if not dim.low - 1e-9 <= value <= dim.high + 1e-9:
+        return f"is outside the searched range {_num(dim.low)}..{_num(dim.high)}"
+    if dim.step:
+        k = (value - dim.low) / dim.step
+        if abs(k - round(k)) > 1e-6:
+            return f"is off the searched step grid ({_num(dim.low)} + n x step {_num(dim.step)})"
+    return None
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x

@@ -1,0 +1,44 @@
+"""A small finite space is exhausted long before the budget: the sweep stops asking.
+
+Before, once every configuration was measured the sampler's asks were answered from the record one by
+one until 20 x the budget had been repeated: a 12-configuration space with a budget of 40 asked 2335
+trials of Optuna (each ask of TPE reading every trial so far), a minute of the driver and a study full of
+repeats.
+"""
+
+from __future__ import annotations
+
+from optuna.storages import InMemoryStorage
+
+from benchmarks.driver import run_on_oracle
+from benchmarks.oracle import Oracle
+from benchmarks.spaces import CASES, case_spec
+from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.search.space import space_configs
+from orchestrator.driver.store.study import open_study
+from orchestrator.sim.profile import load_profile
+from orchestrator.spec.search import Choices
+from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep
+
+
+def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled() -> None:
+    bench = CASES["h200-llama8b"]
+    profile = load_profile(bench.name)
+    space = bench.space.model_copy(
+        update={
+            "mem_fraction_static": Choices(choices=[0.85]),
+            "cuda_graph_max_bs": Choices(choices=[32]),
+            "max_running_requests": Choices(choices=[16, 32]),
+            "speculative_num_steps": Choices(choices=[2, 3]),
+            "speculative_eagle_topk": Choices(choices=[1]),
+        }
+    )
+    spec = case_spec(bench, gpus=1).model_copy(update={"search": space})
+    assert len(space_configs(space)) == 4
+    study = open_study(spec, "exhausted", InMemoryStorage(), resume=False)
+    sweep = _sweep(spec, study, InProcessExecutor(Oracle(spec, profile)), n_trials=40)
+    sweep.journal.folder = None
+    run_on_oracle(sweep)
+    assert sweep.outcome.stop_reason is StopReason.SPACE_EXHAUSTED
+    # Each configuration asked once, plus the policy's relaunches: never hundreds of repeats.
+    assert len(study.trials) < 40, len(study.trials)
