@@ -90,7 +90,8 @@ def imports_of(module: str, path: Path) -> set[str]:
                 source = f"orchestrator.{source}" if source else "orchestrator"
             else:
                 source = node.module or ""
-            # `from orchestrator.config import adaptive` names a module; `from orchestrator.x import Y` a name in x
+            # `from orchestrator.config import adaptive` names a module; `from orchestrator.x import Y` a
+            # name in x
             # (stripped back to x below). A folder's `__init__` counts only where a name is taken from it.
             names = [f"{source}.{a.name}" for a in node.names]
         else:
