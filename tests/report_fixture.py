@@ -14,7 +14,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from orchestrator.config.codec import optuna_params
-from orchestrator.driver import observers as obs
+from orchestrator.driver.loop import observers as obs
 from orchestrator.driver.loop.settle import settle
 from orchestrator.driver.search.space import suggest_config
 from orchestrator.driver.store.study import tell
