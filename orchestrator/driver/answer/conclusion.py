@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
-from orchestrator.driver.answer.choose import Answer, answer_launches, baseline_launches, choose_answer
+from orchestrator.driver.answer.choose import Answer, Call, answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema import TEXT_LIMIT, Tag
@@ -60,12 +60,19 @@ def nospec_lines(best: BestFile) -> list[str]:
     v = best.verdict
     if best.nospec and v.gap is not None and v.noise is not None:
         runner = ", ".join(map(str, v.runner_up))
+        # A lead within the noise is still the faster server measured; the line says how sure it is.
+        close = v.call is Call.TOO_CLOSE
+        margin = (
+            f"within the {100 * v.noise:.1f} % noise alone opens: too close to call, and the faster one "
+            "measured; a second launch of each would tell them apart"
+            if close
+            else f"beyond the {100 * v.noise:.1f} % noise alone opens"
+        )
         return [
             f"speculation does not pay here: without it the server measured {best.median_tok_per_s:.1f} "
             f"tok/s, {100 * v.gap:.1f} % above the best speculative configuration (trial(s) {runner}, "
-            f"{v.runner_up_median or 0.0:.1f} tok/s; beyond the {100 * v.noise:.1f} % noise alone opens): "
-            f"serve without speculation (the command below has no speculative flag), or fix the draft and "
-            f"sweep again"
+            f"{v.runner_up_median or 0.0:.1f} tok/s; {margin}): serve without speculation (the command "
+            f"below has no speculative flag), or fix the draft and sweep again"
         ]
     if best.versus_nospec is None:
         return []
