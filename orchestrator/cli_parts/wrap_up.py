@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("orchestrator")  # the CLI's own logger, as `orchestrator.cli` names it
 
 
+def report_command(study_name: str, out: Path, tracking_uri: str, storage: str) -> str:
+    """The command that writes a study's report later, naming only what is not its default."""
+    parts = ["python -m orchestrator.report", study_name, "--out", str(out)]
+    if tracking_uri != f"sqlite:///{out / 'mlflow.db'}":
+        parts += ["--tracking-uri", tracking_uri]
+    if storage != f"sqlite:///{out / 'optuna.db'}":
+        parts += ["--storage", storage]
+    return " ".join(parts)
+
+
 def wrap_up(
     outcome: SweepOutcome,
     sweep: Sweep,
@@ -72,6 +82,11 @@ def wrap_up(
             print(f"report: {report_path}")
         except ReportError as err:
             print(f"warning: no report: {err}", file=sys.stderr)
+        except KeyboardInterrupt:
+            # Ctrl-C while the page is drawn (a large study's importances take seconds): skip it, and
+            # still close the parent run and write summary.json below; the results are all recorded.
+            again = report_command(study_name, study_dir.parent, tracking_uri, storage)
+            print(f"report skipped (interrupted): write it with `{again}`")
     except Exception as err:  # a plot must never cost the sweep its results
         log.exception("report failed: %s", err)
     if tracker.experiment_id:
