@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.driver.answer.confirm import candidates, measured
 from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime, StageTiming, calibrate, stage_timing
+from orchestrator.driver.answer.ranking import estimates
 from orchestrator.records import TrialRecord
 
 
@@ -69,6 +70,7 @@ class Group:
     numbers: tuple[int, ...]
     values: tuple[float, ...]
     nospec: bool = False  # the server without speculation
+    estimate: float | None = None  # what ranks it among the others (`answer.ranking`); None: its median
 
     @property
     def median(self) -> float:
@@ -104,6 +106,15 @@ def group_launches(launches: Sequence[Launch]) -> list[Group]:
     ]
     groups.sort(key=lambda g: (-g.median, -len(g.numbers), g.numbers[0]))
     return groups
+
+
+def rank_groups(groups: Sequence[Group], noise: Noise) -> list[Group]:
+    """The groups with their estimates (`answer.ranking`: each centre shrunk by the noise of its launches),
+    best estimate first; equal estimates: more launches first, then the earliest."""
+    values = estimates([g.values for g in groups], noise.relative_sd)
+    ranked = [replace(g, estimate=e) for g, e in zip(groups, values, strict=True)]
+    ranked.sort(key=lambda g: (-(g.estimate or 0.0), -len(g.numbers), g.numbers[0]))
+    return ranked
 
 
 class Call(StrEnum):
@@ -145,6 +156,7 @@ class Answer:
     # speculative answer stands (None when the answer is the baseline: its `verdict` is that comparison)
     versus_nospec: Verdict | None = None
     comparison: NospecComparison | None = None  # what that comparison used, for the per-level calls
+    estimate: float | None = None  # what ranked it first among the speculative ones (`answer.ranking`)
 
     def name(self) -> str:
         return Group(self.config, self.launches, self.values).name()
@@ -160,7 +172,8 @@ class NospecComparison:
 
 
 def choose_answer(launches: Sequence[Launch], baseline: Sequence[Launch] = ()) -> Answer | None:
-    """The speculative configuration with the best median and its verdict against the runner-up, unless
+    """The speculative configuration with the best estimate (its launches' centre, shrunk by their noise:
+    `answer.ranking`) and its verdict against the runner-up, unless
     the server without speculation (``baseline``'s launches) measured faster: then that server, with the
     verdict against the best speculative configuration. None without a speculative launch."""
     groups = group_launches(launches)
@@ -170,9 +183,16 @@ def choose_answer(launches: Sequence[Launch], baseline: Sequence[Launch] = ()) -
     # runner-up): a losing configuration whose stage never settled says nothing about theirs.
     contenders = {g.config for g in groups[:2]}
     noise = calibrate([g.values for g in groups], [x.timing for x in launches if x.config in contenders])
+    groups = rank_groups(groups, noise)
     best = groups[0]
     answer = Answer(
-        best.config, best.numbers, best.values, best.median, best.representative, judge(groups, noise)
+        best.config,
+        best.numbers,
+        best.values,
+        best.median,
+        best.representative,
+        judge(groups, noise),
+        estimate=best.estimate,
     )
     if not baseline:
         return answer
@@ -235,6 +255,12 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
     gap = best.median / runner.median - 1 if runner.median > 0 else float("inf")
     limit = noise.gap_noise(n, len(runner.numbers))
     call = Call.CLEARLY_AHEAD if gap > limit else Call.TOO_CLOSE
+    lead = f"{_percent(gap)} ahead of"
+    if gap < 0:  # ranked first on its estimate: the runner-up's higher median stands on fewer launches
+        lead = (
+            f"{_percent(-gap)} behind {runner.subject()} by median but ranked first, its figure the surer "
+            "of the two, the runner-up's pulled toward the rest by its fewer launches; the gap to"
+        )
     close = [
         g.numbers[0]
         for g in groups[1:]
@@ -243,7 +269,7 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
     # The figure is the threshold of this comparison (what noise alone opens between these two at 95 %,
     # with their launch counts), not the node's noise: it was once labelled so, and read as such.
     statement = (
-        f"{_counts(best, runner)}: {best.subject()} is {_percent(gap)} ahead of {runner.subject()}; noise "
+        f"{_counts(best, runner)}: {best.subject()} is {lead} {runner.subject()}; noise "
         f"alone opens gaps of up to {_percent(limit)} in this comparison ({noise.describe()}), so "
         f"{call.value}"
     )

@@ -269,10 +269,28 @@ class ProposalPolicy:
     ) -> Decision:
         verdict = answer.verdict
         trees = f"; the model rules out the {ruled_out} untried tree(s) left" if ruled_out else ""
-        if verdict.call is not Call.TOO_CLOSE:
-            return Decision(Action.STOP, why=f"the answer is known: {verdict.statement}{trees}")
         first_of = {r.number: r for r in records}
         counts = {g.numbers[0]: len(g.numbers) for g in groups}
+        if verdict.call is Call.CLEARLY_AHEAD and verdict.noise_source is NoiseSource.PRIOR:
+            # A lead called clear on the prior is clear on what nodes of this kind usually do, not on
+            # what this one did: the regime is read off the decode step, and a node that steps like GPU
+            # work can still move 7 % between launches. Stopping on it gave the budget back with answers
+            # 2-5 % short (a single launch each, the leader the luckiest of a dozen draws). So the leader
+            # and the runner-up are launched again until the study pools its own spread; on a node as
+            # steady as its prior that is two launches the confirmation would spend anyway.
+            pair = [answer.launches[0], *verdict.runner_up[:1]]
+            number = min(pair, key=lambda n: (counts.get(n, 1), n != answer.launches[0]))
+            if number in first_of:
+                return Decision(
+                    Action.PROPOSE,
+                    first_of[number].result.config,
+                    attrs={TrialAttr.CONFIRM_OF: number},
+                    why=f"measure the noise: trial {number}'s configuration again "
+                    f"({counts.get(number, 1) + 1} launches); the lead is clear on the prior alone: "
+                    f"{verdict.statement}",
+                )
+        if verdict.call is not Call.TOO_CLOSE:
+            return Decision(Action.STOP, why=f"the answer is known: {verdict.statement}{trees}")
 
         # Which of those within the noise to race: the model's ranking, which pools every launch of every
         # tree (the accept lengths are exact, only the rates are noisy), is steadier than a few medians.

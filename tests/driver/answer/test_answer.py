@@ -161,10 +161,10 @@ def test_the_answer_is_the_best_median_with_its_launches_and_median_launch() -> 
     assert two.median == pytest.approx(3634.25) and two.representative == 2
 
 
-def test_equal_medians_go_to_more_launches_then_to_the_earliest() -> None:
+def test_equal_estimates_go_to_more_launches_then_to_the_earliest() -> None:
     a, b, c = config(64), config(128), config(256)
-    answer = choose_answer(answer_launches([rec(3, a, 1000.0), rec(5, b, 990.0), rec(8, b, 1010.0)]))
-    assert answer is not None and answer.launches == (5, 8)  # median 1000 of two launches beats one
+    answer = choose_answer(answer_launches([rec(3, a, 1000.0), rec(5, b, 1000.0), rec(8, b, 1000.0)]))
+    assert answer is not None and answer.launches == (5, 8)  # 1000 of two launches beats 1000 of one
     answer = choose_answer(answer_launches([rec(4, c, 1000.0), rec(3, a, 1000.0)]))
     assert answer is not None and answer.launches == (3,)
 

@@ -16,6 +16,7 @@ from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import Call, Verdict, answer_launches, choose_answer
+from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.proposal.policy import CLOSE_ENOUGH, Action, ProposalPolicy
 from orchestrator.driver.store.trial_attrs import TrialAttr
@@ -135,3 +136,32 @@ def test_a_leader_clearly_ahead_stops_the_sweep_before_the_race_is_run_out(
     assert decision.action is Action.STOP, decision
     assert decision.why == f"the answer is known: {call.statement}"
     assert "as well as it matters" not in decision.why
+
+
+def test_a_lead_called_clear_on_the_noise_prior_alone_is_raced_until_the_study_measures_its_spread(
+    three_trees: tuple[SweepSpec, Sweep, list[TrialRecord]],
+) -> None:
+    """One launch of each tree: the leader's 6 % lead is clear against the GPU-bound prior (0.7 % launch to
+    launch), but a prior is what a node of this kind usually does, not what this one did: a node whose
+    launches move by 7 % would make that lead noise. So the sweep does not stop on it: it launches the
+    leader again, then the runner-up, until its own repeats give a spread; with that spread measured (and
+    as large as the overhead-bound one) the same lead is too close and the race goes on."""
+    spec, sweep, (leader, runner, third) = three_trees
+    policy = ProposalPolicy(spec, race_launches=3)
+    leader = again(leader, leader.number, 1.05)  # 6 % ahead: clear against 3.4 % of prior gap noise
+    records = [leader, runner, third]
+    call = verdict(records)
+    assert call.call is Call.CLEARLY_AHEAD and call.noise_source is NoiseSource.PRIOR
+    decision = policy.decide(records, [], sweep.memory_model)
+    assert decision.action is Action.PROPOSE, decision
+    assert decision.attrs == {TrialAttr.CONFIRM_OF: leader.number}
+    assert decision.why.startswith(f"measure the noise: trial {leader.number}'s configuration again")
+    records.append(again(leader, 3, 1.0))
+    decision = policy.decide(records, [], sweep.memory_model)
+    assert decision.action is Action.PROPOSE and decision.attrs == {TrialAttr.CONFIRM_OF: runner.number}
+    # The repeats measured 7 % launch to launch: the lead the prior called clear is too close now.
+    records = [leader, runner, third, again(leader, 3, 1.07), again(runner, 4, 0.93)]
+    call = verdict(records)
+    assert call.noise_source is NoiseSource.POOLED and call.call is Call.TOO_CLOSE
+    decision = policy.decide(records, [], sweep.memory_model)
+    assert decision.action is Action.PROPOSE and TrialAttr.CONFIRM_OF in decision.attrs
