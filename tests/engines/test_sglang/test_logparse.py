@@ -105,6 +105,8 @@ OUTCOMES = [
     # the Qwen3-32B shape's boundaries: three ran out of memory under load (Triton, torch, Triton), one served
     *[(f"0.5.17/qwen32b-serving/trials/{n:04d}", "server.log", True, S.UNDER_LOAD, K.OOM) for n in (0, 1, 2)],
     ("0.5.17/qwen32b-serving/trials/0003", "server.log", True, None, None),
+    # ... and below them: s4k4d16 at 0.96 and s4k4d8 at 0.97 served, as predicted before the launch
+    *[(f"0.5.17/qwen32b-serving-2/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1)],
     # the proposal policy's own sweep of trials/h200-8b.yaml on the H200 (test_policy_live_h200.py);
     # trial 2 (s4k2d8 at fraction 0.98) ran out of memory under load, in the draft's prefill extend
     *[(f"0.5.17/llama8b-live/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1, 3, 4, 5, 6, 7)],
