@@ -281,13 +281,10 @@ class ProposalPolicy:
             pair = [answer.launches[0], *verdict.runner_up[:1]]
             number = min(pair, key=lambda n: (counts.get(n, 1), n != answer.launches[0]))
             if number in first_of:
-                return Decision(
-                    Action.PROPOSE,
-                    first_of[number].result.config,
-                    attrs={TrialAttr.CONFIRM_OF: number},
-                    why=f"measure the noise: trial {number}'s configuration again "
-                    f"({counts.get(number, 1) + 1} launches); the lead is clear on the prior alone: "
-                    f"{verdict.statement}",
+                return _relaunch(
+                    first_of[number],
+                    f"measure the noise: trial {number}'s configuration again ({counts.get(number, 1) + 1} "
+                    f"launches); the lead is clear on the prior alone: {verdict.statement}",
                 )
         if verdict.call is not Call.TOO_CLOSE:
             return Decision(Action.STOP, why=f"the answer is known: {verdict.statement}{trees}")
@@ -317,9 +314,11 @@ class ProposalPolicy:
             # differ by less than this node's noise can show, so say so once, then go on racing (the
             # least-launched first) while the budget lasts: more launches are what separate them.
             log.info("still too close after %d launches each: %s", self.race_launches, verdict.statement)
-        return Decision(
-            Action.PROPOSE,
-            first_of[number].result.config,
-            attrs={TrialAttr.CONFIRM_OF: number},
-            why=f"race: trial {number}'s configuration again ({launches + 1} launches)",
+        return _relaunch(
+            first_of[number], f"race: trial {number}'s configuration again ({launches + 1} launches)"
         )
+
+
+def _relaunch(first: TrialRecord, why: str) -> Decision:
+    """Launch the configuration of ``first`` (a configuration's first launch) again, as its repeat."""
+    return Decision(Action.PROPOSE, first.result.config, attrs={TrialAttr.CONFIRM_OF: first.number}, why=why)
