@@ -186,6 +186,15 @@ class ModelShape:
             total += qkv + self._mlp(tp, 0)
         return total
 
+    def shared_embedding_gib(self, tp: int) -> float:
+        """What an EAGLE-3 draft frees once it shares the target's embedding (SGLang deletes its own:
+        ``LlamaForCausalLMEagle3.set_embed``), GiB on one GPU; 0 where it keeps it (a draft as wide as
+        its target only) or is no EAGLE-3 draft (an EAGLE-2 draft would free its head too: not modelled,
+        so not credited)."""
+        if not self.eagle3 or (self.target_hidden and self.target_hidden != self.hidden):
+            return 0.0
+        return self.vocab * self.hidden * min(self.dtype_bytes, 2.0) / tp / GIB
+
     def weights_gib(self, tp: int, first_load: bool) -> float:
         slack = FIRST_LOAD_SLACK_GIB if first_load and tp == 1 else 0.0
         return self.weight_bytes(tp) / GIB + slack

@@ -240,8 +240,8 @@ class _Serving:
                 + (
                     f"; {self.shift:+.2f} GiB left after start-up from the log)"
                     if self.shift
-                    else "; the prior's left after start-up, which a launch's --log raises: by 1.8 GiB on "
-                    "the H200's 8B shape)"
+                    else "; the prior's left after start-up, which a launch's --log raises: by 0.8-1.1 GiB "
+                    "on the H200's 8B shape, 1.5-1.7 on the 32B)"
                 ),
             ),
             ("serves", verdict),

@@ -53,7 +53,10 @@ def facts_from_profile(profile: SimProfile, tp: int) -> MemoryFacts:
             state_gib_per_bs=profile.graph_state_gib_per_bs,
             target_gib_per_token=profile.target_graph_gib_per_token,
             draft_gib_per_token=profile.draft_graph_gib_per_token,
+            # the simulator prices a draft decode step as one of its extend tokens (`sim.memory`)
+            draft_step_gib_per_token=profile.draft_graph_gib_per_token,
             gib_per_graph=profile.graph_gib_per_graph,
+            draft_gib_per_graph=profile.graph_gib_per_graph,
             target_prefill_gib=profile.target_prefill_graph_gib,
             draft_prefill_gib=profile.draft_prefill_graph_gib,
             prefill_min_free_gib=profile.prefill_graph_min_free_gib,

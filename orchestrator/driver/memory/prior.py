@@ -83,6 +83,11 @@ class MemoryFacts:
     dist_init_gib: float | None = None  # None: 0.09 at tp 1, 1.00 above
     before_kv_gib: float | None = None  # allocated between the weights and the KV profile; None: 0.10/tp
     pool_extra_gib: float | None = None  # allocated with the pools; None: 0.08 at tp 1, 0.19 above
+    # The draft's own embedding, freed after the pools when the draft takes the target's (SGLang's
+    # EAGLE-3 ``set_embed`` deletes it and empties the cache): free again before the captures. The
+    # H200 logs show it as free memory rising between the pools and the first capture (0.84 GB on the
+    # Llama-3-8B shape, 1.39 on the Qwen3-32B: the embedding less the attention set-up that comes first).
+    draft_shared_embed_gib: float = 0.0
     graphs: GraphCosts = field(default_factory=GraphCosts)  # the tiny model's (tests/fixtures/sglang/0.5.17)
     # How far inside the graph ceiling a launch must stay: the graph costs are the least certain figures
     # (fitted on a tiny model), so 0.25 GiB and 5 % of the need unless the figures are the node's own.
@@ -164,9 +169,18 @@ def capture_sizes(max_bs: int, speculative: bool, max_running: int) -> list[int]
     return sizes
 
 
-def _runner(g: GraphCosts, sizes: list[int], tokens_per_req: int, per_token: float) -> float:
+def _runner(
+    g: GraphCosts,
+    sizes: list[int],
+    tokens_per_req: int,
+    per_token: float,
+    per_graph: float,
+    per_size_token: float = 0.0,
+) -> float:
     max_bs = max(sizes)
-    return g.state_gib_per_bs * max_bs + per_token * max_bs * tokens_per_req + g.gib_per_graph * len(sizes)
+    largest = per_token * max_bs * tokens_per_req
+    every = per_size_token * sum(sizes) * tokens_per_req
+    return g.state_gib_per_bs * max_bs + largest + every + per_graph * len(sizes)
 
 
 def decode_graphs_gib(facts: MemoryFacts, config: ServerConfig) -> tuple[float, float]:
@@ -175,19 +189,21 @@ def decode_graphs_gib(facts: MemoryFacts, config: ServerConfig) -> tuple[float, 
     sizes = capture_sizes(config.cuda_graph_max_bs, config.speculative, config.max_running_requests)
     if not sizes:
         return 0.0, 0.0
-    target = _runner(g, sizes, config.speculative_num_draft_tokens or 1, g.target_gib_per_token)
+    tokens = config.speculative_num_draft_tokens or 1
+    target = _runner(g, sizes, tokens, g.target_gib_per_token, g.gib_per_graph, g.target_gib_per_size_token)
     if not config.speculative:
         return target, 0.0
     steps, topk = config.speculative_num_steps or 1, config.speculative_eagle_topk or 1
-    draft = _runner(g, sizes, config.speculative_num_draft_tokens or 1, g.draft_gib_per_token)
+    per_graph = g.draft_gib_per_graph
+    draft = _runner(g, sizes, tokens, g.draft_gib_per_token, per_graph)
     if steps > 1:
-        draft += _runner(g, sizes, topk, g.draft_gib_per_token * steps)
+        draft += _runner(g, sizes, topk, g.draft_step_gib_per_token * steps, per_graph)
     tiers = tiers_of(config)
     for s in candidate_steps(tiers) if tiers else ():
         if s != steps:  # each other adaptive tier builds its own draft graphs and state
-            draft += ADAPTIVE_TIER_STATE_GIB + _runner(g, sizes, s + 1, g.draft_gib_per_token)
+            draft += ADAPTIVE_TIER_STATE_GIB + _runner(g, sizes, s + 1, g.draft_gib_per_token, per_graph)
             if s > 1:
-                draft += _runner(g, sizes, topk, g.draft_gib_per_token * s)
+                draft += _runner(g, sizes, topk, g.draft_step_gib_per_token * s, per_graph)
     return target, draft
 
 
@@ -230,7 +246,10 @@ def _kv(facts: MemoryFacts, config: ServerConfig, f: float) -> tuple[float, floa
 def room_after_pools(facts: MemoryFacts, config: ServerConfig, f: float) -> float:
     """Free once the pools are allocated (up to 0.5.9: the target's pool only)."""
     _, rest, _, _ = _kv(facts, config, f)
-    return facts.pre_gib * (1 - f) - facts.pool_extra + min(rest, 0.0)
+    room = facts.pre_gib * (1 - f) - facts.pool_extra + min(rest, 0.0)
+    if config.speculative and facts.rule is VersionRule.BOTH_FIRST:
+        room += facts.draft_shared_embed_gib  # the draft loaded before the pools; its embedding goes now
+    return room
 
 
 def graphs_fit(facts: MemoryFacts, config: ServerConfig, f: float, margin_gib: float = 0.0) -> bool:
@@ -349,6 +368,7 @@ def facts_from_shapes(
         kv_cell_bytes=target.kv_bytes_per_token(tp, kv_dtype_bytes),
         draft_kv_cell_bytes=draft.kv_bytes_per_token(tp, kv_dtype_bytes) if draft else 0.0,
         rule=rule_for_version(sglang_version),
+        draft_shared_embed_gib=draft.shared_embedding_gib(tp) if draft else 0.0,
         graphs=graph_costs_for(target, draft, tp),
         serving=serving_costs_for(target, draft, tp),
         source=f"{target.path}" + (f" + {draft.path}" if draft else ""),
@@ -362,16 +382,18 @@ def without_prefill_graphs(facts: MemoryFacts) -> MemoryFacts:
 def with_graph_scale(facts: MemoryFacts, scale: float) -> MemoryFacts:
     """The same facts with every graph cost multiplied by ``scale`` (a launch's correction)."""
     g = facts.graphs
-    graphs = GraphCosts(
+    graphs = replace(
+        g,
         eager_setup_gib=g.eager_setup_gib * scale,
         eager_setup_gib_per_bs=g.eager_setup_gib_per_bs * scale,
         state_gib_per_bs=g.state_gib_per_bs * scale,
         target_gib_per_token=g.target_gib_per_token * scale,
+        target_gib_per_size_token=g.target_gib_per_size_token * scale,
         draft_gib_per_token=g.draft_gib_per_token * scale,
+        draft_step_gib_per_token=g.draft_step_gib_per_token * scale,
         gib_per_graph=g.gib_per_graph * scale,
+        draft_gib_per_graph=g.draft_gib_per_graph * scale,
         target_prefill_gib=g.target_prefill_gib * scale,
         draft_prefill_gib=g.draft_prefill_gib * scale,
-        prefill_min_free_gib=g.prefill_min_free_gib,
-        prefill_graphs=g.prefill_graphs,
     )
     return replace(facts, graphs=graphs)

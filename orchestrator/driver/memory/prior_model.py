@@ -28,8 +28,10 @@ from orchestrator.driver.memory.prior import (
     Estimate,
     MemoryFacts,
     VersionRule,
+    capture_sizes,
     estimate,
     left_after_start,
+    room_after_pools,
     with_graph_scale,
 )
 from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
@@ -151,34 +153,50 @@ class PriorMemoryModel(BoundedMemoryModel):
         late = 0.0
         if self.facts.rule is VersionRule.DRAFT_AFTER:
             late = (m.draft_weights_gb or 0.0) + (m.draft_kv_cache_gb or 0.0)
+        # What the captures had: the log's figure after the pools, plus the draft's embedding freed after
+        # it (the prior's room counts it, so the measured room must too).
+        room = (
+            m.avail_after_kv_gb
+            + room_after_pools(self.facts, config, 1.0)
+            - room_after_pools(replace(self.facts, draft_shared_embed_gib=0.0), config, 1.0)
+        )
         graph_oom = result.failure is not None and result.failure.stage in (
             FailureStage.TARGET_GRAPH_CAPTURE,
             FailureStage.DRAFT_GRAPH_CAPTURE,
         )
         if started(result) and m.avail_end_gb is not None:
-            ratio = (m.avail_after_kv_gb - m.avail_end_gb - late) / raw.graph_gb
-            if ratio <= 0:
-                # More free at the end than after the pools: the allocator gave back its cache before
-                # the captures (0.8 GiB on the H200's 8B shape), so these figures measure no graph.
-                return
-            self.graph_scale = ratio if self.graph_scale is None else max(self.graph_scale, ratio)
+            ratio = (room - m.avail_end_gb - late) / raw.graph_gb
+            # Only ever raised: a launch whose graphs took less than predicted (on the H200 shapes little
+            # of the set-up the tiny model fitted is spent: the server without speculation measures 0.3 of
+            # its prediction) says nothing of what a larger tree's graphs take per token, and scaling
+            # them down by it made the prior promise 0.3 GiB the 8B shape's s4k4d16 did not have. What it
+            # overestimated is taken in by `left_after_start`'s correction instead.
+            if ratio > 1.0:
+                self.graph_scale = max(self.graph_scale or 1.0, ratio)
         elif result.status is TrialStatus.OOM and graph_oom:
             # What was free was not enough: the graphs need more than that.
-            at_least = (m.avail_after_kv_gb - late + 0.01) / raw.graph_gb
+            at_least = (room - late + 0.01) / raw.graph_gb
             self.graph_scale = max(self.graph_scale or 1.0, at_least)
 
     # -- predicting ----------------------------------------------------------------------------------
 
     def left_after_start(self, config: ServerConfig) -> float | None:
         """GiB free once start-up is done: the prior's figure, moved by the least it erred by on any
-        launch that started here (it credits none of what the allocator gives back before the captures:
-        on the H200's 8B shape it predicts 1.8 GiB less than the logs show); None without facts."""
+        launch that started here with or without speculation as ``config`` is (it credits none of what
+        the allocator gives back before the captures: 0.5 GiB on the H200's shapes without speculation,
+        0.9-1.7 with, a figure per shape and kind whatever the tree); the other kind's launches when
+        none of its own started yet (the smaller correction: safe); None without facts."""
         facts = self.scaled_facts
         if facts is None:
             return None
         left = left_after_start(facts, config)
-        if self._started:
-            left += min(end - left_after_start(facts, ref) for ref, end in self._started)
+        same = [(ref, end) for ref, end in self._started if ref.speculative == config.speculative]
+        if refs := same or self._started:
+            per_bs, top = facts.graphs.credit_gib_per_bs, _largest_size(config)
+            left += min(
+                end - left_after_start(facts, ref) - per_bs * max(0, _largest_size(ref) - top)
+                for ref, end in refs
+            )
         return left
 
     def serving_peak(self, config: ServerConfig) -> ServingPeak | None:
@@ -266,7 +284,13 @@ class PriorMemoryModel(BoundedMemoryModel):
         facts = self.facts
         assert facts is not None
         margin = facts.graph_margin_gib + facts.graph_margin_rel * est.graph_gb
-        if est.graph_gb + margin > est.room_gb:
+        # What start-up leaves, by the prior (room - late - need) or as the launches here corrected it,
+        # whichever is less: a launch that left less than predicted narrows what fits; one that left more
+        # does not widen it (its correction holds whatever the prior missed on that launch, such as
+        # prefill graphs it did not capture, and the prior's own error is on the safe side).
+        corrected = self.left_after_start(config)
+        left = est.left_gb if corrected is None else min(est.left_gb, corrected)
+        if left < margin:
             stage = est.stage  # None: it fits, but not by the margin
             if stage is None:
                 spec = config.speculative
@@ -291,3 +315,9 @@ def from_prior(prediction: Prediction) -> bool:
     """Whether the prior (not a learned bound) refused the configuration: a known-good configuration
     is launched against the learned bounds (they may come from another node), not against the prior."""
     return prediction.from_prior
+
+
+def _largest_size(config: ServerConfig) -> int:
+    """The largest batch size a configuration captures graphs for (0: none)."""
+    sizes = capture_sizes(config.cuda_graph_max_bs, config.speculative, config.max_running_requests)
+    return max(sizes, default=0)

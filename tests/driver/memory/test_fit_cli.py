@@ -179,7 +179,7 @@ FIRST_LAUNCH = str(ROOT / "tests/fixtures/sglang/0.5.17/llama8b-live/trials/0000
 
 @pytest.mark.parametrize(
     ("tree", "rc", "peak", "ceiling"),
-    [(("1", "2", "2"), 0, "3.32", "0.982"), (("4", "2", "8"), 1, "3.59", "0.978")],
+    [(("1", "2", "2"), 0, "3.32", "0.983"), (("4", "2", "8"), 1, "3.59", "0.978")],
 )
 def test_the_serving_peak_and_the_largest_fraction_that_leaves_room_for_it(
     capsys: pytest.CaptureFixture[str], tree: tuple[str, str, str], rc: int, peak: str, ceiling: str
@@ -201,9 +201,12 @@ def test_without_a_log_the_serving_ceiling_comes_from_the_prior_s_conservative_l
     argv = [TARGET, "--draft", DRAFT, *UNDER_LOAD, "--steps", "1", "--topk", "2", "--draft-tokens", "2"]
     assert main([*argv, "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert out["fits"] is True and out["serves"] is False  # starts; 1.86 GiB predicted left, 3.32 needed
+    # starts; 2.84 GiB predicted left (3.73 on the GPU: the prior credits the draft's embedding freed
+    # before the captures, not the rest the allocator gives back), 3.32 needed
+    assert out["fits"] is True and out["serves"] is False
+    assert out["left_gb"] == pytest.approx(2.84, abs=0.01) and out["left_gb"] < 3.73
     assert out["serving_peak_gb"] == pytest.approx(3.32, abs=0.01)
-    assert out["serving_ceiling_fraction"] == pytest.approx(0.9695, abs=0.001)
+    assert out["serving_ceiling_fraction"] == pytest.approx(0.9763, abs=0.001)
     assert out["serving_ceiling_fraction"] < out["ceiling_fraction"]
 
 
