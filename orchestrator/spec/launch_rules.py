@@ -12,6 +12,11 @@
   ``target_hidden_size`` (3 layers' hidden states through ``fc``) and the target's embedding rows, which
   are ``hidden_size`` wide, so a draft trained for another target (another hidden size or another
   vocabulary) cannot load against this one.
+- A model folder is parsed as Mistral's native format (``params.json``, not config.json) when its path,
+  lowercased, holds ``mistral-large-3``, ``mistral-small-4`` or ``leanstral``, or both ``eagle`` and
+  ``mistral`` (``is_mistral_model`` in ``python/sglang/srt/utils/hf_transformers/mistral_utils.py``,
+  0.5.17: Mistral's EAGLE drafts ship in that format only). A Hugging Face-format folder under such a name
+  fails every launch with ``FileNotFoundError: File not found ..., params.json``.
 
 A shared leaf: it reads `ModelShape` (`footprint.shape`) and nothing above it, so the spec's checks, the
 memory command and the prior state the same rules.
@@ -99,4 +104,24 @@ def draft_mismatch(target: ModelShape, draft: ModelShape) -> str | None:
     return (
         "; ".join(problems)
         + ": the draft was trained for another model; use the EAGLE-3 draft made for this target"
+    )
+
+
+def _read_as_mistral_native(path: str) -> bool:
+    """SGLang's name heuristic for Mistral's native format (see the module's docstring)."""
+    lower = path.lower()
+    named = any(n in lower for n in ("mistral-large-3", "mistral-small-4", "leanstral"))
+    return named or ("eagle" in lower and "mistral" in lower)
+
+
+def format_by_name_problem(path: str, has_config: bool, has_params: bool) -> str | None:
+    """Why SGLang cannot read the model folder at ``path`` (None when it can): a Hugging Face-format
+    folder (config.json, no params.json) under a name SGLang reads as Mistral's native format."""
+    if not _read_as_mistral_native(path) or has_params or not has_config:
+        return None
+    return (
+        "SGLang reads a path holding both 'eagle' and 'mistral' (or a Mistral Large 3 / Small 4 name) as "
+        "Mistral's native format and looks for params.json, which this folder lacks (it has config.json): "
+        "every launch would fail with FileNotFoundError; give it a path without one of those words "
+        "(rename the folder, or link it under another name), or add the draft's params.json"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.footprint.shape import ModelShape, ShapeError, load_shape
-from orchestrator.spec.launch_rules import draft_mismatch, tp_refusal
+from orchestrator.spec.launch_rules import draft_mismatch, format_by_name_problem, tp_refusal
 
 
 def readable_shape(model_dir: str) -> ModelShape | None:
@@ -23,13 +23,27 @@ def readable_shape(model_dir: str) -> ModelShape | None:
         return None
 
 
+def _format_problems(model_path: str, draft_path: str) -> list[str]:
+    problems = []
+    for field, path in (("model.path", model_path), ("model.draft_path", draft_path)):
+        folder = Path(path)
+        if folder.is_dir():
+            why = format_by_name_problem(
+                str(folder), (folder / "config.json").is_file(), (folder / "params.json").is_file()
+            )
+            if why:
+                problems.append(f"{field}: {path}: {why}")
+    return problems
+
+
 def model_problems(model_path: str, draft_path: str, gpus: int) -> list[str]:
-    """One line per field SGLang would refuse: ``node.gpus`` (the tp size) and ``model.draft_path``."""
+    """One line per field SGLang would refuse: ``node.gpus`` (the tp size), ``model.draft_path`` and a
+    model folder whose name SGLang reads as another format."""
+    problems = _format_problems(model_path, draft_path)
     target = readable_shape(model_path)
     if target is None:
-        return []
+        return problems
     draft = readable_shape(draft_path)
-    problems = []
     why = tp_refusal([target, *([draft] if draft else [])], gpus)
     if why:
         problems.append(

@@ -79,3 +79,28 @@ def test_weights_bigger_than_the_gpus_are_refused_with_the_tp_that_holds_them(
     assert "node.gpus: 1: the weights alone (626.94 GiB per GPU at --tp-size 1, the target)" in err
     assert "no fraction fits" in err and "run on nodes of 8 GPUs (node.gpus: 8)" in err
     assert not (tmp_path / "runs").exists()
+
+
+MISTRAL_24B = ROOT / "trials" / "models" / "mistral-small-24b-shape"
+MISTRAL_24B_DRAFT = ROOT / "trials" / "models" / "mistral-small-24b-draft-shape"
+
+
+def test_a_draft_in_hugging_face_format_under_a_name_sglang_reads_as_mistral_s_own_format_is_refused(
+    tmp_path: Path,
+) -> None:
+    """SGLang (0.5.17, `is_mistral_model`) reads any draft path holding both "eagle" and "mistral" as
+    Mistral's native format (params.json): SpecForge's Mistral-Small-24B draft saved as
+    ``mistral-small-24b-eagle3-shape/config.json`` failed every speculative launch on the H200 with
+    ``FileNotFoundError: File not found ..., params.json``, after the baseline had held the GPU for minutes.
+    The spec names the field and the fix; the same folder under another name loads."""
+    named = tmp_path / "mistral-small-24b-eagle3"
+    named.mkdir()
+    (named / "config.json").write_text((MISTRAL_24B_DRAFT / "config.json").read_text())
+    with pytest.raises(SpecError) as err:
+        load_spec(real_spec(tmp_path, MISTRAL_24B, named, 1))
+    text = str(err.value)
+    assert f"model.draft_path: {named}:" in text and "params.json" in text
+    assert "a path without" in text
+    assert load_spec(real_spec(tmp_path, MISTRAL_24B, MISTRAL_24B_DRAFT, 1)).node.gpus == 1
+    (named / "params.json").write_text("{}")  # a draft in Mistral's own format is what SGLang expects there
+    assert load_spec(real_spec(tmp_path, MISTRAL_24B, named, 1)).node.gpus == 1
