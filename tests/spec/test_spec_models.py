@@ -104,3 +104,16 @@ def test_a_draft_in_hugging_face_format_under_a_name_sglang_reads_as_mistral_s_o
     assert load_spec(real_spec(tmp_path, MISTRAL_24B, MISTRAL_24B_DRAFT, 1)).node.gpus == 1
     (named / "params.json").write_text("{}")  # a draft in Mistral's own format is what SGLang expects there
     assert load_spec(real_spec(tmp_path, MISTRAL_24B, named, 1)).node.gpus == 1
+
+
+def test_the_rule_is_the_one_the_real_failure_showed() -> None:
+    """The H200 log of that launch: the draft path it was given holds both words, and SGLang looked for
+    params.json there; the rule refuses exactly that path in Hugging Face format."""
+    from orchestrator.spec.launch_rules import format_by_name_problem
+
+    log = (ROOT / "tests/fixtures/sglang/0.5.17" / "mistral24b-params-json" / "server.log").read_text()
+    draft = log.split("--speculative-draft-model-path ", 1)[1].split()[0]
+    assert f"FileNotFoundError: File not found {draft}, params.json" in log
+    assert format_by_name_problem(draft, has_config=True, has_params=False) is not None
+    assert format_by_name_problem(draft, has_config=True, has_params=True) is None
+    assert format_by_name_problem(str(MISTRAL_24B_DRAFT), has_config=True, has_params=False) is None

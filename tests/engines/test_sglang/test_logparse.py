@@ -111,6 +111,12 @@ OUTCOMES = [
     # trial 2 (s4k2d8 at fraction 0.98) ran out of memory under load, in the draft's prefill extend
     *[(f"0.5.17/llama8b-live/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1, 3, 4, 5, 6, 7)],
     ("0.5.17/llama8b-live/trials/0002", "server.log", True, S.UNDER_LOAD, K.OOM),
+    # the Mistral-Small-24B shape, never fitted on: its sweep (the baseline and three trees) and two
+    # boundaries at concurrency 32, every launch served (test_unseen_shape_h200.py)
+    *[(f"0.5.17/mistral24b-sweep/trials/{n:04d}", "server.log", True, None, None) for n in range(4)],
+    *[(f"0.5.17/mistral24b-serving/trials/{n:04d}", "server.log", True, None, None) for n in range(2)],
+    # its draft saved under a name SGLang reads as Mistral's native format: FileNotFoundError for params.json
+    ("0.5.17/mistral24b-params-json", "server.log", False, S.LAUNCH, K.CRASH),
 ]
 
 
