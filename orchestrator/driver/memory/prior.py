@@ -39,7 +39,7 @@ by the hidden size, the least certain constant here: launches correct it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 
 from orchestrator.config.adaptive import candidate_steps, tiers_of
@@ -246,10 +246,15 @@ def _kv(facts: MemoryFacts, config: ServerConfig, f: float) -> tuple[float, floa
 def room_after_pools(facts: MemoryFacts, config: ServerConfig, f: float) -> float:
     """Free once the pools are allocated (up to 0.5.9: the target's pool only)."""
     _, rest, _, _ = _kv(facts, config, f)
-    room = facts.pre_gib * (1 - f) - facts.pool_extra + min(rest, 0.0)
+    return facts.pre_gib * (1 - f) - facts.pool_extra + min(rest, 0.0) + embed_freed_gib(facts, config)
+
+
+def embed_freed_gib(facts: MemoryFacts, config: ServerConfig) -> float:
+    """The draft's own embedding, freed between the pools and the captures: loaded before the pools
+    (from 0.5.10), it goes once the draft takes the target's."""
     if config.speculative and facts.rule is VersionRule.BOTH_FIRST:
-        room += facts.draft_shared_embed_gib  # the draft loaded before the pools; its embedding goes now
-    return room
+        return facts.draft_shared_embed_gib
+    return 0.0
 
 
 def graphs_fit(facts: MemoryFacts, config: ServerConfig, f: float, margin_gib: float = 0.0) -> bool:
@@ -380,20 +385,11 @@ def without_prefill_graphs(facts: MemoryFacts) -> MemoryFacts:
 
 
 def with_graph_scale(facts: MemoryFacts, scale: float) -> MemoryFacts:
-    """The same facts with every graph cost multiplied by ``scale`` (a launch's correction)."""
+    """The same facts with every graph cost multiplied by ``scale`` (a launch's correction); the prefill
+    gate and the allocator's credit are no costs and stay."""
     g = facts.graphs
-    graphs = replace(
-        g,
-        eager_setup_gib=g.eager_setup_gib * scale,
-        eager_setup_gib_per_bs=g.eager_setup_gib_per_bs * scale,
-        state_gib_per_bs=g.state_gib_per_bs * scale,
-        target_gib_per_token=g.target_gib_per_token * scale,
-        target_gib_per_size_token=g.target_gib_per_size_token * scale,
-        draft_gib_per_token=g.draft_gib_per_token * scale,
-        draft_step_gib_per_token=g.draft_step_gib_per_token * scale,
-        gib_per_graph=g.gib_per_graph * scale,
-        draft_gib_per_graph=g.draft_gib_per_graph * scale,
-        target_prefill_gib=g.target_prefill_gib * scale,
-        draft_prefill_gib=g.draft_prefill_gib * scale,
-    )
-    return replace(facts, graphs=graphs)
+    scaled = {f.name: getattr(g, f.name) * scale for f in fields(g) if f.name not in _NOT_COSTS}
+    return replace(facts, graphs=replace(g, **scaled))
+
+
+_NOT_COSTS = frozenset({"prefill_min_free_gib", "prefill_graphs", "credit_gib_per_bs"})

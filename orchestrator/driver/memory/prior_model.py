@@ -29,9 +29,9 @@ from orchestrator.driver.memory.prior import (
     MemoryFacts,
     VersionRule,
     capture_sizes,
+    embed_freed_gib,
     estimate,
     left_after_start,
-    room_after_pools,
     with_graph_scale,
 )
 from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
@@ -155,11 +155,7 @@ class PriorMemoryModel(BoundedMemoryModel):
             late = (m.draft_weights_gb or 0.0) + (m.draft_kv_cache_gb or 0.0)
         # What the captures had: the log's figure after the pools, plus the draft's embedding freed after
         # it (the prior's room counts it, so the measured room must too).
-        room = (
-            m.avail_after_kv_gb
-            + room_after_pools(self.facts, config, 1.0)
-            - room_after_pools(replace(self.facts, draft_shared_embed_gib=0.0), config, 1.0)
-        )
+        room = m.avail_after_kv_gb + embed_freed_gib(self.facts, config)
         graph_oom = result.failure is not None and result.failure.stage in (
             FailureStage.TARGET_GRAPH_CAPTURE,
             FailureStage.DRAFT_GRAPH_CAPTURE,

@@ -25,7 +25,7 @@ What it proposes, in order (each call, from the records):
    otherwise the tree with the largest expected gain over the leader.
    A space of fewer trees than the model needs (`MIN_TREES`) has no fit: once each tree is launched, the
    leader's tree is launched at the memory flags that cover the workload's highest concurrency, the
-   farthest from those tried first, before the sampler is asked (`_flags`).
+   farthest from those tried first, before the sampler is asked (`memory_flags`).
 4. **Around the leader**: the adaptive-speculation modes the space searches, on the leader's tree; wider
    memory flags only when the leader's stages show a throttle (retractions, or no gain from the last level).
 5. **Race**: while the leader is too close to call against a configuration (`answer.judge`, with the
@@ -55,6 +55,7 @@ from orchestrator.driver.answer.choose import (
 )
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.memory.learned import MemoryModel
+from orchestrator.driver.proposal.memory_flags import covering_flags
 from orchestrator.driver.proposal.prospects import predict_prospects, spread, stage_samples
 from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, fit
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
@@ -74,9 +75,6 @@ RACE_TOP = 2
 # it does not rule out) until the fit is good enough or no tree is left.
 TRUSTED_ERROR = 0.04
 THROTTLE_GAIN = 0.02
-# The memory flags of a space with fewer trees than the model needs (`ProposalPolicy._flags`): a
-# continuous fraction range is searched at its ends and its middle, not on its whole grid.
-MAX_FLAG_FRACTIONS = 5
 # A race still too close once its noise is below this is over: what is left apart is less than the 2 %
 # a user can tell, so more launches buy nothing (on a GPU-bound node that is after 2-3 launches each).
 CLOSE_ENOUGH = 0.02  # the top level must beat the one below by this much, else the flags may throttle it
@@ -182,10 +180,14 @@ class ProposalPolicy:
             if len({s.tree for s in samples}) < MIN_TREES:
                 # A space of fewer trees than the model needs: the memory flags are what is left to
                 # search, and the sampler's start-up would spend half its launches on flags that throttle
-                # the workload (see `_flags`).
+                # the workload (see `memory_flags`).
                 leader = self._leader_record(records, answer)
-                flags = self._flags(leader, launched, model) if leader is not None else None
-                return flags or Decision(Action.PASS)
+                flags = (
+                    covering_flags(self.spec, self.structure, leader.result.config, launched, model)
+                    if leader is not None
+                    else None
+                )
+                return Decision(Action.PROPOSE, flags[0], why=flags[1]) if flags else Decision(Action.PASS)
             fitted = ([], fit(samples), math.inf)
         prospects, spec_model, error = fitted
         alive = [p for p in prospects if p.upper() > best]
@@ -261,72 +263,6 @@ class ProposalPolicy:
                 )
         return None
 
-    def _flags(
-        self, leader: TrialRecord, launched: Collection[ServerConfig], model: MemoryModel
-    ) -> Decision | None:
-        """The leader's tree at the next memory flags that cover the workload's highest concurrency (graph
-        bs and max running at or above it: below it they throttle the server, the structure's own rule),
-        at a fraction the memory model does not rule out, farthest from the flags this tree was launched
-        with. A graph bs above max running is the server of graph bs = max running (SGLang captures
-        graphs up to it), so only one of those is launched. None when every such configuration is
-        launched: the sampler proposes.
-
-        On the H200 grid (one tree, trials/h200-8b-grid.yaml) the sampler's random start-up launched a
-        throttled cell (43-62 % slower) with half of the search's launches, and the best cell in 1 of 20
-        seeds; the six cells that cover concurrency 32 lie within 1.4 % of each other, which the
-        structure's rule (the smallest covering graph bs, the highest fraction that fits) cannot rank."""
-        config = leader.result.config
-        tree = DraftTree.of(config)
-        if tree is None:
-            return None
-        top = max(self.spec.workload.concurrency)
-        graphs = _covering_values(dim_values(self.spec.search.cuda_graph_max_bs, integer=True), top)
-        running = _covering_values(dim_values(self.spec.search.max_running_requests, integer=True), top)
-        fractions = list(self.structure.fractions)
-        if len(fractions) > MAX_FLAG_FRACTIONS:  # a continuous range: its ends and its middle
-            fractions = [fractions[0], fractions[len(fractions) // 2], fractions[-1]]
-        servers: set[tuple[float, int, int]] = set()
-        options: list[ServerConfig] = []
-        for r in running:
-            for g in graphs:
-                for f in fractions:
-                    server = (f, min(g, r), r)
-                    if server in servers:
-                        continue
-                    servers.add(server)
-                    variant = make_config(f, g, r, tree.steps, tree.topk, tree.draft_tokens)
-                    if variant not in launched and not model.predict(variant).skip:
-                        options.append(variant)
-        if not options:
-            return None
-        ends = (fractions[0], fractions[-1]), (graphs[0], graphs[-1]), (running[0], running[-1])
-
-        def coords(c: ServerConfig) -> tuple[float, float, float]:
-            def scaled(v: float, lo: float, hi: float, log: bool) -> float:
-                if hi <= lo:
-                    return 0.0
-                return math.log2(v / lo) / math.log2(hi / lo) if log else (v - lo) / (hi - lo)
-
-            (f0, f1), (g0, g1), (r0, r1) = ends
-            return (
-                scaled(c.mem_fraction_static, f0, f1, False),
-                scaled(min(c.cuda_graph_max_bs, c.max_running_requests), g0, g1, True),
-                scaled(c.max_running_requests, r0, r1, True),
-            )
-
-        same_tree = [coords(c) for c in launched if DraftTree.of(c) == tree and not c.speculative_adaptive]
-
-        def distance(c: ServerConfig) -> float:
-            return min((math.dist(coords(c), o) for o in same_tree), default=math.inf)
-
-        # farthest first; a tie to the higher fraction, then the smaller graphs (the structure's preference)
-        pick = max(options, key=lambda c: (distance(c), c.mem_fraction_static, -c.cuda_graph_max_bs))
-        why = (
-            f"memory flags: {pick.label()}, one of {len(options)} untried that cover concurrency {top} "
-            f"(the space holds fewer trees than the model needs)"
-        )
-        return Decision(Action.PROPOSE, pick, why=why)
-
     @staticmethod
     def _throttled(leader: TrialRecord) -> bool:
         stages = sorted((s for s in leader.result.stages if s.completed > 0), key=lambda s: s.concurrency)
@@ -394,12 +330,6 @@ class ProposalPolicy:
         return _relaunch(
             first_of[number], f"race: trial {number}'s configuration again ({launches + 1} launches)"
         )
-
-
-def _covering_values(values: Sequence[float], need: int) -> list[int]:
-    """The searched values at or above ``need``, ascending; the largest alone when none is."""
-    above = sorted(int(v) for v in values if v >= need)
-    return above or [int(max(values))]
 
 
 def _relaunch(first: TrialRecord, why: str) -> Decision:

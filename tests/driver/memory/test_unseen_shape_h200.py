@@ -28,13 +28,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import TypeAdapter
-
 from orchestrator.driver.answer.choose import answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.prior import decode_graphs_gib, estimate
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
+from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.records import FailureKind, TrialRecord, TrialStatus
 from orchestrator.spec.sweep_spec import load_spec
@@ -43,12 +42,11 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
 SWEEP, SERVING = FIXTURES / "mistral24b-sweep", FIXTURES / "mistral24b-serving"
 SPEC = ROOT / "trials" / "h200-24b.yaml"
-_RECORD = TypeAdapter(TrialRecord)
 
 
 def _records(folder: Path) -> list[TrialRecord]:
-    paths = sorted((folder / "records").glob("*.json"))
-    return [_RECORD.validate_python(json.loads(p.read_text())) for p in paths]
+    """Every record of a study folder, read as `--resume` reads them (the driver's journal)."""
+    return Journal(folder / "records").read(int(p.stem) for p in (folder / "records").glob("*.json"))
 
 
 def _model() -> PriorMemoryModel:
