@@ -102,10 +102,18 @@ def best_section(best: BestConfig | None) -> str:
             low, high = best.verdict.ci95
             facts.append(("95 % interval of the median (tok/s)", f"{_num(low)} to {_num(high)}"))
     if best.nospec:
+        call = best.verdict.call if best.verdict is not None else Call.CLEARLY_AHEAD
+        why = {
+            Call.CLEARLY_AHEAD: "the server without speculation leads the best speculative configuration "
+            "beyond the noise",
+            Call.TOO_CLOSE: "the server without speculation leads the best speculative configuration within "
+            "the noise: the faster one measured, too close to call",
+            Call.ALONE: "no speculative configuration completed a benchmark that can be recommended (see the "
+            "trials below)",
+        }[call]
         verdict = (
-            '<p class="note" id="nospec"><strong>Serve without speculation:</strong> the server without '
-            "speculation leads the best speculative configuration beyond the noise; its launch command has "
-            "no speculative flag.</p>\n" + verdict
+            f'<p class="note" id="nospec"><strong>Serve without speculation:</strong> {why}; its launch '
+            "command has no speculative flag.</p>\n" + verdict
         )
     elif best.versus_nospec is not None:
         verdict += (

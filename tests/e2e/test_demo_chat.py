@@ -9,6 +9,8 @@ import yaml
 from e2ehelp import sweep
 from mlflow.tracking import MlflowClient
 
+from orchestrator.driver.answer.best_file import BestFile
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,7 +52,11 @@ def test_chat_demo_records_traffic_and_refuses_to_recommend_a_lossy_draft(tmp_pa
     assert all(r.data.metrics["adaptive_switches"] > 0 for r in adaptive)
     assert all("adaptive_switches" not in r.data.metrics for r in speculative if r not in adaptive)
 
-    # Every draft was lossy: nothing is recommended (the baseline is a reference, never the answer).
+    # Every draft was lossy: no speculative configuration is recommended; the answer is the server
+    # without speculation, measured, with a command that has no speculative flag.
     assert "no speculative configuration passed the lossless check" in proc.stdout
-    assert not (out / "demo-chat" / "best.json").exists()
+    assert "best: serve without speculation: trial 0" in proc.stdout
+    best = BestFile.read(out / "demo-chat")
+    assert best is not None and best.nospec and best.launches == [0]
+    assert not any(arg.startswith("--speculative") for arg in best.command)
     assert "Lossy speculation" in (out / "demo-chat" / "report.html").read_text()

@@ -201,6 +201,31 @@ def test_the_best_section_states_the_answer_and_the_verdict_of_best_json(
     assert "interval" not in html_text  # none from a prior
 
 
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (Call.CLEARLY_AHEAD, "leads the best speculative configuration beyond the noise"),
+        (Call.TOO_CLOSE, "leads the best speculative configuration within the noise"),
+        (Call.ALONE, "no speculative configuration completed"),
+    ],
+)
+def test_the_no_speculation_note_says_why_by_its_verdict(
+    rows: list[RunReadBack], call: Call, says: str
+) -> None:
+    # The note once said "beyond the noise" of every answer without speculation, a lead too close to call
+    # and a baseline with nothing to compare against included.
+    from orchestrator.report.sections import best_section
+
+    verdict = Verdict(
+        call=call, statement="...", noise_source=NoiseSource.PRIOR, regime=Regime.GPU_BOUND, launch_sd=0.01
+    )
+    best = report.data.BestConfig(
+        rows[0], "python -m sglang.launch_server", "", (), verdict=verdict, nospec=True
+    )
+    note = re.search(r'<p class="note" id="nospec">(.*?)</p>', best_section(best))
+    assert note is not None and says in note.group(1)
+
+
 def test_importances_cover_the_conditional_speculative_values(store: Store) -> None:
     trials = optuna.load_study(study_name=STUDY, storage=store.storage).get_trials()
     result = importances_of(trials)
@@ -276,10 +301,10 @@ def _answer_line(rows: list[RunReadBack]) -> tuple[list[int], list[float]]:
 
 
 def test_history_best_so_far_line(rows: list[RunReadBack]) -> None:
-    # From trial 1 on (trial 0, the baseline, is alone: no speculative configuration to answer with yet)
+    # From trial 0 on: the baseline (1000 tok/s) is the answer until a speculative configuration completes
     assert _answer_line(rows) == (
-        [1, 2, 3, 4, 5, 6, 7],
-        [1800.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0],
+        [0, 1, 2, 3, 4, 5, 6, 7],
+        [1000.0, 1800.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0, 2100.0],
     )
 
 

@@ -175,10 +175,11 @@ def choose_answer(launches: Sequence[Launch], baseline: Sequence[Launch] = ()) -
     """The speculative configuration with the best estimate (its launches' centre, shrunk by their noise:
     `answer.ranking`) and its verdict against the runner-up, unless
     the server without speculation (``baseline``'s launches) measured faster: then that server, with the
-    verdict against the best speculative configuration. None without a speculative launch."""
+    verdict against the best speculative configuration. With no speculative launch measured, the server
+    without speculation is the answer when it was measured (`_baseline_alone`); None when nothing was."""
     groups = group_launches(launches)
     if not groups:
-        return None
+        return _baseline_alone(baseline)
     # The regime and a ramp-up are read off the launches the verdict decides between (the leader and the
     # runner-up): a losing configuration whose stage never settled says nothing about theirs.
     contenders = {g.config for g in groups[:2]}
@@ -220,6 +221,26 @@ def choose_answer(launches: Sequence[Launch], baseline: Sequence[Launch] = ()) -
     return replace(answer, versus_nospec=judge([best, base], noise), comparison=comparison)
 
 
+def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
+    """The server without speculation when no speculative configuration was measured: the fastest way
+    to serve that the sweep knows of. A sweep's first launch is the baseline, so where speculation never
+    pays the answer is right from that launch on; and a sweep whose every speculative launch failed, or
+    changed the greedy output, still hands the user a measured command (with no speculative flag)."""
+    if not baseline:
+        return None
+    base = replace(group_launches(baseline)[0], nospec=True)
+    noise = calibrate([base.values], [x.timing for x in baseline])
+    return Answer(
+        base.config,
+        base.numbers,
+        base.values,
+        base.median,
+        base.representative,
+        judge([base], noise),
+        nospec=True,
+    )
+
+
 def _percent(x: float) -> str:
     return f"{100 * x:.1f} %"
 
@@ -242,10 +263,11 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
     if ci is not None:
         own = f"{own or best.name() + f': {best.median:.1f} tok/s'}, 95 % interval {ci[0]:.1f}-{ci[1]:.1f}"
     if len(groups) == 1:
-        head = own or f"{best.name()}: {best.median:.1f} tok/s"
+        head = own or f"{best.subject() if best.nospec else best.name()}: {best.median:.1f} tok/s"
+        other = "speculative" if best.nospec else "other"
         return Verdict(
             call=Call.ALONE,
-            statement=f"{head}; no other configuration completed, so there is nothing to compare it with",
+            statement=f"{head}; no {other} configuration completed, so there is nothing to compare it with",
             noise_source=noise.source,
             regime=noise.regime,
             launch_sd=noise.relative_sd,

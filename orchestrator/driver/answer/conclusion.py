@@ -54,10 +54,21 @@ def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) ->
     return choose_answer(answer_launches(records, lossy), baseline_launches(records))
 
 
-def nospec_lines(best: BestFile) -> list[str]:
+def nospec_lines(best: BestFile, lossy: int = 0) -> list[str]:
     """What the comparison with the server without speculation says, when there was one: the answer is
-    that server (its verdict is the comparison), or the speculative answer stands against it."""
+    that server (its verdict is the comparison), or the speculative answer stands against it. With no
+    speculative configuration to compare with (``lossy``: how many changed the greedy output), why."""
     v = best.verdict
+    if best.nospec and v.call is Call.ALONE:
+        why = (
+            f"no speculative configuration passed the lossless check ({lossy} lossy)"
+            if lossy
+            else "no speculative configuration completed (the reasons are above, the server logs in MLflow)"
+        )
+        return [
+            f"{why}: serve without speculation (the command below has no speculative flag) until the draft "
+            "or the configuration is fixed, then sweep again"
+        ]
     if best.nospec and v.gap is not None and v.noise is not None:
         runner = ", ".join(map(str, v.runner_up))
         # A lead within the noise is still the faster server measured; the line says how sure it is.
@@ -123,7 +134,7 @@ def conclude(
     representative = next(r for r in records if r.number == best.trial)
     lines = (
         f"\n{best.headline()}",
-        *nospec_lines(best),
+        *nospec_lines(best, len(lossy)),
         f"confidence: {best.verdict.statement}",
         render_levels(best),
         f"SGLang launch command (also in {study_dir / BEST_COMMAND}):",

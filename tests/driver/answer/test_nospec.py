@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, answer_launches, baseline_launches, choose_answer
-from orchestrator.driver.answer.conclusion import nospec_lines
+from orchestrator.driver.answer.conclusion import conclude, nospec_lines
 from orchestrator.driver.answer.summary import write_best
+from orchestrator.mlflow_schema import Tag
+from orchestrator.records import TrialStatus
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import load_spec
 from tests.driver.answer.test_answer import config, h200_8b, rec
@@ -64,3 +67,36 @@ def test_the_console_says_a_lead_within_the_noise_is_too_close_and_how_to_tell(t
     assert answer is not None
     best, _ = write_best(answer, far, load_spec(DEMO), tmp_path)
     assert "beyond the" in nospec_lines(best)[0]
+
+
+def test_with_only_the_baseline_measured_the_answer_is_the_server_without_speculation() -> None:
+    # The first launch of a sweep is the baseline; on a shape where speculation never pays (the H200's
+    # dummy drafts, a weak draft under heavy load) it is the optimum. Answering nothing until a
+    # speculative launch completes made the answer right only from the second launch on, and a sweep
+    # whose every speculative launch failed gave the user no command at all.
+    records = [rec(0, BASE, 1977.6, baseline=True), rec(1, config(64), None, status=TrialStatus.OOM)]
+    answer = choose_answer(answer_launches(records), baseline_launches(records))
+    assert answer is not None and answer.nospec and answer.launches == (0,) and answer.median == 1977.6
+    assert answer.config == BASE.label() and answer.comparison is None and answer.versus_nospec is None
+    v = answer.verdict
+    assert v.call is Call.ALONE and v.runner_up == [] and v.gap is None
+    assert v.statement.startswith("the server without speculation (trial 0): 1977.6 tok/s; no speculative")
+    # Nothing measured at all is still no answer.
+    assert choose_answer(answer_launches(records[1:]), baseline_launches(records[1:])) is None
+
+
+def test_the_console_and_best_json_say_why_the_baseline_stands_alone(tmp_path: Path) -> None:
+    spec = load_spec(DEMO)
+    records = [rec(0, BASE, 1977.6, baseline=True), rec(1, config(64), None, status=TrialStatus.FAILED)]
+    concluded = conclude(records, spec, tmp_path)
+    best = BestFile.read(tmp_path)
+    assert best is not None and best == concluded.best and best.nospec and best.launches == [0]
+    assert not any(a.startswith("--speculative") for a in best.command)
+    assert concluded.lines[0] == f"\nbest: serve without speculation: trial 0, 1977.6 tok/s, {BASE.label()}"
+    assert concluded.lines[1].startswith("no speculative configuration completed")
+    assert "serve without speculation" in concluded.lines[1]
+    assert concluded.parent_tags()[Tag.ANSWER_SPECULATION.value] == "off"
+    # Every speculative launch lossy: the same answer, and the line says the draft changed the output.
+    lossy = conclude([*records[:1], rec(2, config(64), 2500.0)], spec, tmp_path, lossy={2})
+    assert lossy.best is not None and lossy.best.nospec and lossy.best.launches == [0]
+    assert "passed the lossless check (1 lossy)" in lossy.lines[1]

@@ -20,7 +20,7 @@ from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep, c
 from tests.driver.store.test_study_guard import DEMO, make_study, storage_url
 
 
-def test_the_baseline_is_neither_counted_nor_best(
+def test_the_baseline_is_not_counted_and_is_best_only_as_no_speculation(
     oracle: Oracle,  # noqa: F811
     configs: dict[str, ServerConfig],  # noqa: F811
     tmp_path: Path,
@@ -38,9 +38,11 @@ def test_the_baseline_is_neither_counted_nor_best(
     assert baseline.result.output_tok_per_s  # it ran, and was the fastest trial
     progress = sweep.outcome.progress
     assert progress.done == launched_count(study) == 1
-    assert progress.best_number != baseline.number and progress.best_tok_s is None
+    # With no speculative launch measured the answer is the server without speculation, and the line
+    # says so: never a bare "trial 0" read as a speculative configuration.
+    assert progress.best_number == baseline.number and progress.best_name == "trial 0, no speculation"
     line = ProgressPrinter(1, tty=True, write=lambda _: None).live_line(progress)
-    assert "[1/1 done" in line and "best -" in line
+    assert "[1/1 done" in line and "(trial 0, no speculation)" in line
 
     resumed = _sweep(
         spec, open_study(spec, "progress", study._storage, resume=True), InProcessExecutor(oracle), 1
