@@ -13,7 +13,8 @@ a verify; tests/fixtures/sglang/0.5.17/llama8b-live and llama8b-h200). Per GPU, 
   tokens, each holding its MLP activations (``gate_up`` and its activated half, ``3 x intermediate / tp``
   entries), the hidden state and residual (``2 x hidden``) and, under EAGLE-3, the three auxiliary hidden
   states the draft reads (``3 x hidden``), in the model's dtype; and the draft's own MLP activations as
-  it extends over the same tokens (``3 x draft intermediate / tp``). The OOM above asked for exactly one
+  it extends over the same tokens (``3 x draft intermediate / tp``). These two draft terms only for a
+  speculative server: the baseline holds neither. The OOM above asked for exactly one
   such activation: 6400 prompt tokens x 14336 x 2 bytes = 175 MiB, rounded to the allocator's 2 MiB; the
   Qwen3-32B shape's launch at 0.97 (s4k4d16, tests/fixtures/sglang/0.5.17/qwen32b-serving) asked 400 MiB
   in its draft's MLP, 8192 tokens x 25600 x 2 bytes. Before the draft's term the prediction had that
@@ -73,6 +74,10 @@ class ServingCosts:
     draft_bytes_per_token: float  # a draft step's token (batch x top-k)
     runtime_gib: float = RUNTIME_GIB
     fragmentation_gib: float = FRAGMENTATION_GIB
+    # What speculation adds to a prompt token: EAGLE-3's auxiliary hidden states and the draft's MLP as it
+    # extends. A server without speculation holds neither: charged them, the Mistral-Small-24B shape's
+    # baseline at 0.97 was predicted 1.73 GiB short where it served (mistral24b-boundary).
+    draft_prefill_bytes_per_token: float = 0.0
     summed: bool = True  # False: only the largest forward counts (a simulated node's rule)
     source: str = ""
 
@@ -81,17 +86,19 @@ def serving_costs_for(target: ModelShape, draft: ModelShape | None, tp: int) -> 
     """The costs from both models' config.json shapes, at tp."""
     intermediate = max(target.intermediate, target.moe_intermediate)
     prefill = target.dtype_bytes * (3 * intermediate / tp + 2 * target.hidden)
+    draft_prefill = 0.0
     if draft is not None and draft.eagle3:
-        prefill += target.dtype_bytes * 3 * target.hidden
+        draft_prefill += target.dtype_bytes * 3 * target.hidden
     if draft is not None:
         # The draft extends over the same prompt tokens with its own MLP: the Qwen3-32B shape's draft
         # (intermediate 25600) ran out asking 400 MiB there, 8192 tokens x 25600 x bf16, exactly.
-        prefill += draft.dtype_bytes * 3 * max(draft.intermediate, draft.moe_intermediate) / tp
+        draft_prefill += draft.dtype_bytes * 3 * max(draft.intermediate, draft.moe_intermediate) / tp
     d = draft or target
     return ServingCosts(
         prefill_bytes_per_token=prefill,
         verify_bytes_per_token=4.0 * target.vocab * (1 + SAMPLING_COPIES),
         draft_bytes_per_token=4.0 * (d.draft_vocab or d.vocab) * (1 + DRAFT_COPIES),
+        draft_prefill_bytes_per_token=draft_prefill,
         source="config.json",
     )
 
@@ -164,10 +171,13 @@ def serving_peak(costs: ServingCosts, config: ServerConfig, load: ServingLoad) -
     per_request = (config.speculative_num_draft_tokens or 1) if config.speculative else 1
     verify_tokens = running * per_request
     draft_tokens = running * (config.speculative_eagle_topk or 1) if config.speculative else 0
-    prefill = prefill_tokens * costs.prefill_bytes_per_token / GIB
+    per_prompt_token = costs.prefill_bytes_per_token
+    if config.speculative:
+        per_prompt_token += costs.draft_prefill_bytes_per_token
+    prefill = prefill_tokens * per_prompt_token / GIB
     verify_bytes = costs.verify_bytes_per_token
     if costs.summed and running > config.cuda_graph_max_bs:
-        verify_bytes += costs.prefill_bytes_per_token  # beyond the captured batch: an eager forward
+        verify_bytes += per_prompt_token  # beyond the captured batch: an eager forward
     verify = verify_tokens * verify_bytes / GIB
     draft = draft_tokens * costs.draft_bytes_per_token / GIB
     transient = prefill + verify + draft if costs.summed else max(prefill, verify, draft)

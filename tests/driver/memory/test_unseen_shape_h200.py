@@ -1,6 +1,7 @@
 """A shape the memory model was never fitted on, on one H200: Mistral-Small-24B (40 layers, hidden 5120, an
 MLP of 32768, vocabulary 131072) with SpecForge's 1-layer EAGLE-3 draft (its MLP as wide), dummy weights,
-SGLang 0.5.17 (tests/fixtures/sglang/0.5.17/"mistral24b-sweep", then "mistral24b-serving").
+SGLang 0.5.17 (tests/fixtures/sglang/0.5.17/"mistral24b-sweep", then "mistral24b-serving",
+"mistral24b-boundary" and "mistral24b-peak").
 
 `trials/h200-24b.yaml` (the baseline and three trees chosen by the policy, concurrency 8 and 32):
 
@@ -18,9 +19,20 @@ then `trials/h200-24b-serving.yaml` (prior off), predicted before it ran from th
 | 0 | mf0.97 s3k1d4 | 5.68 / 5.71 | 5.17 | serves | served |
 | 1 | mf0.97 s4k4d8 | 5.09 / 5.23 | 5.38 | out of memory | served |
 
-The third launch of that spec (s1k4d2 at 0.98: 4.55 GiB left predicted, 5.10 needed) was cut by the
-device's time while it warmed up: not measured. Trial 1 is a miss on the safe side: the peak was
-over-predicted by at least 0.15 GiB on this shape, so the model refused a fraction that would have served.
+The third launch of that spec (s1k4d2 at 0.98) was cut by the device's time while it warmed up. Trial 1
+is a miss on the safe side: the peak was over-predicted by at least 0.15 GiB on this shape, so the model
+refused a fraction that would have served. Then, predicted from every launch before each spec:
+
+| spec | configuration | left: predicted / real GiB | peak predicted GiB | predicted | real |
+| --- | --- | --- | --- | --- | --- |
+| h200-24b-boundary | mf0.97 nospec (baseline) | 3.93 / 3.84 | 3.30 | serves | served |
+| h200-24b-boundary | mf0.98 s1k4d2 | 4.55 / 4.49 | 5.10 | out of memory | served |
+| h200-24b-peak | mf0.98 s4k4d8 | 3.64 / 3.79 | 5.38 | out of memory | out of memory (Triton) |
+| h200-24b-peak | mf0.98 s4k4d16 | 3.02 / 3.23 | 5.76 | out of memory | out of memory (Triton) |
+
+The baseline's peak was once predicted at 5.02 GiB (out of memory): a server without speculation was
+charged the EAGLE-3 draft's prefill activations (its auxiliary hidden states and its MLP), 1.73 GiB of
+8192 prompt tokens it never holds. s1k4d2 at 0.98 is a second miss on the safe side (at least 0.61 GiB).
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ from orchestrator.spec.sweep_spec import load_spec
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
 SWEEP, SERVING = FIXTURES / "mistral24b-sweep", FIXTURES / "mistral24b-serving"
+BOUNDARY, PEAK = FIXTURES / "mistral24b-boundary", FIXTURES / "mistral24b-peak"
 SPEC = ROOT / "trials" / "h200-24b.yaml"
 
 
@@ -131,3 +144,51 @@ def test_the_graphs_of_the_wider_draft_are_over_predicted_never_under() -> None:
         if record.result.config.speculative:
             assert m.draft_graph_gb is not None
             assert m.draft_graph_gb - 0.02 <= draft <= m.draft_graph_gb + 0.2
+
+
+def _model_after(*folders: Path) -> PriorMemoryModel:
+    model = _model()
+    for n, record in enumerate(r for folder in folders for r in _records(folder)):
+        model.observe(n, record.result)
+    return model
+
+
+def test_the_server_without_speculation_is_not_charged_the_draft_s_prefill() -> None:
+    """The baseline at 0.97 served concurrency 32 with 3.84 GiB free; charged the draft's prefill
+    activations it was predicted to need 5.02 GiB and to run out of memory."""
+    model = _model_after(SWEEP, SERVING)
+    base = _records(BOUNDARY)[0]
+    assert base.baseline and not base.result.config.speculative and base.result.status is TrialStatus.OK
+    peak = model.serving_peak(base.result.config)
+    real = base.result.memory.avail_end_gb
+    assert peak is not None and real is not None and peak.total_gib < real
+    assert not model.predict(base.result.config).skip
+    # A speculative server holds them: the same prompt tokens cost more with the draft's MLP beside.
+    spec = _records(BOUNDARY)[1].result.config
+    spec_peak = model.serving_peak(spec)
+    assert spec_peak is not None and spec_peak.prefill_gib > peak.prefill_gib + 1.0
+
+
+def test_the_boundaries_at_0_98_are_decided_on_the_safe_side() -> None:
+    """s1k4d2 at 0.98 served (predicted out of memory: a miss on the safe side); s4k4d8 and s4k4d16 at
+    0.98 ran out of memory under load, as predicted before they launched."""
+    model = _model_after(SWEEP, SERVING)
+    boundary = _records(BOUNDARY)
+    assert model.predict(boundary[1].result.config).skip and boundary[1].result.status is TrialStatus.OK
+    model = _model_after(SWEEP, SERVING, BOUNDARY)
+    peak = _records(PEAK)
+    assert [r.result.status for r in peak] == [TrialStatus.OOM_UNDER_LOAD] * 2
+    assert all(r.result.failure is not None and r.result.failure.kind is FailureKind.OOM for r in peak)
+    assert all(model.predict(r.result.config).skip for r in peak)
+
+
+def test_the_baseline_alone_is_the_answer_until_a_speculative_launch_completes() -> None:
+    """After the baseline launch the sweep already answers the server without speculation, the answer
+    its end gave (best.json), 76 % ahead of the only tree launched."""
+    records = _records(BOUNDARY)
+    first = choose_answer(answer_launches(records[:1]), baseline_launches(records[:1]))
+    last = choose_answer(answer_launches(records), baseline_launches(records))
+    assert first is not None and last is not None and first.nospec and last.nospec
+    assert first.config == last.config and first.launches == last.launches == (0,)
+    best = json.loads((BOUNDARY / "best.json").read_text())
+    assert best["nospec"] and best["config_label"] == last.config

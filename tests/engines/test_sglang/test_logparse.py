@@ -115,6 +115,9 @@ OUTCOMES = [
     # boundaries at concurrency 32, every launch served (test_unseen_shape_h200.py)
     *[(f"0.5.17/mistral24b-sweep/trials/{n:04d}", "server.log", True, None, None) for n in range(4)],
     *[(f"0.5.17/mistral24b-serving/trials/{n:04d}", "server.log", True, None, None) for n in range(2)],
+    # ... then the baseline and s1k4d2 at 0.98 served; s4k4d8 and s4k4d16 at 0.98 ran out under load
+    *[(f"0.5.17/mistral24b-boundary/trials/{n:04d}", "server.log", True, None, None) for n in range(2)],
+    *[(f"0.5.17/mistral24b-peak/trials/{n:04d}", "server.log", True, S.UNDER_LOAD, K.OOM) for n in range(2)],
     # its draft saved under a name SGLang reads as Mistral's native format: FileNotFoundError for params.json
     ("0.5.17/mistral24b-params-json", "server.log", False, S.LAUNCH, K.CRASH),
 ]
