@@ -30,6 +30,10 @@ from orchestrator.sim.request_state import SimRequest, Stats
 from orchestrator.sim.speed import SlowNoise, SpeedModel, sample_accepted
 from orchestrator.sim.tiers import TierController
 
+# How far behind its deadline a step may start and still be caught up, in steps: a GPU's queue holds the
+# host's work of a step or two ahead, so a host pause within it costs the GPU nothing (`Scheduler._sleep`).
+HOST_DEBT_STEPS = 2
+
 
 @dataclass(frozen=True)
 class ServingMemory:
@@ -162,14 +166,14 @@ class Scheduler:
         (epoll counts whole milliseconds) and the step's own Python work (emitting tokens, streaming the
         chunks, logging) takes time too; measured from "now", both added about 0.9 ms to a 4.9 ms step.
         Against the deadline the next step absorbs them, as a GPU's step overlaps the host's work. The
-        debt it may carry is bounded at two steps, as a GPU's queue holds the host's work of a step or
-        two ahead: a host pause beyond that is lost (the clock starts anew, the steps after it are not
-        squeezed to catch up), one within it is not. With no debt carried, the fastest cells (6 ms steps
-        at 32 running requests without speculation) came out 9-10 % short of the H200's on a host whose
-        loop often came back a whole step late; with two steps, within 1.6 %."""
+        debt it may carry is bounded (`HOST_DEBT_STEPS`): a host pause beyond that is lost (the clock
+        starts anew, the steps after it are not squeezed to catch up), one within it is not.
+        With no debt carried, the fastest cells (6 ms steps at 32 running requests without speculation)
+        came out 9-10 % short of the H200's on a host whose loop often came back a whole step late; with
+        two steps, within 1.6 %."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        self._deadline = max(self._deadline + seconds, now - 2 * seconds)
+        self._deadline = max(self._deadline + seconds, now - HOST_DEBT_STEPS * seconds)
         await asyncio.sleep(self._deadline - now)
 
     def _noisy(self, seconds: float) -> float:
