@@ -67,7 +67,7 @@ class ProgressCounts:
         elif status is not TrialStatus.OK:
             p.failed += 1
         # `done` counts what the budget counts (launched_count), so it never runs past its total.
-        if not status.free and not done.baseline:
+        if not status.free and not (done.baseline and done.confirm_of is None):
             p.done += 1
 
 
@@ -149,8 +149,8 @@ class Speedup:
 
     def __call__(self, done: Finished) -> None:
         tok_s = done.result.output_tok_per_s
-        if done.baseline and tok_s:
-            self.baseline_tok_s = tok_s
+        if done.baseline and tok_s and self.baseline_tok_s is None:
+            self.baseline_tok_s = tok_s  # the reference is the first launch (a race may repeat it)
         if self.baseline_tok_s and tok_s and not done.baseline:
             done.speedup = tok_s / self.baseline_tok_s
 

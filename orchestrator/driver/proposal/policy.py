@@ -48,8 +48,10 @@ from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import (
     Answer,
     Call,
-    Group,
+    Launch,
+    Verdict,
     answer_launches,
+    baseline_launches,
     choose_answer,
     group_launches,
 )
@@ -187,7 +189,12 @@ class ProposalPolicy:
                     if leader is not None
                     else None
                 )
-                return Decision(Action.PROPOSE, flags[0], why=flags[1]) if flags else Decision(Action.PASS)
+                if flags:
+                    return Decision(Action.PROPOSE, flags[0], why=flags[1])
+                # Every flag is launched: what is left is the race. Handed to the sampler, the space
+                # ran out with one launch of each, and the answer was the luckiest of a dozen draws of
+                # one tree (on a noisy node 11-15 % short of the server without speculation).
+                return self._race_or_stop(records, answer, launches, 0, None)
             fitted = ([], fit(samples), math.inf)
         prospects, spec_model, error = fitted
         alive = [p for p in prospects if p.upper() > best]
@@ -212,7 +219,7 @@ class ProposalPolicy:
             if around is not None:
                 return around
         # 5. the race, then 6. the stop
-        return self._race_or_stop(records, answer, group_launches(launches), len(prospects), spec_model)
+        return self._race_or_stop(records, answer, launches, len(prospects), spec_model)
 
     def _cover(self, tried: set[DraftTree], candidates: dict[DraftTree, ServerConfig]) -> DraftTree:
         """The classic chain (top-k 1, the middle depth) first, then the tree farthest from those tried."""
@@ -276,13 +283,14 @@ class ProposalPolicy:
         self,
         records: Sequence[TrialRecord],
         answer: Answer,
-        groups: Sequence[Group],
+        launches: Sequence[Launch],
         ruled_out: int,
-        spec_model: SpecModel,
+        spec_model: SpecModel | None,
     ) -> Decision:
         verdict = answer.verdict
         trees = f"; the model rules out the {ruled_out} untried tree(s) left" if ruled_out else ""
         first_of = {r.number: r for r in records}
+        groups = group_launches(launches)
         counts = {g.numbers[0]: len(g.numbers) for g in groups}
         if verdict.call is Call.CLEARLY_AHEAD and verdict.noise_source is NoiseSource.PRIOR:
             # A lead called clear on the prior is clear on what nodes of this kind usually do, not on
@@ -299,39 +307,71 @@ class ProposalPolicy:
                     f"measure the noise: trial {number}'s configuration again ({counts.get(number, 1) + 1} "
                     f"launches); the lead is clear on the prior alone: {verdict.statement}",
                 )
-        if verdict.call is not Call.TOO_CLOSE:
+        calls = [verdict] if verdict.call is Call.TOO_CLOSE else []
+        racing = {answer.launches[0]: len(answer.launches)}
+        if calls:
+            # Which of those within the noise to race: the model's ranking, which pools every launch of
+            # every tree (the accept lengths are exact, only the rates are noisy), is steadier than a few
+            # medians; without a model (a space of one or two trees), the medians.
+            def predicted(number: int) -> float:
+                tree = DraftTree.of(first_of[number].result.config) if number in first_of else None
+                if spec_model is not None and tree is not None:
+                    return spec_model.objective(tree)
+                return next((g.median for g in groups if g.numbers[0] == number), 0.0)
+
+            close = sorted(verdict.too_close_with, key=lambda n: -predicted(n))[: RACE_TOP - 1]
+            racing.update((n, counts.get(n, 1)) for n in close)
+        rival = baseline_rival(records, launches)
+        if rival is not None:
+            # The server without speculation within the noise of the leader: one launch of it against
+            # the leader's several, or the best of many draws, decided the answer by luck (the real-derived
+            # cases whose optimum is no speculation: the speculative answer in 25-60 % of noisy runs).
+            number, n, call = rival
+            racing[number] = n
+            calls.append(call)
+        if not calls:
             return Decision(Action.STOP, why=f"the answer is known: {verdict.statement}{trees}")
-
-        # Which of those within the noise to race: the model's ranking, which pools every launch of every
-        # tree (the accept lengths are exact, only the rates are noisy), is steadier than a few medians.
-        def predicted(number: int) -> float:
-            tree = DraftTree.of(first_of[number].result.config) if number in first_of else None
-            return spec_model.objective(tree) if tree is not None else 0.0
-
-        close = sorted(verdict.too_close_with, key=lambda n: -predicted(n))[: RACE_TOP - 1]
-        racing = sorted(
-            ((n, counts.get(n, 1)) for n in {answer.launches[0], *close}),
-            key=lambda kv: (kv[1], kv[0] != answer.launches[0], kv[0]),
-        )
-        number, launches = racing[0]
+        number, least = min(racing.items(), key=lambda kv: (kv[1], kv[0] != answer.launches[0], kv[0]))
         if number not in first_of:
             return Decision(Action.PASS)
-        if launches >= self.race_launches and verdict.noise is not None and verdict.noise <= CLOSE_ENOUGH:
+        said = "; ".join(c.statement for c in calls)
+        if least >= self.race_launches and all(
+            c.noise is not None and c.noise <= CLOSE_ENOUGH for c in calls
+        ):
             return Decision(
                 Action.STOP,
-                why=f"the answer is known as well as it matters: {verdict.statement}; what is left "
+                why=f"the answer is known as well as it matters: {said}; what is left "
                 f"between them is below {100 * CLOSE_ENOUGH:.0f} %{trees}",
             )
-        if launches >= self.race_launches:
+        if least >= self.race_launches:
             # Every close configuration has its launches and the call is still too close: the figures
             # differ by less than this node's noise can show, so say so once, then go on racing (the
             # least-launched first) while the budget lasts: more launches are what separate them.
-            log.info("still too close after %d launches each: %s", self.race_launches, verdict.statement)
+            log.info("still too close after %d launches each: %s", self.race_launches, said)
         return _relaunch(
-            first_of[number], f"race: trial {number}'s configuration again ({launches + 1} launches)"
+            first_of[number], f"race: trial {number}'s configuration again ({least + 1} launches)"
         )
 
 
+def baseline_rival(
+    records: Sequence[TrialRecord], launches: Sequence[Launch]
+) -> tuple[int, int, Verdict] | None:
+    """The server without speculation when its comparison with the speculative leader is too close to
+    call: its first launch, how many launches it has, and that verdict; None otherwise."""
+    baseline = baseline_launches(records)
+    if not baseline:
+        return None
+    full = choose_answer(launches, baseline)
+    call = full.verdict if full is not None and full.nospec else full.versus_nospec if full else None
+    if call is None or call.call is not Call.TOO_CLOSE:
+        return None
+    return baseline[0].number, len(baseline), call
+
+
 def _relaunch(first: TrialRecord, why: str) -> Decision:
-    """Launch the configuration of ``first`` (a configuration's first launch) again, as its repeat."""
-    return Decision(Action.PROPOSE, first.result.config, attrs={TrialAttr.CONFIRM_OF: first.number}, why=why)
+    """Launch the configuration of ``first`` (a configuration's first launch) again, as its repeat; a
+    repeat of the baseline is the baseline again (and, unlike its first launch, paid from the budget)."""
+    attrs: dict[str, Any] = {TrialAttr.CONFIRM_OF: first.number}
+    if first.baseline:
+        attrs[TrialAttr.BASELINE] = True
+    return Decision(Action.PROPOSE, first.result.config, attrs=attrs, why=why)

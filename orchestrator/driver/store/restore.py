@@ -123,13 +123,17 @@ def restore(study: optuna.Study, journal: Journal) -> Restored:
             o = _from_record(
                 record, record.baseline if repeat is None else bool(t.user_attrs.get(TrialAttr.BASELINE))
             )
-        if repeat is None and not o.status.free and not o.baseline:
-            p.done += 1
+        if (
+            repeat is None
+            and not o.status.free
+            and not (o.baseline and TrialAttr.CONFIRM_OF not in t.user_attrs)
+        ):
+            p.done += 1  # what the budget counts (`launched_count`): a race's repeat of the baseline too
         if o.status.infeasible:
             p.pruned_oom += 1
         elif o.status is not TrialStatus.OK:
             p.failed += 1
-        if o.baseline and o.tok_s:
+        if o.baseline and o.tok_s and out.baseline_tok_s is None:
             out.baseline_tok_s = o.tok_s
         if not o.baseline and o.value is not None and (p.best_tok_s is None or o.value > p.best_tok_s):
             p.best_tok_s, p.best_number = o.value, t.number

@@ -98,7 +98,8 @@ def launched_count(study: optuna.Study) -> int:
         and TrialAttr.CLOSED not in t.user_attrs
         and TrialAttr.WARM_START_FROM not in t.user_attrs
         and TrialAttr.REPEAT_OF not in t.user_attrs
-        and not t.user_attrs.get(TrialAttr.BASELINE)  # a reference, not a candidate: it costs no budget
+        # The baseline's first launch is a reference and costs no budget; a race's repeat of it does.
+        and (not t.user_attrs.get(TrialAttr.BASELINE) or TrialAttr.CONFIRM_OF in t.user_attrs)
         and t.user_attrs.get(TrialAttr.STATUS) not in _FREE_STATUSES
     )
 

@@ -15,14 +15,14 @@ import pytest
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.answer.choose import Call, Verdict, answer_launches, choose_answer
+from orchestrator.driver.answer.choose import Call, Verdict, answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.proposal.policy import CLOSE_ENOUGH, Action, ProposalPolicy
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import TrialRecord
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec.search import Choices, IntRange
+from orchestrator.spec.search import Choices, IntRange, make_config
 from orchestrator.spec.sweep_spec import SweepSpec
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.proposal.test_policy import _run
@@ -165,3 +165,56 @@ def test_a_lead_called_clear_on_the_noise_prior_alone_is_raced_until_the_study_m
     assert call.noise_source is NoiseSource.POOLED and call.call is Call.TOO_CLOSE
     decision = policy.decide(records, [], sweep.memory_model)
     assert decision.action is Action.PROPOSE and TrialAttr.CONFIRM_OF in decision.attrs
+
+
+def _baseline(record: TrialRecord, number: int, factor: float) -> TrialRecord:
+    """The server without speculation at the record's memory flags, measuring ``factor`` times its figure."""
+    c = record.result.config
+    nospec = make_config(c.mem_fraction_static, c.cuda_graph_max_bs, c.max_running_requests)
+    launch = again(record, number, factor)
+    return replace(launch, baseline=True, result=replace(launch.result, config=nospec))
+
+
+def test_a_baseline_within_the_noise_of_the_leader_joins_the_race_and_its_repeat_is_a_baseline(
+    three_trees: tuple[SweepSpec, Sweep, list[TrialRecord]],
+) -> None:
+    """The leader and the runner-up raced to three launches each at 1.5 % launch to launch; the server
+    without speculation launched once, 0.5 % behind the leader: within the noise, so it is the
+    least-launched of the race and is launched again, as the baseline (its repeat is paid for)."""
+    spec, sweep, (leader, runner, third) = three_trees
+    records = launches(leader, runner, third, 0.015)
+    base = _baseline(leader, len(records), 0.995)
+    records.append(base)
+    full = choose_answer(answer_launches(records), baseline_launches(records))
+    assert full is not None and not full.nospec and full.versus_nospec is not None
+    assert full.versus_nospec.call is Call.TOO_CLOSE
+    decision = ProposalPolicy(spec, race_launches=3).decide(records, [], sweep.memory_model)
+    assert decision.action is Action.PROPOSE, decision
+    assert decision.attrs == {TrialAttr.CONFIRM_OF: base.number, TrialAttr.BASELINE: True}
+    assert decision.config == base.result.config and not base.result.config.speculative
+    assert decision.why == f"race: trial {base.number}'s configuration again (2 launches)"
+    # Far behind, it is not raced: the race is the speculative one's alone, as before.
+    far = [*records[:-1], _baseline(leader, base.number, 0.5)]
+    decision = ProposalPolicy(spec, race_launches=3).decide(far, [], sweep.memory_model)
+    assert decision.attrs == {TrialAttr.CONFIRM_OF: leader.number}
+
+
+def test_a_leader_clearly_ahead_of_the_speculative_runner_up_still_races_a_close_baseline(
+    three_trees: tuple[SweepSpec, Sweep, list[TrialRecord]],
+) -> None:
+    """The speculative call is clear (the leader three launches at 1.5 % launch to launch, 7 % ahead of
+    the next tree's three and 10 % of the last one's one), but the server without speculation, measured
+    once 0.2 % ahead of the leader, has not been told apart from it: no stop yet, the baseline again."""
+    spec, sweep, (leader, runner, third) = three_trees
+    records = [leader, again(runner, 1, 0.9), third]
+    for factor in (1.015, 0.985):
+        records += [again(leader, len(records), factor), again(third, len(records) + 1, factor)]
+    assert verdict(records).call is Call.CLEARLY_AHEAD
+    assert ProposalPolicy(spec, race_launches=3).decide(records, [], sweep.memory_model).action is Action.STOP
+    base = _baseline(leader, len(records), 1.002)
+    records.append(base)
+    full = choose_answer(answer_launches(records), baseline_launches(records))
+    assert full is not None and full.nospec and full.verdict.call is Call.TOO_CLOSE
+    decision = ProposalPolicy(spec, race_launches=3).decide(records, [], sweep.memory_model)
+    assert decision.action is Action.PROPOSE, decision
+    assert decision.attrs == {TrialAttr.CONFIRM_OF: base.number, TrialAttr.BASELINE: True}

@@ -35,10 +35,18 @@ def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled()
     )
     spec = case_spec(bench, gpus=1).model_copy(update={"search": space})
     assert len(space_configs(space)) == 4
+    # The sampler alone (no proposal policy): it can only repeat a configuration once all are settled.
     study = open_study(spec, "exhausted", InMemoryStorage(), resume=False)
     sweep = _sweep(spec, study, InProcessExecutor(Oracle(spec, profile)), n_trials=40)
     sweep.journal.folder = None
+    sweep.proposals = None
     run_on_oracle(sweep)
     assert sweep.outcome.stop_reason is StopReason.SPACE_EXHAUSTED
-    # Each configuration asked once, plus the policy's relaunches: never hundreds of repeats.
+    assert len(study.trials) < 40, len(study.trials)  # each configuration once: never hundreds of repeats
+    # With the policy the race runs once every configuration is launched, and the policy stops it.
+    study = open_study(spec, "raced", InMemoryStorage(), resume=False)
+    sweep = _sweep(spec, study, InProcessExecutor(Oracle(spec, profile)), n_trials=40)
+    sweep.journal.folder = None
+    run_on_oracle(sweep)
+    assert sweep.outcome.stop_reason is StopReason.ANSWER_KNOWN
     assert len(study.trials) < 40, len(study.trials)
