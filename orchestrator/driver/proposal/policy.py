@@ -29,7 +29,10 @@ What it proposes, in order (each call, from the records):
 4. **Around the leader**: the adaptive-speculation modes the space searches, on the leader's tree; wider
    memory flags only when the leader's stages show a throttle (retractions, or no gain from the last level).
 5. **Race**: while the leader is too close to call against a configuration (`answer.judge`, with the
-   calibrated noise), the least-launched of those is launched again, up to `race_launches` each.
+   calibrated noise), the least-launched of those is launched again, up to `race_launches` each. The
+   server without speculation races too while it is within the noise of the leader (`baseline_rival`);
+   its repeats, unlike its first launch, are paid from the budget. A space of one or two trees races
+   once every memory flag is launched.
 6. **Stop**: when the leader is clearly ahead (or the race is run) and no untried tree can beat it, the
    answer is known: the sweep ends early and gives the rest of the budget back.
 """
