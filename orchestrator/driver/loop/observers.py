@@ -23,6 +23,7 @@ from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.search.diagnosis import Speculation, accept_length, diagnose, speculation
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import free_reference
 from orchestrator.mlflow_schema import Tag
 from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec.search import SearchSpace
@@ -67,7 +68,7 @@ class ProgressCounts:
         elif status is not TrialStatus.OK:
             p.failed += 1
         # `done` counts what the budget counts (launched_count), so it never runs past its total.
-        if not status.free and not (done.baseline and done.confirm_of is None):
+        if not status.free and not free_reference(done.baseline, done.confirm_of):
             p.done += 1
 
 

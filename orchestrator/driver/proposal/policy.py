@@ -364,8 +364,8 @@ def baseline_rival(
     baseline = baseline_launches(records)
     if not baseline:
         return None
-    full = choose_answer(launches, baseline)
-    call = full.verdict if full is not None and full.nospec else full.versus_nospec if full else None
+    full = choose_answer(launches, baseline)  # never None: the baseline was measured
+    call = None if full is None else full.verdict if full.nospec else full.versus_nospec
     if call is None or call.call is not Call.TOO_CLOSE:
         return None
     return baseline[0].number, len(baseline), call

@@ -26,7 +26,7 @@ from orchestrator.driver.search.space import baseline_config, memory_params
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.study import status_of
 from orchestrator.driver.store.study_lock import closed_numbers
-from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.driver.store.trial_attrs import TrialAttr, free_reference
 from orchestrator.mlflow_schema import Tag
 from orchestrator.records import (
     Failure,
@@ -126,9 +126,9 @@ def restore(study: optuna.Study, journal: Journal) -> Restored:
         if (
             repeat is None
             and not o.status.free
-            and not (o.baseline and TrialAttr.CONFIRM_OF not in t.user_attrs)
+            and not free_reference(o.baseline, t.user_attrs.get(TrialAttr.CONFIRM_OF))
         ):
-            p.done += 1  # what the budget counts (`launched_count`): a race's repeat of the baseline too
+            p.done += 1
         if o.status.infeasible:
             p.pruned_oom += 1
         elif o.status is not TrialStatus.OK:

@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial
 
 from orchestrator.driver.loop.settle import OptunaTell, optuna_tell
 from orchestrator.driver.store.study_lock import closed_numbers, make_storage
-from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr
+from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr, free_reference
 from orchestrator.records import TrialStatus
 from orchestrator.spec.sweep_spec import SweepSpec
 
@@ -98,8 +98,9 @@ def launched_count(study: optuna.Study) -> int:
         and TrialAttr.CLOSED not in t.user_attrs
         and TrialAttr.WARM_START_FROM not in t.user_attrs
         and TrialAttr.REPEAT_OF not in t.user_attrs
-        # The baseline's first launch is a reference and costs no budget; a race's repeat of it does.
-        and (not t.user_attrs.get(TrialAttr.BASELINE) or TrialAttr.CONFIRM_OF in t.user_attrs)
+        and not free_reference(
+            bool(t.user_attrs.get(TrialAttr.BASELINE)), t.user_attrs.get(TrialAttr.CONFIRM_OF)
+        )
         and t.user_attrs.get(TrialAttr.STATUS) not in _FREE_STATUSES
     )
 

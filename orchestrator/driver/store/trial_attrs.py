@@ -21,7 +21,7 @@ class TrialAttr(StrEnum):
     FAILURE_STAGE = "failure_stage"
     MEMORY = "memory"  # the memory account, so a resumed driver can rebuild its memory model
     RESOLVED_MEM_FRACTION = "resolved_mem_fraction_static"
-    BASELINE = "baseline"  # the no-speculation reference: it costs no budget
+    BASELINE = "baseline"  # the no-speculation reference: its first launch costs no budget
     KNOWN_GOOD = "known_good"  # enqueued by the user: launched even when the model predicts an OOM
     REQUEUED_FROM = "requeued_from"  # a lost or interrupted trial's configuration, run again
     REPEAT_OF = "repeat_of"  # answered from an earlier trial's record, not launched
@@ -29,6 +29,13 @@ class TrialAttr(StrEnum):
     CLOSED = "closed"  # closed without a result (interrupted): its configuration is re-queued
     CONFIRM_OF = "confirm_of"  # a confirmation launch of the configuration first measured by this trial
     BEST_SO_FAR = "_best_so_far"  # the intermediate value the pruner sees: best stage tok/s so far
+
+
+def free_reference(baseline: bool, confirm_of: object | None) -> bool:
+    """The baseline's first launch: a reference, it costs no budget. A race's repeat of it (its
+    ``confirm_of`` set) is paid like any launch: the budget, `launched_count`, and the progress the
+    console and --resume show all count by this one rule."""
+    return baseline and confirm_of is None
 
 
 class StudyAttr(StrEnum):

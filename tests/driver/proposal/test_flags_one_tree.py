@@ -19,9 +19,10 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from benchmarks.noise import Launcher
-from benchmarks.oracle import Evaluation, Oracle
+from benchmarks.oracle import Oracle
 from benchmarks.real_derived import real_derived_cases
 from benchmarks.replay import GRID_FOLDER, GRID_SPEC, ReplayOracle, load_records, same_start
+from benchmarks.search import optimum
 from benchmarks.spaces import case_spec
 from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from orchestrator.driver.answer.noise import Regime
@@ -31,7 +32,6 @@ from orchestrator.driver.proposal.policy import Action, ProposalPolicy
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialRecord
-from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import load_spec
 
 _RECORD = TypeAdapter(TrialRecord)
@@ -97,8 +97,9 @@ def test_once_every_flag_is_launched_the_race_runs_and_a_close_baseline_is_raced
     case = next(c for c in real_derived_cases() if "specdrift" in c.name)
     profile = case.load_profile()
     oracle = Oracle(case_spec(case, gpus=profile.gpu_count), profile)
-    evaluations = [oracle.evaluate(c) for c in space_configs(case.space)]
-    best = max(e.objective or 0.0 for e in [*evaluations, *(oracle.evaluate(b) for b in _bases(evaluations))])
+    configs = space_configs(case.space)
+    evaluations = [oracle.evaluate(c) for c in configs]
+    best = optimum(oracle, configs, {e.config: e.objective for e in evaluations if e.objective is not None})
     typical = statistics.median(e.seconds() for e in evaluations if e.objective is not None) * oracle.gpus
     right = raced = 0
     for seed in range(4_200_000, 4_200_010):
@@ -114,10 +115,3 @@ def test_once_every_flag_is_launched_the_race_runs_and_a_close_baseline_is_raced
         raced += len(bases) > 1
         assert all(TrialAttr.CONFIRM_OF in t.user_attrs for t in bases[1:])
     assert right >= 8 and raced >= 5, (right, raced)
-
-
-def _bases(evaluations: list[Evaluation]) -> set[ServerConfig]:
-    return {
-        make_config(e.config.mem_fraction_static, e.config.cuda_graph_max_bs, e.config.max_running_requests)
-        for e in evaluations
-    }
