@@ -19,6 +19,8 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator.driver.answer.best_file import BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import Answer, Launch, Verdict, choose_answer
+from orchestrator.driver.answer.conclusion import sweep_answer
+from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.shell import shell_command
 from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.mlflow_schema import (
@@ -33,7 +35,7 @@ from orchestrator.mlflow_schema import (
     memory_from_result,
     parse_param,
 )
-from orchestrator.records import TrialStatus
+from orchestrator.records import TrialRecord, TrialStatus
 
 log = logging.getLogger(__name__)
 
@@ -270,10 +272,31 @@ class BestConfig:
     split: str = ""  # where speculation pays and where it loses, and the policy that serves both
 
 
-def answer_from_rows(rows: Sequence[RunReadBack]) -> Answer | None:
+def journal_records(rows: Sequence[RunReadBack], study_dir: Path) -> list[TrialRecord]:
+    """The sweep's own records of these runs (its journal, `runs/<study>/records/`), when it holds one for
+    every measured run: with their stages, the answer is ranked as the sweep ranked it (the speculation
+    model's predictions included); otherwise none, and the runs alone decide."""
+    folder = study_dir / "records"
+    wanted = {r.number for r in rows if r.status == TrialStatus.OK.value}
+    if not wanted or not all(Journal(folder).path(n).is_file() for n in wanted):
+        return []
+    by_row = {r.number: r.config for r in rows}
+    records = Journal(folder).read(by_row)
+    # A journal left by an earlier study of the same name speaks of other configurations.
+    if any(by_row.get(rec.number) != rec.result.config.label() for rec in records):
+        return []
+    return records
+
+
+def answer_from_rows(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] = ()) -> Answer | None:
     """The answer `driver.answer.choose` gives for the runs read back: the same choice as the sweep's
-    (measured, not pruned, no lossy draft; best median of a configuration's launches; the baseline the
-    answer when it leads beyond the noise)."""
+    (measured, not pruned, no lossy draft; the configurations ranked by their estimates; the baseline the
+    answer when it leads beyond the noise). With the sweep's ``records`` of these runs, the sweep's own
+    function (`driver.answer.conclusion.sweep_answer`) on them."""
+    if records:
+        numbers = {r.number for r in rows}
+        lossy = {r.number for r in rows if r.lossless == Lossless.MISMATCH.value}
+        return sweep_answer([rec for rec in records if rec.number in numbers], lossy)
     measured = [
         r
         for r in rows
@@ -287,25 +310,28 @@ def answer_from_rows(rows: Sequence[RunReadBack]) -> Answer | None:
     return choose_answer(launches, base)
 
 
-def answer_so_far(rows: Sequence[RunReadBack]) -> list[float | None]:
+def answer_so_far(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] = ()) -> list[float | None]:
     """After each trial (in trial order), the answer's figure so far (its median), by the answer's own
     rule: the line ends at the figure the sweep answers with, not at one launch's maximum."""
     ordered = sorted(rows, key=lambda r: r.number)
     out: list[float | None] = []
     for i in range(len(ordered)):
-        answer = answer_from_rows(ordered[: i + 1])
+        answer = answer_from_rows(ordered[: i + 1], records)
         out.append(answer.median if answer is not None else None)
     return out
 
 
-def find_best(rows: Sequence[RunReadBack], study_dir: Path, tracking_uri: str) -> BestConfig | None:
+def find_best(
+    rows: Sequence[RunReadBack], study_dir: Path, tracking_uri: str, records: Sequence[TrialRecord] = ()
+) -> BestConfig | None:
     """The sweep's answer: its best.json when that speaks of launches of this study (it holds the real
-    SGLang command whichever backend measured it), else the same choice made from the runs, with the
-    representative run's own artifacts."""
+    SGLang command whichever backend measured it), else the same choice made from the runs (and the
+    sweep's ``records`` of them, where its journal holds them), with the representative run's own
+    artifacts."""
     from_json = _best_from_json(rows, study_dir)
     if from_json is not None:
         return from_json
-    answer = answer_from_rows(rows)
+    answer = answer_from_rows(rows, records)
     if answer is None:
         return None
     by_number = {r.number: r for r in rows}

@@ -20,12 +20,14 @@ from pathlib import Path
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from orchestrator.records import TrialRecord
 from orchestrator.report.data import (
     BestConfig,
     ReportError,
     RunReadBack,
     best_so_far,
     find_best,
+    journal_records,
     load_trials,
     load_workload,
     pareto_front,
@@ -90,8 +92,10 @@ def render_html(
     best: BestConfig | None,
     importances: Importances,
     workload: Sequence[str] = (),
+    records: Sequence[TrialRecord] = (),
 ) -> str:
-    """The page; ``workload``: what each dataset gave a stage, the console's lines (`load_workload`)."""
+    """The page; ``workload``: what each dataset gave a stage, the console's lines (`load_workload`);
+    ``records``: the sweep's journal of these runs, which ranks the answer so far as the sweep did."""
     counts = Counter(r.status for r in rows)
     summary = ", ".join(f"{n} {_e(s)}" for s, n in counts.most_common())
     importance = ""
@@ -111,7 +115,7 @@ def render_html(
         ("latency", "Throughput against tail latency", _plot(latency_figure(rows), "plot-pareto")),
         ("acceptance", "Acceptance length", _plot(acceptance_figure(rows), "plot-acceptance")),
         ("traffic", "Traffic, speculation policy and the lossless check", traffic_section(rows)),
-        ("history", "Optimisation history", _plot(history_figure(rows), "plot-history")),
+        ("history", "Optimisation history", _plot(history_figure(rows, records), "plot-history")),
         (
             "importance",
             "Parameter importances",
@@ -143,11 +147,13 @@ def write_report(study_name: str, tracking_uri: str, storage: str, out_path: Pat
     Raises ReportError when MLflow has no experiment of that name.
     """
     rows = load_trials(tracking_uri, study_name)
-    best = find_best(rows, out_path.parent, tracking_uri)
+    records = journal_records(rows, out_path.parent)
+    best = find_best(rows, out_path.parent, tracking_uri, records)
     importances = study_importances(study_name, storage)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     workload = load_workload(tracking_uri, study_name)
-    out_path.write_text(render_html(study_name, rows, best, importances, workload), encoding="utf-8")
+    page = render_html(study_name, rows, best, importances, workload, records)
+    out_path.write_text(page, encoding="utf-8")
     log.info("report of %d trials written to %s", len(rows), out_path)
     return out_path
 

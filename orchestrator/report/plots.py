@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from orchestrator.records import TrialStatus
+from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.report.data import Outcome, RunReadBack, answer_so_far, pareto_front
 
 LABELS = {
@@ -251,7 +251,7 @@ def acceptance_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     return fig if pts else _empty(fig, "no speculative trial reported an acceptance length")
 
 
-def history_figure(rows: Sequence[RunReadBack]) -> go.Figure:
+def history_figure(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] = ()) -> go.Figure:
     fig = go.Figure()
     ok = _ok(rows)
     groups = (
@@ -298,7 +298,7 @@ def history_figure(rows: Sequence[RunReadBack]) -> go.Figure:
                 )
             )
     ordered = sorted(rows, key=lambda r: r.number)
-    running = answer_so_far(ordered)  # the answer's own rule, as the console's `best` line
+    running = answer_so_far(ordered, records)  # the answer's own rule, as the console's `best` line
     line = [(r.number, b) for r, b in zip(ordered, running, strict=True) if b is not None]
     if line:
         fig.add_trace(

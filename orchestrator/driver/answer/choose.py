@@ -15,7 +15,7 @@ the same function answers from the sweep's records and from runs read back from 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.driver.answer.confirm import candidates, measured
 from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime, StageTiming, calibrate, stage_timing
-from orchestrator.driver.answer.ranking import estimates
+from orchestrator.driver.answer.ranking import Prediction, estimates
 from orchestrator.records import TrialRecord
 
 
@@ -71,6 +71,7 @@ class Group:
     values: tuple[float, ...]
     nospec: bool = False  # the server without speculation
     estimate: float | None = None  # what ranks it among the others (`answer.ranking`); None: its median
+    predicted: bool = False  # its estimate was shrunk toward the speculation model's prediction
 
     @property
     def median(self) -> float:
@@ -108,11 +109,18 @@ def group_launches(launches: Sequence[Launch]) -> list[Group]:
     return groups
 
 
-def rank_groups(groups: Sequence[Group], noise: Noise) -> list[Group]:
-    """The groups with their estimates (`answer.ranking`: each centre shrunk by the noise of its launches),
-    best estimate first; equal estimates: more launches first, then the earliest."""
-    values = estimates([g.values for g in groups], noise.relative_sd)
-    ranked = [replace(g, estimate=e) for g, e in zip(groups, values, strict=True)]
+def rank_groups(
+    groups: Sequence[Group], noise: Noise, predictions: Mapping[str, Prediction] | None = None
+) -> list[Group]:
+    """The groups with their estimates (`answer.ranking`: each centre shrunk by the noise of its launches,
+    toward its prediction where ``predictions`` holds one by configuration), best estimate first; equal
+    estimates: more launches first, then the earliest."""
+    predicted = [(predictions or {}).get(g.config) for g in groups]
+    values = estimates([g.values for g in groups], noise.relative_sd, predicted)
+    ranked = [
+        replace(g, estimate=e, predicted=p is not None)
+        for g, e, p in zip(groups, values, predicted, strict=True)
+    ]
     ranked.sort(key=lambda g: (-(g.estimate or 0.0), -len(g.numbers), g.numbers[0]))
     return ranked
 
@@ -171,9 +179,14 @@ class NospecComparison:
     noise: Noise
 
 
-def choose_answer(launches: Sequence[Launch], baseline: Sequence[Launch] = ()) -> Answer | None:
-    """The speculative configuration with the best estimate (its launches' centre, shrunk by their noise:
-    `answer.ranking`) and its verdict against the runner-up, unless
+def choose_answer(
+    launches: Sequence[Launch],
+    baseline: Sequence[Launch] = (),
+    predictions: Mapping[str, Prediction] | None = None,
+) -> Answer | None:
+    """The speculative configuration with the best estimate (its launches' centre, shrunk by their noise,
+    toward the speculation model's prediction where ``predictions`` holds one: `answer.ranking`) and its
+    verdict against the runner-up, unless
     the server without speculation (``baseline``'s launches) measured faster: then that server, with the
     verdict against the best speculative configuration. With no speculative launch measured, the server
     without speculation is the answer when it was measured (`_baseline_alone`); None when nothing was."""
@@ -184,7 +197,7 @@ def choose_answer(launches: Sequence[Launch], baseline: Sequence[Launch] = ()) -
     # runner-up): a losing configuration whose stage never settled says nothing about theirs.
     contenders = {g.config for g in groups[:2]}
     noise = calibrate([g.values for g in groups], [x.timing for x in launches if x.config in contenders])
-    groups = rank_groups(groups, noise)
+    groups = rank_groups(groups, noise, predictions)
     best = groups[0]
     answer = Answer(
         best.config,
@@ -278,7 +291,13 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
     limit = noise.gap_noise(n, len(runner.numbers))
     call = Call.CLEARLY_AHEAD if gap > limit else Call.TOO_CLOSE
     lead = f"{_percent(gap)} ahead of"
-    if gap < 0:  # ranked first on its estimate: the runner-up's higher median stands on fewer launches
+    if gap < 0 and best.predicted:  # ranked first on its estimate, which the model's prediction moved
+        lead = (
+            f"{_percent(-gap)} behind {runner.subject()} by median but ranked first, the speculation model "
+            "fitted on every launch predicting it ahead (each figure pulled toward the model's by the "
+            "noise of its own launches); the gap to"
+        )
+    elif gap < 0:  # ranked first on its estimate: the runner-up's higher median stands on fewer launches
         lead = (
             f"{_percent(-gap)} behind {runner.subject()} by median but ranked first, its figure the surer "
             "of the two, the runner-up's pulled toward the rest by its fewer launches; the gap to"

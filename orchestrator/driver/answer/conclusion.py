@@ -14,6 +14,7 @@ from pathlib import Path
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import Answer, Call, answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
+from orchestrator.driver.proposal.prospects import model_predictions
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema import TEXT_LIMIT, Tag
 from orchestrator.records import TrialRecord
@@ -50,8 +51,11 @@ class Conclusion:
 
 def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> Answer | None:
     """The answer a sweep's records give: what `conclude` prints and writes to best.json (the search
-    benchmark scores this same function). The baseline, when it ran, is a candidate."""
-    return choose_answer(answer_launches(records, lossy), baseline_launches(records))
+    benchmark scores this same function). The baseline, when it ran, is a candidate; the speculation
+    model fitted on every launch ranks the configurations with their own launches (`answer.ranking`)."""
+    return choose_answer(
+        answer_launches(records, lossy), baseline_launches(records), model_predictions(records)
+    )
 
 
 def nospec_lines(best: BestFile, lossy: int = 0) -> list[str]:

@@ -61,7 +61,7 @@ from orchestrator.driver.answer.choose import (
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.memory_flags import covering_flags
-from orchestrator.driver.proposal.prospects import predict_prospects, spread, stage_samples
+from orchestrator.driver.proposal.prospects import model_predictions, predict_prospects, spread, stage_samples
 from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, fit
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
 from orchestrator.driver.proposal.trees import dim_values, trees_of
@@ -164,7 +164,8 @@ class ProposalPolicy:
         if pending:
             return Decision(Action.PASS)  # wait for what is in flight before judging the race
         launches = answer_launches(records, lossy)
-        answer = choose_answer(launches)
+        predictions = model_predictions(records)  # the final answer's ranking, so the race follows it
+        answer = choose_answer(launches, predictions=predictions)
         if answer is None:
             if candidates:
                 tree = self._cover(tried, candidates)
@@ -364,7 +365,7 @@ def baseline_rival(
     baseline = baseline_launches(records)
     if not baseline:
         return None
-    full = choose_answer(launches, baseline)  # never None: the baseline was measured
+    full = choose_answer(launches, baseline, model_predictions(records))  # never None: the baseline ran
     call = None if full is None else full.verdict if full.nospec else full.versus_nospec
     if call is None or call.call is not Call.TOO_CLOSE:
         return None
