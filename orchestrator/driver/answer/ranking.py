@@ -28,7 +28,11 @@ optimum) on the same launches.
    rates do, so the model's figure for a tree pools the launches of every tree, and a tree launched seven
    times is told from its runner-up 2 % behind on what 40 launches say, not on its own seven draws of 7 %
    each. Where the model misses unseen trees (its leave-one-out error well above the noise), its error is
-   large and the pull small: a wrong model cannot outvote measurements.
+   large and the pull small: a wrong model cannot outvote measurements. In the product's sweep on the
+   search benchmark under overhead-bound noise (10 seeds a case) this took the development cases from
+   1.50 % to 1.20 % mean regret (66 % to 71 % within 2 %) and the first held-out set from 1.81 % to
+   1.28 % (68 % to 80 %); on the real-derived set, where the model's family is not the truth, 0.40 % and
+   0.49 % (84 of 90 within 2 % both times), one seed of a no-speculation case answered speculatively.
 
 What the user reads is still each configuration's median: the estimate orders them, and the verdict says
 so when it orders them otherwise.
