@@ -218,8 +218,8 @@ def run(
             f"  confirmation: {reserved} of the {left} launches left kept to relaunch the best "
             f"{spec.budget.confirm_top} configuration(s) ({spec.budget.confirm_repeats} launches each)"
         )
-    elif confirmation_note(spec.budget, left):
-        print(f"warning: {confirmation_note(spec.budget, left)}", file=sys.stderr)
+    elif note := confirmation_note(spec.budget, left, spent=n_trials - left if args.resume else 0):
+        print(f"warning: {note}", file=sys.stderr)
     if short_stage_warning(spec):
         print(short_stage_warning(spec), file=sys.stderr)
     if args.warm_start and not args.resume:

@@ -55,15 +55,25 @@ def reserved_launches(budget: BudgetSpec, n_trials: int) -> int:
     return want if 0 < want <= n_trials // 2 else 0
 
 
-def confirmation_note(budget: BudgetSpec, n_trials: int) -> str:
-    """Why a sweep runs no confirmation although its spec asks for one ('' when it runs, or is off)."""
+def confirmation_note(budget: BudgetSpec, n_trials: int, spent: int = 0) -> str:
+    """Why a sweep runs no confirmation although its spec asks for one ('' when it runs, or is off).
+    ``n_trials``: the launches left; ``spent``: those an earlier invocation of a resumed study made, so
+    that the fix named is the budget to resume with, not one the study already has."""
     want = budget.confirm_top * (budget.confirm_repeats - 1)
     if want == 0 or reserved_launches(budget, n_trials):
         return ""
+    why = (
+        f"cannot spare {want} (budget.confirm_top {budget.confirm_top} x (budget.confirm_repeats "
+        f"{budget.confirm_repeats} - 1)) and keep half for the search"
+    )
+    if spent:
+        return (
+            f"no confirmation launches: the {n_trials} trial(s) left {why}; resume with --resume --trials "
+            f"{spent + 2 * want} to confirm, or lower budget.confirm_top"
+        )
     return (
-        f"no confirmation launches: {n_trials} trial(s) cannot spare {want} "
-        f"(budget.confirm_top {budget.confirm_top} x (budget.confirm_repeats {budget.confirm_repeats} - 1)) "
-        f"and keep half for the search; raise budget.trials to {2 * want} or lower budget.confirm_top"
+        f"no confirmation launches: {n_trials} trial(s) {why}; raise budget.trials to {2 * want} or lower "
+        "budget.confirm_top"
     )
 
 

@@ -48,6 +48,16 @@ def test_reserve_is_top_times_missing_repeats_and_never_over_half_the_budget() -
     assert confirmation_note(BudgetSpec(confirm_top=0), 4) == ""
 
 
+def test_a_resumed_sweep_too_short_to_confirm_is_told_the_budget_to_resume_with() -> None:
+    """A 12-trial study interrupted after 6 launches has 6 left, too few to spare 4 for confirmation. The
+    note once told the user to raise budget.trials to 8, which the study's budget (12) already was; what
+    confirms is a resume with 6 + 2 x 4 = 14 trials."""
+    budget = BudgetSpec(trials=12, confirm_top=2, confirm_repeats=3)
+    note = confirmation_note(budget, 6, spent=6)
+    assert "the 6 trial(s) left cannot spare 4" in note
+    assert "--resume --trials 14" in note and "budget.trials" not in note
+
+
 def test_the_luckiest_draw_loses_to_the_better_median() -> None:
     # A's single lucky launch is the highest figure of all; B is faster launch after launch.
     records = [rec(0, A, 1100.0), rec(1, B, 1050.0), rec(2, A, 900.0), rec(3, B, 1040.0),
