@@ -120,6 +120,9 @@ OUTCOMES = [
     *[(f"0.5.17/mistral24b-peak/trials/{n:04d}", "server.log", True, S.UNDER_LOAD, K.OOM) for n in range(2)],
     # its draft saved under a name SGLang reads as Mistral's native format: FileNotFoundError for params.json
     ("0.5.17/mistral24b-params-json", "server.log", False, S.LAUNCH, K.CRASH),
+    # the QwQ-32B shape (Qwen2, QKV biases) at 0.98: s3k1d4 served, s4k4d8 ran out under load (Triton)
+    ("0.5.17/qwq32b-peak/trials/0000", "server.log", True, None, None),
+    ("0.5.17/qwq32b-peak/trials/0001", "server.log", True, S.UNDER_LOAD, K.OOM),
 ]
 
 
