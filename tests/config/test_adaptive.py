@@ -191,3 +191,14 @@ def test_trial_on_a_version_without_it_fails_before_launching(tmp_path: Path) ->
     result = TrialRun(request, node, None).run()
     assert result.status is TrialStatus.FAILED and result.command == ()
     assert result.failure is not None and "has no --speculative-adaptive" in result.failure.message
+
+
+def test_each_level_s_best_is_a_configuration_s_median_not_its_luckiest_launch() -> None:
+    """The demo's run: s1 launched three times at concurrency 16 (1051.0, 1109.0, 1032.5 tok/s) and s2
+    three times (1069.2, 1067.3, 1090.4). s1's best launch is the fastest stage of all, its median is not:
+    the level's best is s2 at its median, from the launch that measured it, over 3 launches."""
+    s1 = [_record(n, 1, {16: tok}) for n, tok in ((7, 1051.0), (11, 1109.0), (12, 1032.5))]
+    s2 = [_record(n, 2, {16: tok}) for n, tok in ((6, 1069.2), (9, 1067.3), (10, 1090.4))]
+    (level,) = best_by_concurrency(s1 + s2)
+    assert level["speculative_num_steps"] == 2
+    assert level["output_tok_per_s"] == 1069.2 and level["trial"] == 6 and level["launches"] == 3

@@ -33,8 +33,9 @@ class Level(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     concurrency: int
-    trial: int
-    output_tok_per_s: float
+    trial: int  # the launch whose stage at this level measured the median
+    output_tok_per_s: float  # the median of the configuration's launches at this level
+    launches: int = 1  # how many launches measured it (a file written before the median: 1)
     accept_length: float | None = None
     config: str = ""
     speculative_num_steps: int = 0

@@ -10,6 +10,7 @@ levels suggest (marked as not measured: a sweep that searches ``speculative_adap
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,28 +28,38 @@ def _setting(config: ServerConfig) -> dict[str, Any]:
 
 
 def best_by_concurrency(records: Sequence[TrialRecord]) -> list[dict[str, Any]]:
-    """For each concurrency level measured, the trial whose stage there was fastest."""
-    best: dict[int, tuple[float, TrialRecord, float | None]] = {}
+    """For each concurrency level measured, the configuration whose launches were fastest there.
+
+    A configuration's figure at a level is the median of its launches' stages there, as the answer's is
+    (the fastest single stage would be the luckiest launch of whichever configuration was launched most);
+    the trial named is its launch whose stage measured that median."""
+    stages: dict[int, dict[ServerConfig, list[tuple[float, TrialRecord, float | None]]]] = {}
     for rec in records:
         if rec.result.status is not TrialStatus.OK:
             continue
         for stage in rec.result.stages:
-            if stage.completed == 0:
-                continue
-            seen = best.get(stage.concurrency)
-            if seen is None or stage.output_tok_per_s > seen[0]:
-                best[stage.concurrency] = (stage.output_tok_per_s, rec, stage.accept_length)
-    return [
-        {
-            "concurrency": level,
-            "trial": rec.number,
-            "output_tok_per_s": round(tok_s, 2),
-            "accept_length": None if accept is None else round(accept, 3),
-            "config": rec.result.config.label(),
-            **_setting(rec.result.config),
-        }
-        for level, (tok_s, rec, accept) in sorted(best.items())
-    ]
+            if stage.completed > 0:
+                by_config = stages.setdefault(stage.concurrency, {})
+                by_config.setdefault(rec.result.config, []).append(
+                    (stage.output_tok_per_s, rec, stage.accept_length)
+                )
+    out = []
+    for level, by_config in sorted(stages.items()):
+        medians = {c: statistics.median(tok for tok, _, _ in runs) for c, runs in by_config.items()}
+        config = max(medians, key=lambda c: medians[c])
+        _, rec, accept = min(by_config[config], key=lambda run: abs(run[0] - medians[config]))
+        out.append(
+            {
+                "concurrency": level,
+                "trial": rec.number,
+                "output_tok_per_s": round(medians[config], 2),
+                "launches": len(by_config[config]),
+                "accept_length": None if accept is None else round(accept, 3),
+                "config": config.label(),
+                **_setting(config),
+            }
+        )
+    return out
 
 
 def runtime_policy(best: TrialRecord, levels: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -295,7 +295,8 @@ def render_levels(best: BestFile) -> str:
             else f"steps {lv.speculative_num_steps} (adaptive {lv.speculative_adaptive})"
         )
         accept = "" if lv.speculative_num_steps == 0 else f", accept {_cell(lv.accept_length, '.2f')}"
-        figure = f"{lv.output_tok_per_s:.1f} tok/s{accept}"
+        median = f" (median of {lv.launches} launches)" if lv.launches > 1 else ""
+        figure = f"{lv.output_tok_per_s:.1f} tok/s{median}{accept}"
         lines.append(f"  {lv.concurrency:>5} concurrent: {setting}, {figure}  trial {lv.trial}")
     policy = best.runtime_policy
     lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")
