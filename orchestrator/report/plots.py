@@ -78,6 +78,15 @@ def integer_ticks(rows: Sequence[RunReadBack], name: str) -> dict[str, object]:
     return {"tickmode": "array", "tickvals": [int(v) for v in values]}
 
 
+def single_fraction_range(values: Sequence[float]) -> dict[str, object]:
+    """A narrow range for a fraction every point of a panel shares (the trees all launched at one
+    memory fraction): plotly ranges a single value +- 1, the point alone between 0 and 2."""
+    distinct = set(values)
+    if len(distinct) != 1 or (value := distinct.pop()) == int(value):
+        return {}
+    return {"range": [value - 0.02, value + 0.02]}
+
+
 def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     titles = [f"{LABELS[x]} / {LABELS[y]}" for x, y in FEASIBILITY_PAIRS]
     fig = make_subplots(rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16)
@@ -112,8 +121,12 @@ def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
                 col=col_i + 1,
             )
             shown.add(outcome)
-        fig.update_xaxes(title_text=LABELS[x], row=row_i + 1, col=col_i + 1, **integer_ticks(rows, x))
-        fig.update_yaxes(title_text=LABELS[y], row=row_i + 1, col=col_i + 1, **integer_ticks(rows, y))
+        shown_at = [r for r in rows if r.value(x) is not None and r.value(y) is not None]
+        xs = [v for r in shown_at if (v := r.value(x)) is not None]
+        ys = [v for r in shown_at if (v := r.value(y)) is not None]
+        cell = {"row": row_i + 1, "col": col_i + 1}
+        fig.update_xaxes(title_text=LABELS[x], **cell, **integer_ticks(rows, x), **single_fraction_range(xs))
+        fig.update_yaxes(title_text=LABELS[y], **cell, **integer_ticks(rows, y), **single_fraction_range(ys))
     fig.update_layout(
         template=TEMPLATE,
         height=760,

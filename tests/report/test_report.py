@@ -383,3 +383,25 @@ def test_feasibility_map_integer_axes_have_integer_ticks(rows: list[RunReadBack]
         assert axis.tickvals, axis
         assert all(float(v).is_integer() for v in axis.tickvals), axis.tickvals
     assert layout.xaxis.tickvals is None  # mem_fraction_static: plotly's own ticks
+
+
+def test_a_fraction_every_point_of_a_panel_shares_gets_a_narrow_axis_not_plotly_s_0_to_2() -> None:
+    """The QwQ-32B sweep on the H200: the baseline at 0.83, every tree at 0.97. The panels with draft
+    tokens hold only the trees, one fraction: plotly's own range for a single value is that value +- 1,
+    the point alone in the middle of an axis from 0 to 2."""
+
+    def run(number: int, fraction: float, draft: int | None) -> RunReadBack:
+        params: dict[str, float | str] = {"mem_fraction_static": fraction, "cuda_graph_max_bs": 32.0}
+        if draft is not None:
+            params["speculative_num_draft_tokens"] = float(draft)
+        metrics = {Metric.OUTPUT_TOK_PER_S.value: 700.0 + number}
+        return RunReadBack(
+            number, f"r{number}", "ok", f"run {number}", params, metrics, baseline=draft is None
+        )
+
+    layout = feasibility_figure(
+        [run(0, 0.83, None), *(run(n, 0.97, d) for n, d in ((1, 4), (2, 2), (3, 8)))]
+    ).layout
+    low, high = layout.xaxis4.range  # mem_fraction_static / draft tokens
+    assert 0.9 < low < 0.97 < high < 1.0, (low, high)
+    assert layout.xaxis.range is None  # two fractions: plotly's own range
