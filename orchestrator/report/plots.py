@@ -93,10 +93,9 @@ def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     shown: set[Outcome] = set()
     for i, (x, y) in enumerate(FEASIBILITY_PAIRS):
         row_i, col_i = divmod(i, 3)
+        panel = [r for r in rows if r.value(x) is not None and r.value(y) is not None]
         for outcome in Outcome:
-            pts = [
-                r for r in rows if r.outcome is outcome and r.value(x) is not None and r.value(y) is not None
-            ]
+            pts = [r for r in panel if r.outcome is outcome]
             if not pts:
                 continue
             style = STYLE[outcome]
@@ -121,9 +120,8 @@ def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
                 col=col_i + 1,
             )
             shown.add(outcome)
-        shown_at = [r for r in rows if r.value(x) is not None and r.value(y) is not None]
-        xs = [v for r in shown_at if (v := r.value(x)) is not None]
-        ys = [v for r in shown_at if (v := r.value(y)) is not None]
+        xs = [v for r in panel if (v := r.value(x)) is not None]
+        ys = [v for r in panel if (v := r.value(y)) is not None]
         cell = {"row": row_i + 1, "col": col_i + 1}
         fig.update_xaxes(title_text=LABELS[x], **cell, **integer_ticks(rows, x), **single_fraction_range(xs))
         fig.update_yaxes(title_text=LABELS[y], **cell, **integer_ticks(rows, y), **single_fraction_range(ys))

@@ -22,12 +22,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.prior import estimate
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
-from orchestrator.driver.store.journal import Journal
 from orchestrator.records import FailureKind, TrialRecord, TrialStatus
-from orchestrator.spec.sweep_spec import load_spec
+from tests.driver.memory.h200_fixtures import prior_model, study_records
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
@@ -36,14 +34,11 @@ SPEC = ROOT / "trials" / "h200-qwq32b.yaml"
 
 
 def _records() -> list[TrialRecord]:
-    """The peak study's records, read as `--resume` reads them (the driver's journal)."""
-    return Journal(PEAK / "records").read(int(p.stem) for p in (PEAK / "records").glob("*.json"))
+    return study_records(PEAK)
 
 
 def _model() -> PriorMemoryModel:
-    model, _ = memory_model_for(load_spec(SPEC), None)
-    assert isinstance(model, PriorMemoryModel) and model.facts is not None
-    return model
+    return prior_model(SPEC)
 
 
 def test_the_prior_has_the_weights_and_the_kv_pool_of_a_qwen2_shape() -> None:

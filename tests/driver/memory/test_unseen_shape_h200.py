@@ -42,13 +42,11 @@ from pathlib import Path
 
 from orchestrator.driver.answer.choose import answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.prior import decode_graphs_gib, estimate
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
-from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.sglang.logparse import parse_log
-from orchestrator.records import FailureKind, TrialRecord, TrialStatus
-from orchestrator.spec.sweep_spec import load_spec
+from orchestrator.records import FailureKind, TrialStatus
+from tests.driver.memory.h200_fixtures import prior_model, study_records
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
@@ -57,22 +55,15 @@ BOUNDARY, PEAK = FIXTURES / "mistral24b-boundary", FIXTURES / "mistral24b-peak"
 SPEC = ROOT / "trials" / "h200-24b.yaml"
 
 
-def _records(folder: Path) -> list[TrialRecord]:
-    """Every record of a study folder, read as `--resume` reads them (the driver's journal)."""
-    return Journal(folder / "records").read(int(p.stem) for p in (folder / "records").glob("*.json"))
-
-
 def _model() -> PriorMemoryModel:
-    model, _ = memory_model_for(load_spec(SPEC), None)
-    assert isinstance(model, PriorMemoryModel) and model.facts is not None
-    return model
+    return prior_model(SPEC)
 
 
 def test_the_sweep_answers_no_speculation_with_no_launch_out_of_memory() -> None:
     """The baseline and three trees, none out of memory at start-up or under load, and the answer the
     figures give: the server without speculation (1977.6 tok/s against 1125.3 for the best tree, a dummy
     draft that accepts nothing)."""
-    records = _records(SWEEP)
+    records = study_records(SWEEP)
     assert [r.result.status for r in records] == [TrialStatus.OK] * 4
     assert all(r.result.failure is None or r.result.failure.kind is not FailureKind.OOM for r in records)
     answer = choose_answer(answer_launches(records), baseline_launches(records))
@@ -85,7 +76,7 @@ def test_the_sweep_answers_no_speculation_with_no_launch_out_of_memory() -> None
 def test_the_prior_has_the_weights_and_the_kv_pool_of_a_shape_it_never_saw() -> None:
     model = _model()
     assert model.facts is not None
-    for record in _records(SWEEP) + _records(SERVING):
+    for record in study_records(SWEEP) + study_records(SERVING):
         m, config = record.result.memory, record.result.config
         est = estimate(model.facts, config)
         assert m.weights_gb is not None and abs(est.weights_gb - m.weights_gb) <= 0.02
@@ -102,7 +93,7 @@ def test_each_launch_s_start_up_is_predicted_from_the_launches_before_it() -> No
     low: safe)."""
     model = _model()
     seen_speculative = False
-    for record in _records(SWEEP) + _records(SERVING):
+    for record in study_records(SWEEP) + study_records(SERVING):
         config, real = record.result.config, record.result.memory.avail_end_gb
         left = model.left_after_start(config)
         assert left is not None and real is not None
@@ -118,13 +109,13 @@ def test_the_serving_boundaries_predicted_before_the_launch_err_only_on_the_safe
     s4k4d8 at 0.97 does not (it did, with 5.23 GiB free against a 5.38 GiB predicted peak): no launch it
     let through ran out of memory."""
     model = _model()
-    for record in _records(SWEEP):
+    for record in study_records(SWEEP):
         model.observe(record.number, record.result)
-    said = {r.number: not model.predict(r.result.config).skip for r in _records(SERVING)}
-    served = {r.number: r.result.status is TrialStatus.OK for r in _records(SERVING)}
+    said = {r.number: not model.predict(r.result.config).skip for r in study_records(SERVING)}
+    served = {r.number: r.result.status is TrialStatus.OK for r in study_records(SERVING)}
     assert said == {0: True, 1: False} and served == {0: True, 1: True}
-    peak = model.serving_peak(_records(SERVING)[1].result.config)
-    real = _records(SERVING)[1].result.memory.avail_end_gb
+    peak = model.serving_peak(study_records(SERVING)[1].result.config)
+    real = study_records(SERVING)[1].result.memory.avail_end_gb
     assert peak is not None and real is not None and peak.total_gib - real > 0.1
 
 
@@ -134,7 +125,7 @@ def test_the_graphs_of_the_wider_draft_are_over_predicted_never_under() -> None:
     per intermediate unit overstate on this shape, on the safe side."""
     model = _model()
     assert model.facts is not None
-    launches = [(SWEEP, r) for r in _records(SWEEP)] + [(SERVING, r) for r in _records(SERVING)]
+    launches = [(SWEEP, r) for r in study_records(SWEEP)] + [(SERVING, r) for r in study_records(SERVING)]
     for folder, record in launches:
         log = folder / "trials" / f"{record.number:04d}" / "server.log"
         m = parse_log(log.read_text()).memory
@@ -148,7 +139,7 @@ def test_the_graphs_of_the_wider_draft_are_over_predicted_never_under() -> None:
 
 def _model_after(*folders: Path) -> PriorMemoryModel:
     model = _model()
-    for n, record in enumerate(r for folder in folders for r in _records(folder)):
+    for n, record in enumerate(r for folder in folders for r in study_records(folder)):
         model.observe(n, record.result)
     return model
 
@@ -157,14 +148,14 @@ def test_the_server_without_speculation_is_not_charged_the_draft_s_prefill() -> 
     """The baseline at 0.97 served concurrency 32 with 3.84 GiB free; charged the draft's prefill
     activations it was predicted to need 5.02 GiB and to run out of memory."""
     model = _model_after(SWEEP, SERVING)
-    base = _records(BOUNDARY)[0]
+    base = study_records(BOUNDARY)[0]
     assert base.baseline and not base.result.config.speculative and base.result.status is TrialStatus.OK
     peak = model.serving_peak(base.result.config)
     real = base.result.memory.avail_end_gb
     assert peak is not None and real is not None and peak.total_gib < real
     assert not model.predict(base.result.config).skip
     # A speculative server holds them: the same prompt tokens cost more with the draft's MLP beside.
-    spec = _records(BOUNDARY)[1].result.config
+    spec = study_records(BOUNDARY)[1].result.config
     spec_peak = model.serving_peak(spec)
     assert spec_peak is not None and spec_peak.prefill_gib > peak.prefill_gib + 1.0
 
@@ -173,10 +164,10 @@ def test_the_boundaries_at_0_98_are_decided_on_the_safe_side() -> None:
     """s1k4d2 at 0.98 served (predicted out of memory: a miss on the safe side); s4k4d8 and s4k4d16 at
     0.98 ran out of memory under load, as predicted before they launched."""
     model = _model_after(SWEEP, SERVING)
-    boundary = _records(BOUNDARY)
+    boundary = study_records(BOUNDARY)
     assert model.predict(boundary[1].result.config).skip and boundary[1].result.status is TrialStatus.OK
     model = _model_after(SWEEP, SERVING, BOUNDARY)
-    peak = _records(PEAK)
+    peak = study_records(PEAK)
     assert [r.result.status for r in peak] == [TrialStatus.OOM_UNDER_LOAD] * 2
     assert all(r.result.failure is not None and r.result.failure.kind is FailureKind.OOM for r in peak)
     assert all(model.predict(r.result.config).skip for r in peak)
@@ -185,7 +176,7 @@ def test_the_boundaries_at_0_98_are_decided_on_the_safe_side() -> None:
 def test_the_baseline_alone_is_the_answer_until_a_speculative_launch_completes() -> None:
     """After the baseline launch the sweep already answers the server without speculation, the answer
     its end gave (best.json), 76 % ahead of the only tree launched."""
-    records = _records(BOUNDARY)
+    records = study_records(BOUNDARY)
     first = choose_answer(answer_launches(records[:1]), baseline_launches(records[:1]))
     last = choose_answer(answer_launches(records), baseline_launches(records))
     assert first is not None and last is not None and first.nospec and last.nospec
