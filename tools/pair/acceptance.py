@@ -1,0 +1,199 @@
+"""Accept length per draft tree, as SGLang measures it, on a held-out chat workload.
+
+    python -m tools.pair.acceptance TARGET DRAFT DATASET OUT_DIR [--trees s3k1d4,...] [--concurrency 1,32]
+
+One SGLang server per tree, all on the one GPU at once: accept length is a property of the draft, the
+target and the prompts, not of the GPU's speed, so servers that share a GPU measure it as well as one
+alone does (their tok/s mean nothing here and are not reported). Each server's KV pool is capped with
+``--max-total-tokens`` so that a dozen fit beside each other whatever ``--mem-fraction-static`` leaves.
+
+Requests go through the product's own benchmark client (`orchestrator.bench.client.run_stage`) with the
+product's SGLang request body (greedy, EOS ignored, each answer's length as its token budget, so each
+request decodes about what the target would answer): accept length is ``sum(completion_tokens) /
+sum(spec_verify_ct)`` over a level's requests, the product's own rule. Writes ``acceptance.json`` and
+one server log per tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from orchestrator.bench.client import new_session, run_stage
+from orchestrator.bench.textdata import load_sharegpt
+from orchestrator.bench.tokenizer import load_tokenizer
+from orchestrator.bench.workload import RequestSpec
+from orchestrator.engines.sglang.wire import SGLANG_API
+from tools.pair.server import BASE_FLAGS, Server, ServerError
+
+log = logging.getLogger(__name__)
+
+# At least 12 trees: chains of 1-6 steps, and top-k 2, 4 and 8 at several depths and budgets.
+DEFAULT_TREES = (
+    "s1k1d2,s2k1d3,s3k1d4,s4k1d5,s5k1d6,s6k1d7,s2k2d4,s3k2d6,s4k2d8,s3k4d8,s4k4d16,s3k8d16,s5k4d12,s6k8d16"
+)
+_TREE = re.compile(r"s(\d+)k(\d+)d(\d+)")
+
+
+@dataclass(frozen=True)
+class Tree:
+    steps: int
+    topk: int
+    draft_tokens: int
+
+    @property
+    def label(self) -> str:
+        return f"s{self.steps}k{self.topk}d{self.draft_tokens}"
+
+    def flags(self) -> list[str]:
+        return ["--speculative-num-steps", str(self.steps), "--speculative-eagle-topk", str(self.topk),
+                "--speculative-num-draft-tokens", str(self.draft_tokens)]  # fmt: skip
+
+
+def parse_trees(text: str) -> list[Tree]:
+    trees = []
+    for part in text.split(","):
+        match = _TREE.fullmatch(part.strip())
+        if match is None:
+            raise ValueError(f"--trees: {part!r} is not sNkNdN (steps, top-k, draft tokens), e.g. s3k1d4")
+        tree = Tree(*(int(g) for g in match.groups()))
+        if tree.topk == 1 and tree.draft_tokens != tree.steps + 1:
+            raise ValueError(
+                f"--trees: {part}: a top-k 1 chain verifies steps + 1 tokens "
+                f"(s{tree.steps}k1d{tree.steps + 1})"
+            )
+        trees.append(tree)
+    return trees
+
+
+@dataclass(frozen=True)
+class LevelAcceptance:
+    concurrency: int
+    requests: int
+    completion_tokens: int
+    verify_steps: int
+    accept_length: float | None
+
+
+def requests_from(dataset: Path, target: Path, max_new_tokens: int) -> list[RequestSpec]:
+    """The held-out conversations through the target's chat template, each with its answer's length."""
+    tokenizer = load_tokenizer(str(target), vocab_size=0)
+    out = []
+    for conv in load_sharegpt(dataset).conversations:
+        wanted = tokenizer.count(conv.answer) if conv.answer else max_new_tokens
+        out.append(
+            RequestSpec(tuple(tokenizer.encode_chat(conv.messages)), max(1, min(wanted, max_new_tokens)))
+        )
+    return out
+
+
+async def measure(url: str, requests: list[RequestSpec], levels: list[int]) -> list[LevelAcceptance]:
+    results = []
+    async with new_session(600) as session:
+        for c in levels:
+            outcomes, _ = await run_stage(url, requests, c, api=SGLANG_API, timeout_s=900, session=session)
+            done = [o for o in outcomes if o.success and o.spec_verify_ct]
+            tokens = sum(o.completion_tokens for o in done)
+            verify = sum(o.spec_verify_ct or 0 for o in done)
+            results.append(
+                LevelAcceptance(c, len(done), tokens, verify, round(tokens / verify, 4) if verify else None)
+            )
+    return results
+
+
+async def _all(
+    servers: dict[str, Server], requests: list[RequestSpec], levels: list[int]
+) -> dict[str, object]:
+    async def one(label: str, server: Server) -> tuple[str, object]:
+        try:
+            return label, [asdict(r) for r in await measure(server.url, requests, levels)]
+        except Exception as exc:  # one tree's failure is that tree's result, not the run's
+            return label, {"error": f"{type(exc).__name__}: {exc}"}
+
+    pairs = await asyncio.gather(*(one(label, s) for label, s in servers.items()))
+    return dict(pairs)
+
+
+def run(target: Path, draft: Path, dataset: Path, out: Path, trees: list[Tree], levels: list[int],
+        max_new_tokens: int, base_port: int) -> dict[str, object]:  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    requests = requests_from(dataset, target, max_new_tokens)
+    servers: dict[str, Server] = {}
+    ready: dict[str, Server] = {}
+    result: dict[str, object] = {"requests": len(requests), "levels": levels, "trees": {}}
+    started = time.monotonic()
+    try:
+        for i, tree in enumerate(trees):
+            servers[tree.label] = Server(port=base_port + i, log_path=out / f"server-{tree.label}.log", args=[
+                "--model-path", str(target), "--speculative-algorithm", "EAGLE3",
+                "--speculative-draft-model-path", str(draft), *tree.flags(), *BASE_FLAGS,
+                "--mem-fraction-static", "0.85", "--max-total-tokens", "60000",
+                "--cuda-graph-max-bs", str(max(levels)),
+                "--max-running-requests", str(max(levels))])  # fmt: skip
+            servers[tree.label].start()
+        for label, server in servers.items():
+            try:
+                server.wait_ready(900 - (time.monotonic() - started))
+                ready[label] = server
+            except ServerError as exc:
+                log.error("%s", exc)
+                result["trees"][label] = {"error": str(exc)}  # type: ignore[index]
+        result["startup_s"] = round(time.monotonic() - started, 1)
+        result["trees"].update(asyncio.run(_all(ready, requests, levels)))  # type: ignore[attr-defined]
+        result["measure_s"] = round(time.monotonic() - started - float(result["startup_s"]), 1)  # type: ignore[arg-type]
+    finally:
+        for server in servers.values():
+            server.stop()
+    (out / "acceptance.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def table(result: dict[str, object]) -> list[str]:
+    levels = result["levels"]
+    lines = ["tree        " + "".join(f"   c={c:<4}" for c in levels)]  # type: ignore[union-attr]
+    for label, rows in result["trees"].items():  # type: ignore[union-attr]
+        if isinstance(rows, dict):
+            lines.append(f"{label:<12}{rows['error'][:90]}")
+            continue
+        cells = "".join(f"   {r['accept_length']:<6}" if r["accept_length"] else "   -     " for r in rows)
+        lines.append(f"{label:<12}{cells}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.pair.acceptance", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("target", type=Path)
+    parser.add_argument("draft", type=Path)
+    parser.add_argument("dataset", type=Path, help="ShareGPT-style JSON with the answers (selfdistill.py)")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--trees", default=DEFAULT_TREES)
+    parser.add_argument("--concurrency", default="1,32")
+    parser.add_argument("--max-new-tokens", type=int, default=320)
+    parser.add_argument("--base-port", type=int, default=31000)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        trees = parse_trees(args.trees)
+        levels = [int(c) for c in args.concurrency.split(",")]
+    except ValueError as exc:
+        print(f"acceptance: {exc}", file=sys.stderr)
+        return 2
+    result = run(
+        args.target, args.draft, args.dataset, args.out, trees, levels, args.max_new_tokens, args.base_port
+    )
+    for line in table(result):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

