@@ -50,8 +50,14 @@ def chat_prompt_ids(tokenizer: Any, question: str) -> list[int]:
     return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
 
 
-def generate(server: Server, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-    """Greedy answers' token ids, in prompt order; SGLang batches each request's list itself."""
+def generate(
+    server: Server, prompts: list[list[int]], max_new_tokens: int, tokenizer: Any
+) -> list[list[int]]:
+    """Greedy answers' token ids, in prompt order; SGLang batches each request's list itself.
+
+    The ids are the reply's ``output_ids`` where SGLang sends them, else its text re-encoded (the same
+    ids for all but rare merges) with the end-of-turn token when the answer stopped there.
+    """
     answers: list[list[int]] = []
     params = {"temperature": 0, "max_new_tokens": max_new_tokens}
     for start in range(0, len(prompts), _BATCH):
@@ -60,7 +66,10 @@ def generate(server: Server, prompts: list[list[int]], max_new_tokens: int) -> l
         for reply in replies:
             ids = reply.get("output_ids")
             if ids is None:
-                raise RuntimeError("SGLang's /generate reply has no output_ids; cannot build training data")
+                ids = tokenizer(reply["text"], add_special_tokens=False)["input_ids"]
+                finish = (reply.get("meta_info") or {}).get("finish_reason") or {}
+                if finish.get("type") == "stop" and tokenizer.eos_token_id is not None:
+                    ids = [*ids, tokenizer.eos_token_id]
             answers.append([int(i) for i in ids])
         log.info("generated %d of %d answers", len(answers), len(prompts))
     return answers
@@ -86,13 +95,13 @@ def run(
     try:
         summary["server_ready_s"] = round(server.wait_ready(600), 1)
         started = time.monotonic()
-        sanity = generate(server, [chat_prompt_ids(tokenizer, SANITY_QUESTION)], 40)[0]
+        sanity = generate(server, [chat_prompt_ids(tokenizer, SANITY_QUESTION)], 40, tokenizer)[0]
         summary["sanity"] = {
             "question": SANITY_QUESTION,
             "answer": tokenizer.decode(sanity, skip_special_tokens=True),
         }
-        train_answers = generate(server, train_ids, max_new_tokens)
-        held_answers = generate(server, held_ids, max_new_tokens)
+        train_answers = generate(server, train_ids, max_new_tokens, tokenizer)
+        held_answers = generate(server, held_ids, max_new_tokens, tokenizer)
         summary["generate_s"] = round(time.monotonic() - started, 1)
     finally:
         server.stop()
