@@ -23,7 +23,7 @@ import logging
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchestrator.bench.client import new_session, run_stage
@@ -31,7 +31,7 @@ from orchestrator.bench.textdata import load_sharegpt
 from orchestrator.bench.tokenizer import load_tokenizer
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.engines.sglang.wire import SGLANG_API
-from tools.pair.server import BASE_FLAGS, Server, ServerError
+from tools.pair.server import BASE_FLAGS, SGLANG, Launcher, Server, ServerError
 
 log = logging.getLogger(__name__)
 
@@ -108,61 +108,82 @@ async def measure(url: str, requests: list[RequestSpec], levels: list[int]) -> l
     return results
 
 
-async def _all(
-    servers: dict[str, Server], requests: list[RequestSpec], levels: list[int]
-) -> dict[str, object]:
-    async def one(label: str, server: Server) -> tuple[str, object]:
-        try:
-            return label, [asdict(r) for r in await measure(server.url, requests, levels)]
-        except Exception as exc:  # one tree's failure is that tree's result, not the run's
-            return label, {"error": f"{type(exc).__name__}: {exc}"}
+@dataclass
+class TreeAcceptance:
+    """One tree's accept length per level, or why it has none."""
 
-    pairs = await asyncio.gather(*(one(label, s) for label, s in servers.items()))
-    return dict(pairs)
+    levels: list[LevelAcceptance] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class AcceptanceRun:
+    """What `run` measured: every tree's result, and how long starting and measuring took."""
+
+    requests: int
+    levels: list[int]
+    trees: dict[str, TreeAcceptance] = field(default_factory=dict)
+    startup_s: float = 0.0
+    measure_s: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+async def _measure_all(servers: dict[str, Server], requests: list[RequestSpec], levels: list[int]
+                       ) -> dict[str, TreeAcceptance]:  # fmt: skip
+    async def one(label: str, server: Server) -> tuple[str, TreeAcceptance]:
+        try:
+            return label, TreeAcceptance(levels=await measure(server.url, requests, levels))
+        except Exception as exc:  # one tree's failure is that tree's result, not the run's
+            return label, TreeAcceptance(error=f"{type(exc).__name__}: {exc}")
+
+    return dict(await asyncio.gather(*(one(label, s) for label, s in servers.items())))
 
 
 def run(target: Path, draft: Path, dataset: Path, out: Path, trees: list[Tree], levels: list[int],
-        max_new_tokens: int, base_port: int) -> dict[str, object]:  # fmt: skip
+        max_new_tokens: int, base_port: int, launcher: Launcher = SGLANG) -> AcceptanceRun:  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     requests = requests_from(dataset, target, max_new_tokens)
     servers: dict[str, Server] = {}
     ready: dict[str, Server] = {}
-    result: dict[str, object] = {"requests": len(requests), "levels": levels, "trees": {}}
+    result = AcceptanceRun(requests=len(requests), levels=levels)
     started = time.monotonic()
     try:
         for i, tree in enumerate(trees):
-            servers[tree.label] = Server(port=base_port + i, log_path=out / f"server-{tree.label}.log", args=[
-                "--model-path", str(target), "--speculative-algorithm", "EAGLE3",
-                "--speculative-draft-model-path", str(draft), *tree.flags(), *BASE_FLAGS,
-                "--mem-fraction-static", "0.85", "--max-total-tokens", "60000",
-                "--cuda-graph-max-bs", str(max(levels)),
-                "--max-running-requests", str(max(levels))])  # fmt: skip
-            servers[tree.label].start()
+            server = Server(port=base_port + i, log_path=out / f"server-{tree.label}.log", launcher=launcher,
+                            args=["--model-path", str(target), "--speculative-algorithm", "EAGLE3",
+                                  "--speculative-draft-model-path", str(draft), *tree.flags(), *BASE_FLAGS,
+                                  "--mem-fraction-static", "0.85", "--max-total-tokens", "60000",
+                                  "--cuda-graph-max-bs", str(max(levels)),
+                                  "--max-running-requests", str(max(levels))])  # fmt: skip
+            servers[tree.label] = server
+            server.start()
         for label, server in servers.items():
             try:
-                server.wait_ready(900 - (time.monotonic() - started))
+                server.wait_ready(max(1.0, 900 - (time.monotonic() - started)))
                 ready[label] = server
             except ServerError as exc:
                 log.error("%s", exc)
-                result["trees"][label] = {"error": str(exc)}  # type: ignore[index]
-        result["startup_s"] = round(time.monotonic() - started, 1)
-        result["trees"].update(asyncio.run(_all(ready, requests, levels)))  # type: ignore[attr-defined]
-        result["measure_s"] = round(time.monotonic() - started - float(result["startup_s"]), 1)  # type: ignore[arg-type]
+                result.trees[label] = TreeAcceptance(error=str(exc))
+        result.startup_s = round(time.monotonic() - started, 1)
+        result.trees.update(asyncio.run(_measure_all(ready, requests, levels)))
+        result.measure_s = round(time.monotonic() - started - result.startup_s, 1)
     finally:
         for server in servers.values():
             server.stop()
-    (out / "acceptance.json").write_text(json.dumps(result, indent=2) + "\n")
+    result.trees = {t.label: result.trees[t.label] for t in trees if t.label in result.trees}
+    (out / "acceptance.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
     return result
 
 
-def table(result: dict[str, object]) -> list[str]:
-    levels = result["levels"]
-    lines = ["tree        " + "".join(f"   c={c:<4}" for c in levels)]  # type: ignore[union-attr]
-    for label, rows in result["trees"].items():  # type: ignore[union-attr]
-        if isinstance(rows, dict):
-            lines.append(f"{label:<12}{rows['error'][:90]}")
+def table(result: AcceptanceRun) -> list[str]:
+    lines = ["tree        " + "".join(f"   c={c:<4}" for c in result.levels)]
+    for label, tree in result.trees.items():
+        if tree.error:
+            lines.append(f"{label:<12}{tree.error[:90]}")
             continue
-        cells = "".join(f"   {r['accept_length']:<6}" if r["accept_length"] else "   -     " for r in rows)
+        cells = "".join(f"   {r.accept_length:<6}" if r.accept_length else "   -     " for r in tree.levels)
         lines.append(f"{label:<12}{cells}")
     return lines
 

@@ -34,6 +34,20 @@ class ServerError(RuntimeError):
     """The server exited or never answered /health; the message names its log."""
 
 
+@dataclass(frozen=True)
+class Launcher:
+    """What starts a server: the module run with ``python -m``, and flags it always gets.
+
+    SGLang's launcher on a GPU node; the product's simulated node (same flags, log and HTTP API) in tests.
+    """
+
+    module: str = "sglang.launch_server"
+    extra: tuple[str, ...] = ()
+
+
+SGLANG = Launcher()
+
+
 @dataclass
 class Server:
     """A launched server: its process, port and log file."""
@@ -41,6 +55,7 @@ class Server:
     port: int
     log_path: Path
     args: list[str]
+    launcher: Launcher = SGLANG
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
@@ -50,8 +65,8 @@ class Server:
 
     def start(self) -> None:
         self._log = self.log_path.open("wb")
-        cmd = [sys.executable, "-m", "sglang.launch_server", *self.args, "--host", "127.0.0.1",
-               "--port", str(self.port)]  # fmt: skip
+        cmd = [sys.executable, "-m", self.launcher.module, *self.args, *self.launcher.extra,
+               "--host", "127.0.0.1", "--port", str(self.port)]  # fmt: skip
         log.info("starting: %s", " ".join(cmd))
         self.process = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
