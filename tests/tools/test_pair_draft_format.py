@@ -89,7 +89,7 @@ SMOLLM2_135M = {  # SmolLM2-135M-Instruct's config.json, the keys that matter he
 
 
 def sglang_param(name: str) -> str | None:
-    """Where `LlamaForCausalLMEagle3.load_weights` puts a checkpoint tensor (None: d2t/t2d, not parameters)."""
+    """Where `LlamaForCausalLMEagle3.load_weights` puts a checkpoint tensor (None: d2t and t2d)."""
     if "d2t" in name or "t2d" in name:
         return None
     for param, shard in STACKED:
@@ -150,7 +150,9 @@ def test_config_has_what_sglang_reads(tmp_path: Path) -> None:
     assert cfg["model_type"] == "llama" and cfg["num_hidden_layers"] == 1
     assert cfg["tie_word_embeddings"] is False  # else lm_head would be the full-vocab embedding
     assert cfg["draft_vocab_size"] == 128 and cfg["vocab_size"] == 512
-    assert cfg["target_hidden_size"] == cfg["hidden_size"] == 64  # equal: SGLang shares the target's embedding
+    assert (
+        cfg["target_hidden_size"] == cfg["hidden_size"] == 64
+    )  # equal: SGLang shares the target's embedding
     assert cfg["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": AUX, "use_aux_hidden_state": True}
     for key, value in [
         ("num_attention_heads", 4), ("num_key_value_heads", 2), ("head_dim", 16), ("intermediate_size", 128),

@@ -93,7 +93,8 @@ def ttt_loss(
             to_draft = torch.cumsum(draft.t2d.to(torch.int64), 0) - 1
             teacher = to_draft[greedy]
         else:
-            teacher = torch.softmax(logits.float().index_select(-1, draft_ids), dim=-1)
+            # columns first, then float32: a float32 copy of the full-vocabulary logits would be 6x larger
+            teacher = torch.softmax(logits.index_select(-1, draft_ids).float(), dim=-1)
     hidden = draft.project(aux.to(draft.fc.weight.dtype))
     positions = torch.arange(t, device=device)
     cache: list[KV] = []
