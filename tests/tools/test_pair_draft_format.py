@@ -23,8 +23,8 @@ from tools.pair.eagle3_draft import (  # noqa: E402
 )
 
 # The checkpoint names SGLang's LlamaForCausalLMEagle3.load_weights maps onto its parameters
-# (python/sglang/srt/models/llama_eagle3.py in sgl-project/sglang; SpecForge's exporter,
-# specforge/export/to_sglang.py, writes these names). No embedding: the draft takes the target's.
+# (sglang/srt/models/llama_eagle3.py, sglang 0.5.17; SpecForge's exporter, specforge/export/to_sglang.py,
+# writes these names). No embedding: the draft takes the target's.
 CHECKPOINT_NAMES = [
     "d2t",
     "fc.weight",
@@ -42,22 +42,23 @@ CHECKPOINT_NAMES = [
     "norm.weight",
     "t2d",
 ]
-# SGLang's own parameter names for the draft (same file): `model.embed_tokens.weight` too, which the EAGLE
-# worker replaces with the target's (python/sglang/srt/speculative/eagle_worker.py, `set_embed`).
+# SGLang 0.5.17's own parameter names for a one-layer draft (same file): `model.embed_tokens.weight` too,
+# which the EAGLE worker replaces with the target's (sglang/srt/speculative/eagle_worker_v2.py, `set_embed`).
 SGLANG_PARAMS = {
     "lm_head.weight",
     "model.embed_tokens.weight",
     "model.fc.weight",
-    "model.midlayer.hidden_norm.weight",
-    "model.midlayer.input_layernorm.weight",
-    "model.midlayer.mlp.down_proj.weight",
-    "model.midlayer.mlp.gate_up_proj.weight",
-    "model.midlayer.post_attention_layernorm.weight",
-    "model.midlayer.self_attn.o_proj.weight",
-    "model.midlayer.self_attn.qkv_proj.weight",
+    "model.layers.0.hidden_norm.weight",
+    "model.layers.0.input_layernorm.weight",
+    "model.layers.0.mlp.down_proj.weight",
+    "model.layers.0.mlp.gate_up_proj.weight",
+    "model.layers.0.post_attention_layernorm.weight",
+    "model.layers.0.self_attn.o_proj.weight",
+    "model.layers.0.self_attn.qkv_proj.weight",
     "model.norm.weight",
 }
-# The loader's stacked-parameter table, as written there.
+# The loader's tables, as written there: old names, then stacked parameters.
+LEGACY = {"midlayer": "layers.0"}
 STACKED = [
     (".qkv_proj", ".q_proj"),
     (".qkv_proj", ".k_proj"),
@@ -90,6 +91,8 @@ SMOLLM2_135M = {  # SmolLM2-135M-Instruct's config.json, the keys that matter he
 
 def sglang_param(name: str) -> str | None:
     """Where `LlamaForCausalLMEagle3.load_weights` puts a checkpoint tensor (None: d2t and t2d)."""
+    for old, new in LEGACY.items():
+        name = name.replace(old, new)
     if "d2t" in name or "t2d" in name:
         return None
     for param, shard in STACKED:
@@ -169,6 +172,13 @@ def test_load_draft_round_trips(tmp_path: Path) -> None:
     for name, tensor in draft.state_dict().items():
         want = tensor.to(torch.bfloat16).float() if tensor.is_floating_point() else tensor
         assert torch.equal(back.state_dict()[name], want), name
+
+
+def test_aux_layer_ids_must_ascend() -> None:
+    with pytest.raises(ValueError, match="ascend"):
+        DraftConfig.for_target(TINY, 128)  # 4 layers: the default [1, 1, 0] repeats a layer
+    with pytest.raises(ValueError, match="ascend"):
+        DraftConfig.for_target(TINY, 128, [2, 1, 0])
 
 
 def test_smollm2_draft_shape_and_size(tmp_path: Path) -> None:

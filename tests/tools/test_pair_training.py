@@ -111,7 +111,7 @@ def test_command_line_writes_the_draft_and_a_summary(tmp_path: Path) -> None:
     summary = main(
         ["--target", str(tmp_path / "target"), "--data", str(data), "--out", str(out), "--seed", "0",
          "--epochs", "2", "--draft-vocab", "64", "--ttt-steps", "3", "--max-tokens", "256", "--lr", "3e-3",
-         "--eval-frac", "0.2", "--device", "cpu"]
+         "--eval-frac", "0.2", "--aux-layers", "0", "1", "3", "--device", "cpu"]
     )  # fmt: skip
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "train_summary.json"]
     written = json.loads((out / "train_summary.json").read_text())
@@ -120,4 +120,4 @@ def test_command_line_writes_the_draft_and_a_summary(tmp_path: Path) -> None:
     assert len(written["epochs"]) == 2 and len(written["epochs"][-1]["train_step_accuracy"]) == 3
     assert {"wall_time_s", "parameter_count", "folder_bytes", "draft_vocab_coverage"} <= set(written)
     draft = load_draft(out)
-    assert draft.cfg.draft_vocab_size == 64 and list(draft.cfg.aux_layer_ids) == [1, 1, 0]
+    assert draft.cfg.draft_vocab_size == 64 and list(draft.cfg.aux_layer_ids) == [0, 1, 3]

@@ -1,32 +1,36 @@
 """An EAGLE-3 draft for a Llama target, in the layout SGLang serves as `LlamaForCausalLMEagle3`.
 
-What SGLang does with the folder (read in `python/sglang/srt/models/llama_eagle3.py`,
-`python/sglang/srt/models/llama.py`, `python/sglang/srt/speculative/eagle_worker.py` and
-`python/sglang/srt/model_executor/model_runner.py` of sgl-project/sglang):
+What SGLang 0.5.17 does with the folder (read in the sglang 0.5.17 wheel: `sglang/srt/models/llama_eagle3.py`,
+`sglang/srt/models/llama.py`, `sglang/srt/speculative/eagle_worker_v2.py`,
+`sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py`; earlier versions in
+sgl-project/sglang's `python/sglang/srt/...` agree on everything below but the layer's name):
 
-- Parameters: `model.embed_tokens` (vocab_size x hidden), `model.fc` (3 * target_hidden_size -> hidden, bias
-  only if the config says `bias`), `model.midlayer` (one decoder layer whose `self_attn.qkv_proj` takes
-  2 * hidden inputs; `mlp.gate_up_proj`, `mlp.down_proj`, `input_layernorm`, `hidden_norm`,
-  `post_attention_layernorm`), `model.norm`, and `lm_head` (draft_vocab_size x hidden) when
-  `tie_word_embeddings` is false. With `tie_word_embeddings` true the head *is* the full-vocab embedding, so a
-  reduced draft vocabulary needs it false.
-- `load_weights` maps checkpoint names: `.q_proj/.k_proj/.v_proj` -> `.qkv_proj`, `.gate_proj/.up_proj` ->
-  `.gate_up_proj`, and prefixes `model.` to a name not found as it is. So the file holds
-  `midlayer.self_attn.q_proj.weight`, ..., `fc.weight`, `norm.weight`, `lm_head.weight` (no `model.` prefix),
-  the names SpecForge exports (`specforge/export/to_sglang.py`). `d2t` becomes
-  `hot_token_id = d2t + arange(len(d2t))`, the target id of each draft id; `t2d` is read and ignored. A name
-  matching no parameter is skipped silently, which is why the tests pin the names.
-- The midlayer: residual = hidden; x = cat(input_layernorm(embeds), hidden_norm(hidden)) -> attention ->
+- Parameters: `model.embed_tokens` (vocab_size x hidden), `model.fc` (len(aux ids) * target_hidden_size ->
+  hidden, bias only if the config says `bias`), `model.layers.0` (older versions: `model.midlayer`; one
+  decoder layer whose `self_attn.qkv_proj` takes 2 * hidden inputs; `self_attn.o_proj`, `mlp.gate_up_proj`,
+  `mlp.down_proj`, `input_layernorm`, `hidden_norm`, `post_attention_layernorm`), `model.norm`, and `lm_head`
+  (draft_vocab_size x hidden) when `tie_word_embeddings` is false. With `tie_word_embeddings` true the head
+  *is* the full-vocab embedding, so a reduced draft vocabulary needs it false. Optional extras stay off:
+  `norm_before_fc`, `fc_norm` (per-aux norms) and `norm_output` (feed back the normed state) default false.
+- `load_weights` renames `midlayer` -> `layers.0` (kept for old checkpoints), maps `.q_proj/.k_proj/.v_proj`
+  -> `.qkv_proj` and `.gate_proj/.up_proj` -> `.gate_up_proj`, and prefixes `model.` to a name not found as
+  it is. The file holds `midlayer.self_attn.q_proj.weight`, ..., `fc.weight`, `norm.weight`,
+  `lm_head.weight` (no `model.` prefix): the names SpecForge exports (`specforge/export/to_sglang.py`), which
+  load in 0.5.17 and in the versions before the rename. `d2t` becomes `hot_token_id = d2t + arange(len(d2t))`,
+  the target id of each draft id; `t2d` is read and ignored. A name matching no parameter is skipped
+  silently, which is why the tests pin the names.
+- The layer: residual = hidden; x = cat(input_layernorm(embeds), hidden_norm(hidden)) -> attention ->
   + residual -> post_attention_layernorm -> MLP -> + residual; logits = lm_head(norm(out)), and `out` (before
   the norm) is the hidden state fed back to the next draft step. `fc` runs only when the incoming hidden
   state is wider than the embedding, i.e. on the target's concatenated aux states.
-- Embeddings: `EAGLEWorker.__init__` calls `set_embed(target embed)` on an EAGLE-3 draft (or
+- Embeddings: the EAGLE worker (`init_lm_head`) calls `set_embed(target embed)` on an EAGLE-3 draft (or
   `set_embed_and_head` when the config has no `draft_vocab_size` and untied embeddings), and `set_embed`
   replaces the draft's embedding unless `target_hidden_size != hidden_size`. The draft's hidden size equals
   the target's here, so the folder carries no embedding (SpecForge's exporter drops it too) and training uses
   the target's, frozen.
 - Aux layers: the target's model runner reads `eagle_config["eagle_aux_hidden_state_layer_ids"]` from the
-  draft's config and captures the input of layer id + 1 for each (see `tools.pair.llama_target`).
+  draft's config and captures the input of layer id + 1 for each, in layer order (see
+  `tools.pair.llama_target`); the draft's `fc` width comes from the length of that list.
 - Vocabulary (SpecForge `specforge/data/preprocessing.py`, `process_token_dict_to_mappings`): the draft ids
   are the N most frequent answer tokens *sorted by target id*; `d2t[i] = target_id(i) - i` (int64, length N)
   and `t2d` is a bool mask over the target vocabulary (length vocab_size).
@@ -74,6 +78,10 @@ class DraftConfig:
 
         t = TargetConfig.from_dict(target)
         ids = t.default_aux_layer_ids() if aux_layer_ids is None else list(aux_layer_ids)
+        if not ids or ids != sorted(set(ids)) or ids[0] < 0 or ids[-1] >= t.num_hidden_layers:
+            # SGLang captures each listed layer once, in layer order: a repeated or unordered id would hand
+            # the draft other states than it was trained on (the default repeats one below 7 layers)
+            raise ValueError(f"aux layer ids {ids} must ascend strictly within 0..{t.num_hidden_layers - 1}")
         if not 0 < draft_vocab_size <= t.vocab_size:
             raise ValueError(f"draft vocab {draft_vocab_size} not within 1..{t.vocab_size}")
         keep = ("rope_scaling", "rope_parameters", "bos_token_id", "eos_token_id", "pad_token_id")
@@ -294,6 +302,8 @@ def save_draft(folder: str | Path, model: Eagle3Draft) -> Path:
         state[name] = (t.to(torch.bfloat16) if t.is_floating_point() else t).contiguous()
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(model.cfg.to_hf(), indent=2) + "\n")
+    # safetensors creates its file owner-only; a server running as another user must read it
+    (folder / "model.safetensors").chmod(0o644)
     return folder
 
 

@@ -9,11 +9,12 @@ What is captured, and why these states: SGLang's `LlamaModel.forward` (`python/s
 appends `hidden_states + residual` *before* running layer i for every i in `layers_to_capture`, i.e. the
 input of layer i, which is the output of layer i-1 residual included. `set_eagle3_layers_to_capture(ids)`
 sets `layers_to_capture = [id + 1 for id in ids]` when the draft's config has
-`eagle_config.eagle_aux_hidden_state_layer_ids`, and `[2, L // 2, L - 3]` otherwise. So an id here names the
+`eagle_config.eagle_aux_hidden_state_layer_ids`, and `[2, L // 2, L - 3]` otherwise (so in 0.5.17, whose
+`LlamaModel` is unchanged there). So an id here names the
 *output of layer id* (0-based), the same convention as SpecForge's default `[1, L // 2 - 1, L - 4]`
 (`specforge/algorithms/model_providers.py`), and both defaults capture the same three states. For
 SmolLM2-135M (L = 30): ids [1, 14, 26], the inputs of layers 2, 15, 27 (HF `hidden_states[2], [15], [27]`).
-The three states are concatenated low to high, as SGLang's logits processor hands them to the draft's `fc`.
+The states are concatenated in layer order, as SGLang collects them (`layers.aux_hidden_states`) for `fc`.
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ class LlamaTarget(nn.Module):
             if i in ids:
                 captured[i] = x
         logits = self.lm_head(self.model.norm(x))
-        return logits, torch.cat([captured[i] for i in ids], dim=-1)
+        # SGLang tests each layer for membership in its list: each state once, in layer order
+        return logits, torch.cat([captured[i] for i in sorted(captured)], dim=-1)
 
 
 def read_config(folder: str | Path) -> dict[str, Any]:
