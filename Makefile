@@ -20,8 +20,8 @@ sweep: $(STAMP)
 	$(BIN)/python -m orchestrator.sweep $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check orchestrator tests benchmarks
-	$(BIN)/ruff format --check orchestrator tests benchmarks
+	$(BIN)/ruff check orchestrator tests benchmarks tools
+	$(BIN)/ruff format --check orchestrator tests benchmarks tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
