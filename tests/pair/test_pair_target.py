@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from tests.tools.pair_targets import TINY  # noqa: E402
+from tests.pair.pair_targets import TINY  # noqa: E402
 from tools.pair.llama_target import TargetConfig, load_target  # noqa: E402
 
 

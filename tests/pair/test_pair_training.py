@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from tests.tools.pair_targets import AUX, TINY, cycle_target, greedy_samples  # noqa: E402
+from tests.pair.pair_targets import AUX, TINY, cycle_target, greedy_samples  # noqa: E402
 from tools.pair.draft_data import draft_vocabulary, split  # noqa: E402
 from tools.pair.eagle3_draft import KV, DraftConfig, Eagle3Draft, load_draft  # noqa: E402
 from tools.pair.layers import apply_rope, rope_cos_sin  # noqa: E402

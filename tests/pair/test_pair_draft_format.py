@@ -12,7 +12,7 @@ pytest.importorskip("safetensors")
 
 from safetensors.torch import load_file  # noqa: E402
 
-from tests.tools.pair_targets import AUX, TINY  # noqa: E402
+from tests.pair.pair_targets import AUX, TINY  # noqa: E402
 from tools.pair.eagle3_draft import (  # noqa: E402
     DraftConfig,
     Eagle3Draft,
