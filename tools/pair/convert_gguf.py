@@ -117,7 +117,7 @@ def hf_config(model: GgufLlama, tied: bool, bos: int | None, eos: int | None) ->
 
 def _token_id(model: GgufLlama, key: str) -> int | None:
     field = model.reader.get_field(key)
-    return int(field.contents()) if field is not None else None  # type: ignore[call-overload]
+    return int(field.contents()) if field is not None else None
 
 
 def write_weights(model: GgufLlama, out: Path) -> dict[str, object]:

@@ -75,8 +75,27 @@ def generate(
     return answers
 
 
+def first_token_top5(server: Server, prompt: list[int], tokenizer: Any) -> list[tuple[str, float]]:
+    """The server's five likeliest first tokens with their log-probabilities, to hold against another
+    runtime's forward of the same model when their answers differ (near-ties decide a tiny model's)."""
+    body = {
+        "input_ids": prompt,
+        "sampling_params": {"temperature": 0, "max_new_tokens": 1},
+        "return_logprob": True,
+        "top_logprobs_num": 5,
+    }
+    top = ((_post(server.url + "/generate", body).get("meta_info") or {}).get("output_top_logprobs")) or [[]]
+    return [(tokenizer.decode([int(entry[1])]), round(float(entry[0]), 4)) for entry in top[0]]
+
+
 def run(
-    target: Path, out: Path, train_count: int, seed: int, max_new_tokens: int, port: int
+    target: Path,
+    out: Path,
+    train_count: int,
+    seed: int,
+    max_new_tokens: int,
+    port: int,
+    deterministic: bool = True,
 ) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
@@ -87,19 +106,30 @@ def run(
     held_q = load_mt_bench(MT_BENCH)
     train_ids = [chat_prompt_ids(tokenizer, q) for q in train_q]
     held_ids = [chat_prompt_ids(tokenizer, q) for q in held_q]
-    server = Server(port=port, log_path=out / "selfdistill-server.log",
-                    # Decode graphs off: capturing 36 batch sizes costs more start-up than they save here.
-                    args=["--model-path", str(target), *BASE_FLAGS, "--cuda-graph-backend-decode", "disabled",
-                          "--mem-fraction-static", "0.5", "--max-running-requests", "256"])  # fmt: skip
-    summary: dict[str, Any] = {"train_prompts": len(train_q), "held_out_prompts": len(held_q), "seed": seed}
+    # Decode graphs on: without them the 4000 answers took 170 s instead of 49 s, and start-up was no
+    # shorter. Batch-invariant kernels make the answers (so the draft trained on them) the same on every
+    # run, whatever SGLang's scheduler put in a batch: without them 46 of 80 held-out answers differed.
+    args = ["--model-path", str(target), *BASE_FLAGS, "--mem-fraction-static", "0.5",
+            "--cuda-graph-max-bs", "256", "--max-running-requests", "256"]  # fmt: skip
+    if deterministic:
+        args.append("--enable-deterministic-inference")
+    server = Server(port=port, log_path=out / "selfdistill-server.log", args=args)
+    summary: dict[str, Any] = {
+        "train_prompts": len(train_q),
+        "held_out_prompts": len(held_q),
+        "seed": seed,
+        "deterministic_inference": deterministic,
+    }
     server.start()
     try:
         summary["server_ready_s"] = round(server.wait_ready(600), 1)
         started = time.monotonic()
-        sanity = generate(server, [chat_prompt_ids(tokenizer, SANITY_QUESTION)], 40, tokenizer)[0]
+        sanity_ids = chat_prompt_ids(tokenizer, SANITY_QUESTION)
+        sanity = generate(server, [sanity_ids], 40, tokenizer)[0]
         summary["sanity"] = {
             "question": SANITY_QUESTION,
             "answer": tokenizer.decode(sanity, skip_special_tokens=True),
+            "first_token_top5": first_token_top5(server, sanity_ids, tokenizer),
         }
         train_answers = generate(server, train_ids, max_new_tokens, tokenizer)
         held_answers = generate(server, held_ids, max_new_tokens, tokenizer)
@@ -135,9 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-new-tokens", type=int, default=320)
     parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument(
+        "--no-deterministic", action="store_true", help="without --enable-deterministic-inference"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    summary = run(args.target, args.out, args.train, args.seed, args.max_new_tokens, args.port)
+    summary = run(
+        args.target,
+        args.out,
+        args.train,
+        args.seed,
+        args.max_new_tokens,
+        args.port,
+        not args.no_deterministic,
+    )
     print(json.dumps(summary, indent=2))
     return 0
 
