@@ -8,6 +8,8 @@
 #   bash tools/pair/on-node.sh prepare            wheel -> target folder (checked), the target's answers,
 #                                                 the draft trained on them (all under $PAIR)
 #   bash tools/pair/on-node.sh accept [TREES]     accept length per tree on the held-out chat workload
+#   bash tools/pair/on-node.sh link               the pair where trials/smollm2-h200*.yaml look for it: the
+#                                                 model links and the held-out answers of this run
 #   bash tools/pair/on-node.sh start              prepare then accept, in the background (its own session,
 #                                                 log in $PAIR/run.log), so one call's time limit never cuts it
 #   bash tools/pair/on-node.sh wait [SECONDS]     follow that run until it ends or SECONDS pass (default 560),
@@ -85,6 +87,12 @@ case "$stage" in
       cp "$PAIR/accept/acceptance.json" "$OUT/"
       tar -C "$PAIR/accept" -czf "$OUT/accept-logs.tgz" .
     fi
+    ;;
+  link)
+    ln -sfn "$PAIR/target" trials/models/smollm2-135m
+    ln -sfn "$PAIR/draft" trials/models/smollm2-135m-eagle3
+    cp "$PAIR/data/mt_bench.sharegpt.json" trials/datasets/mt_bench_smollm2.sharegpt.json
+    echo "trials/models/smollm2-135m -> $PAIR/target, trials/models/smollm2-135m-eagle3 -> $PAIR/draft"
     ;;
   start)
     rm -f "$PAIR/run.rc"

@@ -217,6 +217,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = torch.device(args.device)
     if device.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        # The cuDNN and flash attention backward passes are not deterministic (the first H200 run warned
+        # so); the math kernel is, and a 576-wide draft's attention is cheap either way. The same draft on
+        # every run is what lets a grid measured over several sessions hold one draft.
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
     torch.use_deterministic_algorithms(True, warn_only=True)
     opts = TrainOptions(
         seed=args.seed, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
