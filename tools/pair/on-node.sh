@@ -10,8 +10,9 @@
 #   bash tools/pair/on-node.sh accept [TREES]     accept length per tree on the held-out chat workload
 #   bash tools/pair/on-node.sh link               the pair where trials/smollm2-h200*.yaml look for it: the
 #                                                 model links and the held-out answers of this run
-#   bash tools/pair/on-node.sh start              prepare then accept, in the background (its own session,
-#                                                 log in $PAIR/run.log), so one call's time limit never cuts it
+#   bash tools/pair/on-node.sh start              prepare then accept (ACCEPT=0: prepare only), in the
+#                                                 background (its own session, log in $PAIR/run.log), so one
+#                                                 call's time limit never cuts it
 #   bash tools/pair/on-node.sh wait [SECONDS]     follow that run until it ends or SECONDS pass (default 560),
 #                                                 then copy what it has so far into $OUT
 # Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
@@ -96,7 +97,10 @@ case "$stage" in
     ;;
   start)
     rm -f "$PAIR/run.rc"
-    setsid bash -c "bash '$0' prepare && bash '$0' accept; echo \$? > '$PAIR/run.rc'" \
+    # Without OUT: that folder belongs to the call that started the run, and `wait` copies the results.
+    then_accept="&& bash '$0' accept"
+    [ "${ACCEPT:-1}" = 1 ] || then_accept=""
+    env -u OUT setsid bash -c "bash '$0' prepare $then_accept; echo \$? > '$PAIR/run.rc'" \
       > "$PAIR/run.log" 2>&1 < /dev/null &
     echo "started in the background (pid $!), log $PAIR/run.log"
     ;;
