@@ -30,6 +30,7 @@ from orchestrator.bench.client import new_session, run_stage
 from orchestrator.bench.textdata import load_sharegpt
 from orchestrator.bench.tokenizer import load_tokenizer
 from orchestrator.bench.workload import RequestSpec
+from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.engines.sglang.wire import SGLANG_API
 from tools.pair.server import BASE_FLAGS, SGLANG, Launcher, Server, ServerError
 
@@ -110,10 +111,20 @@ async def measure(url: str, requests: list[RequestSpec], levels: list[int]) -> l
 
 @dataclass
 class TreeAcceptance:
-    """One tree's accept length per level, or why it has none."""
+    """One tree's accept length per level, or why it has none; and SGLang's own figure from its log."""
 
     levels: list[LevelAcceptance] = field(default_factory=list)
     error: str = ""
+    # The mean of the server's `accept len` over its Decode batch lines (each covers the same number of
+    # decode steps), every level together: SGLang's own measure, beside the client's per level.
+    log_accept_length: float | None = None
+    log_windows: int = 0
+
+
+def log_accept(log_text: str) -> tuple[float | None, int]:
+    """SGLang's accept length over a server's whole log, read by the product's own log parser."""
+    lens = parse_log(log_text).decode_accept_lens
+    return (round(sum(lens) / len(lens), 4) if lens else None), len(lens)
 
 
 @dataclass
@@ -174,19 +185,25 @@ def run(target: Path, draft: Path, dataset: Path, out: Path, trees: list[Tree], 
     finally:
         for server in servers.values():
             server.stop()
+    for label, server in servers.items():
+        measured = result.trees.setdefault(label, TreeAcceptance(error="not measured"))
+        if server.log_path.exists():
+            text = server.log_path.read_text(errors="replace")
+            measured.log_accept_length, measured.log_windows = log_accept(text)
     result.trees = {t.label: result.trees[t.label] for t in trees if t.label in result.trees}
     (out / "acceptance.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
     return result
 
 
 def table(result: AcceptanceRun) -> list[str]:
-    lines = ["tree        " + "".join(f"   c={c:<4}" for c in result.levels)]
+    lines = ["tree        " + "".join(f"   c={c:<4}" for c in result.levels) + "   SGLang's log"]
     for label, tree in result.trees.items():
         if tree.error:
             lines.append(f"{label:<12}{tree.error[:90]}")
             continue
         cells = "".join(f"   {r.accept_length:<6}" if r.accept_length else "   -     " for r in tree.levels)
-        lines.append(f"{label:<12}{cells}")
+        from_log = f"   {tree.log_accept_length}" if tree.log_accept_length else ""
+        lines.append(f"{label:<12}{cells}{from_log}")
     return lines
 
 
