@@ -70,3 +70,17 @@ def test_the_target_matched_its_gguf_and_the_record_names_its_inputs() -> None:
     assert summary["draft_vocab_size"] == 8192 and summary["folder_bytes"] < 21_000_000
     distill = json.loads((PAIR / "selfdistill.json").read_text())
     assert distill["train_prompts"] == 4000 and distill["held_out_prompts"] == 80
+
+
+def test_the_speculation_model_predicts_each_tree_from_the_others() -> None:
+    """The policy's acceptance model, fitted on thirteen measured trees, predicts the fourteenth: the
+    real pair's first curve, which no model of the project was fitted on. Goal: at most 2 % mean miss."""
+    import numpy as np
+
+    from orchestrator.config.draft_tree import DraftTree
+    from orchestrator.driver.proposal.spec_model import acceptance_loo, choose_form
+
+    samples = [(DraftTree(t.steps, t.topk, t.draft_tokens), mean_accept(t.label)) for t in TREES]
+    loo = np.abs(acceptance_loo(samples, choose_form(samples)))
+    assert float(np.mean(loo)) <= 0.02, loo
+    assert float(np.max(loo)) <= 0.05, loo
