@@ -11,7 +11,7 @@ The kinds, by who raises them:
   kind `driver.console.destinations.DestinationError`, `footprint.shape.ShapeError`,
   `report.data.ReportError`);
 - a study refused (`ErrorKind.STUDY_REFUSED`): taken, missing, or held by another live driver
-  (`driver.store.study_guard.StudyRefused`, `driver.store.study_lock.StudyInUse`);
+  (`driver.console.study_guard.StudyRefused`, `driver.store.study_lock.StudyInUse`);
 - a trial's own code raised on the node (`ErrorKind.TRIAL_RAISED`, `TrialError`): a bug, FAILED and never
   re-queued;
 - a lost node (`ErrorKind.NODE_LOST`, `TrialLost`): the worker or the node died under a trial, no result

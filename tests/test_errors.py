@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.driver.console.destinations import DestinationError
-from orchestrator.driver.store.study_guard import StudyRefused
+from orchestrator.driver.console.study_guard import StudyRefused
 from orchestrator.driver.store.study_lock import StudyInUse
 from orchestrator.errors import ErrorKind, SpecsweepError, TrialError, TrialLost
 from orchestrator.footprint.shape import ShapeError, ShapeErrorKind
