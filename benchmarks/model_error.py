@@ -32,9 +32,9 @@ from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from benchmarks.strategies import quiet_optuna
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.proposal.prospects import measured_objectives, stage_samples
-from orchestrator.driver.proposal.spec_model import MIN_TREES, fit, loo_error
 from orchestrator.driver.search.space import space_configs
+from orchestrator.driver.speculation.predictions import measured_objectives, stage_samples
+from orchestrator.driver.speculation.spec_model import MIN_TREES, fit, loo_error
 from orchestrator.spec.search import make_config
 
 OUT = Path(__file__).resolve().parent / "out" / "model_error.json"

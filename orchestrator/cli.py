@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         dest.tracking_uri,
         dest.storage,
     )
-    from orchestrator.driver.store.study_guard import StudyRefused, check_study, study_budget
+    from orchestrator.driver.console.study_guard import StudyRefused, check_study, study_budget
 
     try:
         # A resumed study keeps the budget it was run with, unless --trials says otherwise.
@@ -223,7 +223,7 @@ def run(
     if short_stage_warning(spec):
         print(short_stage_warning(spec), file=sys.stderr)
     if args.warm_start and not args.resume:
-        from orchestrator.driver.store.history import find_history, seed_study
+        from orchestrator.driver.search.history import find_history, seed_study
 
         past = find_history(tracking_uri, spec, exclude=study_name)
         counts = seed_study(study, spec.search, past, sweep.memory_model)

@@ -9,18 +9,19 @@ a gauge therefore re-sets its last values every second from a daemon thread; whe
 its series age out, which is the honest end of what it measured. Each series also carries Ray's own
 `WorkerId` label: panels should aggregate, e.g. `max by (node_id, gpu) (ray_specsweep_gpu_memory_used_mib)`.
 Outside Ray every `record_*` call is a no-op, and none of them ever raises: a metric must never fail
-a trial.
+a trial. Ray is imported where a metric is recorded, and only in a process that has loaded it already
+(a trial's task, a driver on Ray): the driver's loop records through this module (`NodeMetrics`,
+`BestSoFar`), and on an in-process executor (the tests, the search benchmark) it loads no Ray for it.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
-
-import ray
 
 from orchestrator.records import GpuSample, TrialStatus
 
@@ -62,9 +63,16 @@ _last: dict[tuple[str, _Tags], float] = {}  # what the refresher re-sets
 _refresher: threading.Thread | None = None
 
 
+def _ray_running() -> bool:
+    """Whether this process is connected to Ray; a process that never imported Ray is not, and Ray is not
+    loaded to find that out."""
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
+
+
 def _ensure() -> _Metrics | None:
     global _metrics, _refresher
-    if not ray.is_initialized():
+    if not _ray_running():
         return None
     with _lock:
         if _metrics is None:
@@ -94,7 +102,7 @@ def _refresh_forever() -> None:
 def refresh() -> None:
     """Re-set every gauge this process recorded, so that the agent keeps exporting it."""
     try:
-        if _metrics is None or not ray.is_initialized():
+        if _metrics is None or not _ray_running():
             return
         with _lock:
             items = list(_last.items())

@@ -9,9 +9,12 @@ The kinds, by who raises them:
 - bad input (`ErrorKind.BAD_INPUT`): the spec, a flag, a destination, a model's config.json, a report's
   source; the CLI exits 2 on it before Ray starts or any GPU is claimed (`spec.search.SpecError` and its
   kind `driver.console.destinations.DestinationError`, `footprint.shape.ShapeError`,
-  `report.data.ReportError`);
+  `report.data.ReportError`), and on the node or in the simulated server a dataset, a speculative adaptive
+  config, a flag SGLang refuses or a tree a profile never measured (`bench.textdata.DatasetError`,
+  `sim.tiers.TierConfigError`, `sim.args.ArgsError`, `sim.truth.UnmeasuredTree`; those that were
+  `ValueError`s still are, for the callers that catch them so);
 - a study refused (`ErrorKind.STUDY_REFUSED`): taken, missing, or held by another live driver
-  (`driver.store.study_guard.StudyRefused`, `driver.store.study_lock.StudyInUse`);
+  (`driver.console.study_guard.StudyRefused`, `driver.store.study_lock.StudyInUse`);
 - a trial's own code raised on the node (`ErrorKind.TRIAL_RAISED`, `TrialError`): a bug, FAILED and never
   re-queued;
 - a lost node (`ErrorKind.NODE_LOST`, `TrialLost`): the worker or the node died under a trial, no result

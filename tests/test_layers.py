@@ -3,6 +3,9 @@
 The floors are read from the page itself (its "## Floors" section), so the page and the code cannot drift
 apart: a module on no floor, an import from a higher floor, a circle, or a driver module that reaches into
 `node/` past `cluster.py` fails here. Every import counts: inside functions and under TYPE_CHECKING too.
+`benchmarks/` stands on the top floor, above the package. Inside `driver/`, its rooms stand on floors of
+their own (the page's order, lowest first): a room imports only from the rooms below it. Ray is imported
+only where the page says.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "orchestrator"
+BENCHMARKS = ROOT / "benchmarks"
 PAGE = ROOT / "ARCHITECTURE.md"
 FLOOR_LINE = re.compile(r"^(\d+)\. \*\*[^*]+\*\*:")
+ROOMS_LINE = "**The driver's rooms, lowest first**:"
 # The one driver module that may import the node: it runs `node.trial.run_trial` as a Ray task.
 NODE_SEAM = "driver.dispatch.cluster"
 # What the simulated server may use above the spec (ARCHITECTURE: "sim/ uses nothing above the spec but").
@@ -27,6 +32,9 @@ SIM_ALLOWED_ABOVE_SPEC = {"engines.sglang.command"}
 
 
 def module_name(path: Path) -> str:
+    """`orchestrator/driver/loop/sweep.py` -> "driver.loop.sweep"; `benchmarks/run.py` -> "benchmarks.run"."""
+    if path.is_relative_to(BENCHMARKS):
+        return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
     parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
@@ -35,7 +43,7 @@ def module_name(path: Path) -> str:
 
 @cache
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {module_name(p): p for p in [*PACKAGE.rglob("*.py"), *BENCHMARKS.rglob("*.py")]}
 
 
 def floors_from_page(text: str) -> dict[str, int]:
@@ -97,9 +105,12 @@ def imports_of(module: str, path: Path) -> set[str]:
         else:
             continue
         for name in names:
-            if name != "orchestrator" and not name.startswith("orchestrator."):
+            if name.startswith("benchmarks."):
+                inner = name
+            elif name != "orchestrator" and not name.startswith("orchestrator."):
                 continue
-            inner = name.removeprefix("orchestrator").lstrip(".")
+            else:
+                inner = name.removeprefix("orchestrator").lstrip(".")
             while inner not in modules() and "." in inner:
                 inner = inner.rpartition(".")[0]
             if inner and inner in modules() and inner != module:
@@ -186,6 +197,7 @@ def test_the_driver_reaches_the_node_only_through_the_ray_executor(floors: dict[
         for m, targets in graph().items()
         for t in targets
         if (t == "node" or t.startswith("node."))
+        and not m.startswith("benchmarks")  # they run trials in process, as a node does
         and (floor_of(m, floors) or 0) > node_floor
         and m != NODE_SEAM
     )
@@ -227,3 +239,102 @@ def test_importing_the_executor_seam_loads_no_ray() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def rooms_from_page(text: str) -> list[str]:
+    """The driver's rooms, lowest first, as the page's "The driver's rooms" line names them (`driver/x/`)."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(ROOMS_LINE))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    line = " ".join(lines[start:end])
+    return [name.removeprefix("driver/").rstrip("/") for name in re.findall(r"`([^`]+)`", line)]
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "driver" else None
+
+
+def rooms_back_up(rooms: list[str], edges: dict[str, set[str]]) -> list[str]:
+    """Every import from a driver room to a room above it (or to one on no floor)."""
+    order = {room: i for i, room in enumerate(rooms)}
+    wrong = []
+    for module, targets in edges.items():
+        here = room_of(module)
+        for target in targets:
+            there = room_of(target)
+            if here is None or there is None or here == there:
+                continue
+            if here not in order or there not in order or order[there] > order[here]:
+                wrong.append(f"{module} ({here}) -> {target} ({there})")
+    return sorted(wrong)
+
+
+def test_every_room_of_the_driver_stands_on_one_floor() -> None:
+    rooms = rooms_from_page(PAGE.read_text())
+    on_disk = {p.name for p in (PACKAGE / "driver").iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(rooms) == sorted(on_disk) and len(rooms) == len(set(rooms))
+
+
+def test_no_import_runs_back_up_inside_the_driver() -> None:
+    assert rooms_back_up(rooms_from_page(PAGE.read_text()), graph()) == []
+
+
+def test_the_room_checker_sees_an_import_back_up() -> None:
+    rooms = ["store", "loop"]
+    assert rooms_back_up(rooms, {"driver.loop.sweep": {"driver.store.study"}}) == []
+    back = {"driver.store.restore": {"driver.loop.observers"}}
+    assert rooms_back_up(rooms, back) == ["driver.store.restore (store) -> driver.loop.observers (loop)"]
+    # The real graph with the page's order turned upside down: the loop's imports of the store run up.
+    upside_down = list(reversed(rooms_from_page(PAGE.read_text())))
+    assert any(
+        "driver.loop.sweep (loop) -> driver.store" in line for line in rooms_back_up(upside_down, graph())
+    )
+
+
+def ray_imports(path: Path) -> tuple[bool, bool]:
+    """Whether the module imports Ray at its top, and whether it does inside a function."""
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    at_top = nested = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(n == "ray" or n.startswith("ray.") for n in names):
+            at_top, nested = (True, nested) if id(node) in top else (at_top, True)
+    return at_top, nested
+
+
+# Where Ray is imported (ARCHITECTURE, "Floors"): at a module's top only in `driver/dispatch/`; inside a
+# function there, on the node (its trial runs as a Ray task) and where a dashboard metric is recorded.
+RAY_AT_TOP = ("driver.dispatch.",)
+RAY_WHERE_IT_RUNS = ("driver.dispatch.", "node.", "dashboard_metrics")
+
+
+def test_ray_is_imported_only_where_the_page_says() -> None:
+    wrong = []
+    for name, path in modules().items():
+        if name.startswith("benchmarks"):
+            continue  # the system benchmarks start their own Ray clusters
+        at_top, nested = ray_imports(path)
+        if at_top and not name.startswith(RAY_AT_TOP):
+            wrong.append(f"{name}: at its top")
+        if nested and not name.startswith(RAY_WHERE_IT_RUNS):
+            wrong.append(f"{name}: inside a function")
+    assert wrong == []
+
+
+def test_the_loop_and_the_search_benchmark_load_no_ray() -> None:
+    # The loop runs on an in-process executor in tests and the search benchmark; Ray's executor is
+    # dispatch's, built only when no other is given, and the dashboard's metrics load Ray only under it.
+    code = (
+        "import sys, orchestrator.driver.loop.sweep, orchestrator.driver.console.progress, "
+        "benchmarks.driver; "
+        "print('ray' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

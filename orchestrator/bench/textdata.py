@@ -16,8 +16,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import SpecsweepError
 
-class DatasetError(ValueError):
+
+class DatasetError(SpecsweepError, ValueError):
     """A dataset that cannot be used; the message names the file, the line or item, and the fix."""
 
 

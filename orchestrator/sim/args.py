@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import SpecsweepError
 from orchestrator.footprint.sglang_defaults import default_graph_settings
 from orchestrator.sim.profile import SimProfile
 from orchestrator.sim.tiers import adaptive_refusal
@@ -47,7 +48,7 @@ KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16")
 GRAPH_BACKENDS = ("full", "breakable", "tc_piecewise", "disabled")
 
 
-class ArgsError(Exception):
+class ArgsError(SpecsweepError):
     """SGLang would die while parsing its arguments; ``traceback`` is what it prints."""
 
     def __init__(self, traceback: str) -> None:

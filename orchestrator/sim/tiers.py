@@ -17,13 +17,14 @@ from typing import Any
 
 from orchestrator.config.adaptive import FIRST_VERSION, SGLANG_DEFAULT, bucket_key
 from orchestrator.engines.sglang.command import parse_version
+from orchestrator.errors import SpecsweepError
 
 EMA_ALPHA = 0.2
 WARMUP_STEPS = 10
 UPDATE_INTERVAL = 5
 
 
-class TierConfigError(ValueError):
+class TierConfigError(SpecsweepError, ValueError):
     """An adaptive config SGLang would refuse; the message is SGLang's."""
 
 

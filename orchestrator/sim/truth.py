@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.config.draft_tree import DraftTree
+from orchestrator.errors import SpecsweepError
 
 NO_TREE = "none"  # the key of the server without speculation
 
@@ -51,7 +52,7 @@ class AcceptCell(BaseModel):
     """The batch the source measured at; None: the source gives no batch (one value for all)."""
 
 
-class UnmeasuredTree(ValueError):
+class UnmeasuredTree(SpecsweepError, ValueError):
     """A launch asks for a tree the profile's table does not hold."""
 
 

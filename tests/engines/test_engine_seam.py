@@ -36,7 +36,8 @@ def leaks(edges: Mapping[str, set[str]]) -> list[str]:
 
 
 def test_only_sglang_the_registration_and_the_simulated_node_import_sglangs_modules() -> None:
-    edges = graph()
+    # The package's modules: the floors' reader also reads benchmarks/, which stand outside the seam.
+    edges = {m: t for m, t in graph().items() if not inside(m, "benchmarks")}
     assert any(inside(t, SGLANG) for t in edges["engines"])  # the registry does: the reader sees imports
     assert leaks(edges) == []
 

@@ -166,8 +166,8 @@ def test_known_good_inside_the_space_is_accepted() -> None:
 
 
 def test_a_known_good_names_its_runtime_speculation_policy() -> None:
+    from orchestrator.driver.loop.restore import enqueue_first
     from orchestrator.driver.search.space import suggest_config
-    from orchestrator.driver.store.restore import enqueue_first
 
     data = _known(speculative_eagle_topk=1, speculative_num_steps=3, speculative_adaptive="default")
     data["search"]["speculative_adaptive"] = ["off", "default", "tiers"]

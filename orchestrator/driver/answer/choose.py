@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.driver.answer.confirm import candidates, measured
 from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime, StageTiming, calibrate, stage_timing
-from orchestrator.driver.answer.ranking import Prediction, estimates
+from orchestrator.driver.answer.ranking import estimates
+from orchestrator.driver.speculation.predictions import Prediction
 from orchestrator.records import TrialRecord
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import Answer, Call, answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
-from orchestrator.driver.proposal.prospects import model_predictions
+from orchestrator.driver.speculation.predictions import model_predictions
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema import TEXT_LIMIT, Tag
 from orchestrator.records import TrialRecord

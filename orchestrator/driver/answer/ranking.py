@@ -43,30 +43,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from orchestrator.driver.speculation.predictions import Prediction
 
 MIN_BETWEEN = 1e-8  # a floor on tau^2: configurations indistinguishable still rank by their launches
-# A model is never taken as closer than this to a configuration's true figure, however small its measured
-# error: 1 % is about one GPU-bound launch's spread, so there a launch still counts as much as the model.
-MODEL_ERROR_FLOOR = 0.01
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A model's figure for one configuration, fitted on every launch of the sweep, and its measured miss.
-
-    ``loo_error`` is the model's leave-one-out relative error against the measured configurations' medians,
-    so it holds their launch noise too: ``noise_share`` is the mean of ``1 / launches`` over those medians,
-    the share of one launch's variance that is in them."""
-
-    tok_s: float
-    loo_error: float
-    noise_share: float = 1.0
-
-    def error(self, launch_sd: float) -> float:
-        """The model's own relative error: its measured miss less the launch noise in that miss."""
-        own = self.loo_error**2 - self.noise_share * launch_sd**2
-        return math.sqrt(max(MODEL_ERROR_FLOOR**2, own))
 
 
 def centre(values: Sequence[float]) -> float:

@@ -9,9 +9,9 @@ from optuna.trial import FrozenTrial
 
 from orchestrator.config.codec import config_from_optuna
 from orchestrator.driver.loop import without_launch
+from orchestrator.driver.loop.restore import enqueue_first, restore
 from orchestrator.driver.loop.settle import Settled, settle
 from orchestrator.driver.loop.state import SweepState
-from orchestrator.driver.store.restore import enqueue_first, restore
 from orchestrator.driver.store.study_lock import DriverStamp, close_dead_drivers_trials
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import FailureStage

@@ -25,13 +25,13 @@ from orchestrator.driver.loop import observers as obs
 from orchestrator.driver.loop import without_launch
 from orchestrator.driver.loop.lossless import LosslessCheck
 from orchestrator.driver.loop.no_result import NoResult
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.loop.outcome import Progress, StopReason, SweepOutcome
 from orchestrator.driver.loop.pruning import StageReports
 from orchestrator.driver.loop.resume import Resume
 from orchestrator.driver.loop.settle import Settled, settle
 from orchestrator.driver.loop.state import InFlight, log
 from orchestrator.driver.loop.stop_rules import StopRules
-from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.memory.learned import MemoryModel, Prediction
 from orchestrator.driver.memory.prior_model import from_prior
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy

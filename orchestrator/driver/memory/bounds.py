@@ -26,7 +26,8 @@ predict keep costing launches in the search benchmark:
   tokens a verify will too.
 
 The product does not construct this class itself: `prior_model.PriorMemoryModel`, the model every sweep
-runs with (`build.memory_model_for`), is a `BoundedMemoryModel` with the analytic prior under it.
+runs with (`driver.loop.node_memory.memory_model_for`), is a `BoundedMemoryModel` with the analytic prior
+under it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,19 @@
 """The prior's facts of a node (`prior.MemoryFacts`): where its figures come from.
 
-On the simulated backend from the node's profile (which names its models' config.json where it has them,
-`sim.shape_memory`, and its GPU's memory as the fake NVML shows it); on real nodes from the models'
-config.json read on the driver, and the GPU memory from ``memory.gpu_memory_mib``, else the driver's own
-NVML, else the first launch's GPU check (a node's NVML reading travels back with every trial): the driver
-often has no GPU, and the baseline launch, which runs first, is then the probe. A config.json that cannot
-be read, or names a quantization or architecture the arithmetic does not know, is a `ShapeError` naming
-the file and the field.
+On the simulated backend from the node's profile (a `SimulatedNodeMemory`, which names its models' config.json
+where it has them, `sim.shape_memory`, and its GPU's memory as the fake NVML shows it); on real nodes from the
+models' config.json read on the driver, and the GPU memory from ``memory.gpu_memory_mib``, else the driver's
+own NVML, else the first launch's GPU check (a node's NVML reading travels back with every trial): the driver
+often has no GPU, and the baseline launch, which runs first, is then the probe. A config.json that cannot be
+read, or names a quantization or architecture the arithmetic does not know, is a `ShapeError` naming the file
+and the field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
 from orchestrator.driver.memory.prior import (
     MemoryFacts,
     VersionRule,
@@ -23,10 +24,9 @@ from orchestrator.driver.memory.serving import simulated_costs
 from orchestrator.footprint.graph_costs import GraphCosts
 from orchestrator.footprint.shape import ModelShape, kv_shards, load_shape
 from orchestrator.secrets import flag_value
-from orchestrator.sim.profile import SimProfile
 
 
-def facts_from_profile(profile: SimProfile, tp: int) -> MemoryFacts:
+def facts_from_profile(profile: SimulatedNodeMemory, tp: int) -> MemoryFacts:
     """A simulated node's facts, as its profile (the node's config.json and NVML) states them."""
     cell_t, cell_d = profile.target_kv_bytes_per_token, profile.draft_kv_bytes_per_token
     if profile.target_kv_sharded:

@@ -1,18 +1,18 @@
 """The memory model a sweep runs with: the analytic prior first, corrected by the launches.
 
-Before the first launch the prior (`prior.estimate`) knows the floor fraction (the weights leave no KV
-pool) and the graph ceiling of every configuration, so the sweep never launches what cannot fit (recorded
-as `predicted_oom` with the figures, at no budget). The learned model (`learned.MemoryModel`, under
+Before the first launch the prior (`prior.estimate`) knows the floor fraction (the weights leave no KV pool)
+and the graph ceiling of every configuration, so the sweep never launches what cannot fit (recorded as
+`predicted_oom` with the figures, at no budget). The learned model (`learned.MemoryModel`, under
 `bounds.BoundedMemoryModel`) stays on top as the correction: its KV line, floor and bounds come from the
-trials' own logs, and each launch rescales the prior's graph costs to what the log measured
-(`graph_scale`: the largest ratio of measured to predicted seen, or what a graph OOM proves was not
-enough). Under load, the forwards' peak (`serving`) and the KV probe's admission (`kv_admission`) refuse
-what would start but not serve.
+trials' own logs, and each launch rescales the prior's graph costs to what the log measured (`graph_scale`:
+the largest ratio of measured to predicted seen, or what a graph OOM proves was not enough). Under load, the
+forwards' peak (`serving`) and the KV probe's admission (`kv_admission`) refuse what would start but not
+serve.
 
 Where the prior's figures come from is `node_facts` (a simulated node's profile, or the models' config.json
-and the GPU's memory); `build.memory_model_for` builds a sweep's model from its spec. Without facts (a
-config.json the prior cannot use, or no GPU memory known yet) this is the learned model alone, until the
-first launch's GPU check tells the GPU's memory.
+and the GPU's memory); `driver.loop.node_memory.memory_model_for` builds a sweep's model from its spec.
+Without facts (a config.json the prior cannot use, or no GPU memory known yet) this is the learned model
+alone, until the first launch's GPU check tells the GPU's memory.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ What it proposes, in order (each call, from the records):
    throttle the highest concurrency level, at the highest fraction the memory model says fits.
 2. **Coverage**: `MIN_TREES` spread-out trees (the classic chain first, then each the farthest from those
    tried), so the model sees different depths and widths.
-3. **The model** (`proposal.spec_model`): fitted on the measured trees; every untried tree's objective is
+3. **The model** (`speculation.spec_model`): fitted on the measured trees; every untried tree's objective is
    predicted with an uncertainty: the model's leave-one-out error against measured launches (never a
    guess: until a tree can be left out, coverage goes on), larger off the measured region, with the
    leader's launch noise added once the study has measured it. A tree whose 95 % upper bound does not
@@ -61,10 +61,11 @@ from orchestrator.driver.answer.choose import (
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.memory_flags import covering_flags
-from orchestrator.driver.proposal.prospects import model_predictions, predict_prospects, spread, stage_samples
-from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, fit
+from orchestrator.driver.proposal.prospects import predict_prospects, spread
 from orchestrator.driver.proposal.structure import Structure, choose_structure, fitting_config
 from orchestrator.driver.proposal.trees import dim_values, trees_of
+from orchestrator.driver.speculation.predictions import model_predictions, stage_samples
+from orchestrator.driver.speculation.spec_model import MIN_TREES, SpecModel, fit
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
 from orchestrator.spec.search import make_config

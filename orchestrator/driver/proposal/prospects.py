@@ -1,8 +1,7 @@
 """What the proposal policy believes of each untried tree (`Prospect`): the speculation model's
 predicted objective and its error, the model's leave-one-out miss against the launches
-(`predict_prospects`), from the measured trees (`measured_objectives`) and stages (`stage_samples`); and
-how far a tree is from those tried (`spread`), which coverage maximises. The same model's figure for each
-measured configuration (`model_predictions`) is what the answer's ranking shrinks toward."""
+(`predict_prospects`), from the measured trees and stages (`driver.speculation.predictions`); and how far
+a tree is from those tried (`spread`), which coverage maximises."""
 
 from __future__ import annotations
 
@@ -12,9 +11,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.answer.ranking import Prediction
-from orchestrator.driver.proposal.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
-from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
+from orchestrator.driver.speculation.predictions import measured_objectives
+from orchestrator.driver.speculation.spec_model import MIN_TREES, SpecModel, StageSample, fit, loo_error
+from orchestrator.records import ServerConfig, TrialRecord
 
 log = logging.getLogger(__name__)
 
@@ -54,39 +53,6 @@ def spread(tree: DraftTree, others: Collection[DraftTree], scale: tuple[float, f
     return min(math.dist(a, coords(o)) for o in others)
 
 
-def measured_objectives(records: Sequence[TrialRecord]) -> dict[DraftTree, float]:
-    """Each speculative tree's measured objective: the (upper) median over its ok launches."""
-    by_tree: dict[DraftTree, list[float]] = {}
-    for r in records:
-        tree = DraftTree.of(r.result.config)
-        if (
-            tree is not None
-            and r.objective is not None
-            and not r.baseline
-            and r.result.status is TrialStatus.OK
-        ):
-            by_tree.setdefault(tree, []).append(float(r.objective))
-    return {t: sorted(v)[len(v) // 2] for t, v in by_tree.items()}
-
-
-def stage_samples(records: Sequence[TrialRecord]) -> list[StageSample]:
-    """Every measured stage of a speculative launch with an accept length (the baseline excluded)."""
-    out = []
-    for r in records:
-        tree = DraftTree.of(r.result.config)
-        if (
-            tree is None
-            or r.baseline
-            or r.result.status is not TrialStatus.OK
-            or r.result.config.speculative_adaptive
-        ):
-            continue
-        for s in r.result.stages:
-            if s.completed > 0 and s.output_tok_per_s > 0 and s.accept_length:
-                out.append(StageSample(tree, s.concurrency, s.accept_length, s.output_tok_per_s))
-    return out
-
-
 def predict_prospects(
     records: Sequence[TrialRecord],
     samples: Sequence[StageSample],
@@ -115,37 +81,3 @@ def predict_prospects(
         out.append(Prospect(tree, config, mean, rel * mean))
     log.debug("speculation model: leave-one-out error %.2f %% over %d trees", 100 * loo, len(measured))
     return out, spec_model, loo
-
-
-def model_predictions(records: Sequence[TrialRecord]) -> dict[str, Prediction]:
-    """The speculation model's figure for each measured speculative configuration (by its label), fitted on
-    every measured stage, with the model's leave-one-out error; empty while that error cannot be measured.
-
-    Only a tree measured at one configuration is predicted: the model knows trees, not memory flags, and a
-    tree launched at two sets of flags (one throttling the workload) has two figures, one prediction."""
-    samples = stage_samples(records)
-    measured = measured_objectives(records)
-    if len({s.tree for s in samples}) <= MIN_TREES:
-        return {}
-    loo = loo_error(samples, measured)
-    if loo is None:
-        return {}
-    spec_model = fit(samples)
-    configs: dict[DraftTree, set[ServerConfig]] = {}
-    launches: dict[DraftTree, int] = {}
-    for r in records:
-        tree = DraftTree.of(r.result.config)
-        if tree is None or r.baseline or r.objective is None or r.result.status is not TrialStatus.OK:
-            continue
-        configs.setdefault(tree, set()).add(r.result.config)
-        launches[tree] = launches.get(tree, 0) + 1
-    # The leave-one-out error compares each prediction with a tree's median: a share 1/n of one launch's
-    # variance is in it, which the ranking takes out again with the calibrated noise.
-    left_out = [t for t in measured if t in {s.tree for s in samples}]
-    share = sum(1.0 / launches.get(t, 1) for t in left_out) / max(1, len(left_out))
-    out = {}
-    for tree, cs in configs.items():
-        config = next(iter(cs))
-        if len(cs) == 1 and not config.speculative_adaptive:
-            out[config.label()] = Prediction(spec_model.objective(tree), loo, share)
-    return out

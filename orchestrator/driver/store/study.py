@@ -12,7 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from orchestrator.driver.loop.settle import OptunaTell, optuna_tell
+from orchestrator.driver.store.optuna_tell import OptunaTell, optuna_tell
 from orchestrator.driver.store.study_lock import closed_numbers, make_storage
 from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr, free_reference
 from orchestrator.records import TrialStatus
@@ -71,7 +71,7 @@ def open_study(
 def tell_outcome(
     study: optuna.Study, trial: optuna.Trial, status: TrialStatus, objective: float | None, pruned: bool
 ) -> None:
-    """Tell Optuna what happened so that the sampler learns from it (`settle.optuna_tell` says what)."""
+    """Tell Optuna what happened so that the sampler learns from it (`optuna_tell` says what)."""
     tell(study, trial, optuna_tell(status, objective, pruned))
 
 

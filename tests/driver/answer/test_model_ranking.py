@@ -1,5 +1,5 @@
 """The answer's ranking shrinks each speculative configuration toward what the speculation model, fitted on
-every launch, predicts for it (`answer.ranking.Prediction`, `proposal.prospects.model_predictions`).
+every launch, predicts for it (`driver.speculation.predictions.Prediction`, `model_predictions`).
 
 On a node whose launches move 7 % each (the tiny models, overhead-bound), two trees 2 % apart cannot be
 told apart by their own launches within a 40-launch budget: the medians of five launches each differ by
@@ -15,8 +15,8 @@ import math
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import Call
 from orchestrator.driver.answer.conclusion import sweep_answer
-from orchestrator.driver.answer.ranking import Prediction, estimates
-from orchestrator.driver.proposal.prospects import model_predictions
+from orchestrator.driver.answer.ranking import estimates
+from orchestrator.driver.speculation.predictions import Prediction, model_predictions
 from orchestrator.records import ServerConfig, TrialRecord
 from orchestrator.spec.search import make_config
 from tests.driver.answer.test_answer import rec

@@ -12,10 +12,10 @@ import pytest
 
 from orchestrator import cli
 from orchestrator.driver.console.destinations import MLFLOW_HTTP_ENV, check_tracking
-from orchestrator.driver.store.study_guard import check_study
+from orchestrator.driver.console.study_guard import check_study
 from orchestrator.driver.store.study_lock import DriverLease
 from orchestrator.driver.store.tracking import ui_hint
-from tests.driver.store.test_study_guard import DEMO, make_study, storage_url
+from tests.driver.console.test_study_guard import DEMO, make_study, storage_url
 
 
 @pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`

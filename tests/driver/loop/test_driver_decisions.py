@@ -27,13 +27,13 @@ from orchestrator.driver.answer.confirm import rank
 from orchestrator.driver.dispatch.executor import Handle, TrialError, TrialLost
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.loop.restore import restore
 from orchestrator.driver.loop.settle import settle
 from orchestrator.driver.loop.stop_rules import LOST_IN_A_ROW
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.journal import Journal
-from orchestrator.driver.store.restore import restore
 from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr

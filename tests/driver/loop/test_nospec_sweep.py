@@ -24,8 +24,8 @@ from orchestrator.driver.answer.conclusion import conclude, sweep_answer
 from orchestrator.driver.answer.levels import LevelCall
 from orchestrator.driver.console.progress import ProgressPrinter
 from orchestrator.driver.dispatch.executor import Handle
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.loop.sweep import Sweep
-from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.proposal.structure import choose_structure, fitting_config
 from orchestrator.driver.store.study import open_study
 from orchestrator.driver.store.tracking import Tracker

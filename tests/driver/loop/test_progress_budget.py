@@ -12,12 +12,12 @@ from benchmarks.oracle import Oracle
 from orchestrator import cli
 from orchestrator.config.codec import optuna_params
 from orchestrator.driver.console.progress import ProgressPrinter
+from orchestrator.driver.console.study_guard import study_budget
 from orchestrator.driver.store.study import launched_count, open_study
-from orchestrator.driver.store.study_guard import study_budget
 from orchestrator.driver.store.trial_attrs import StudyAttr
 from orchestrator.records import ServerConfig
+from tests.driver.console.test_study_guard import DEMO, make_study, storage_url
 from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep, configs, oracle  # noqa: F401
-from tests.driver.store.test_study_guard import DEMO, make_study, storage_url
 
 
 def test_the_baseline_is_not_counted_and_is_best_only_as_no_speculation(

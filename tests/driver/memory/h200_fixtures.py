@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.driver.memory.build import memory_model_for
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.store.journal import Journal
 from orchestrator.records import TrialRecord

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.driver.memory.build import memory_model_for
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.prior import (
     MemoryFacts,
     capture_sizes,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from orchestrator.driver.memory.build import memory_model_for
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.records import Failure, FailureKind, FailureStage, TrialRecord, TrialStatus
 from orchestrator.spec.search import make_config

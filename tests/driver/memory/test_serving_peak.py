@@ -42,7 +42,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.memory.build import memory_model_for
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.serving import (
     FRAGMENTATION_GIB,
     RUNTIME_GIB,

@@ -26,8 +26,8 @@ from benchmarks.search import optimum
 from benchmarks.spaces import case_spec
 from benchmarks.specsweep_runs import VARIANTS, run_sweep
 from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.loop.outcome import StopReason
-from orchestrator.driver.memory.build import memory_model_for
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.trial_attrs import TrialAttr

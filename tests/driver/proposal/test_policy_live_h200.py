@@ -17,7 +17,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from orchestrator.driver.answer.conclusion import conclude
-from orchestrator.driver.memory.build import memory_model_for
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.proposal.policy import TRUSTED_ERROR, Action, ProposalPolicy
 from orchestrator.records import FailureStage, TrialRecord
 from orchestrator.spec.sweep_spec import load_spec

@@ -9,8 +9,9 @@ from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.proposal.policy import ProposalPolicy
-from orchestrator.driver.proposal.prospects import predict_prospects, stage_samples
+from orchestrator.driver.proposal.prospects import predict_prospects
 from orchestrator.driver.proposal.structure import fitting_config
+from orchestrator.driver.speculation.predictions import stage_samples
 from orchestrator.records import TrialRecord
 from orchestrator.sim.profile import load_profile
 from tests.driver.loop.test_driver_decisions import InProcessExecutor

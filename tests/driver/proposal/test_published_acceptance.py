@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.proposal.spec_model import (
+from orchestrator.driver.speculation.spec_model import (
     AcceptanceForm,
     acceptance_loo,
     choose_form,

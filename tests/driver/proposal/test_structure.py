@@ -7,7 +7,7 @@ import pytest
 from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.memory.build import memory_model_for
+from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.proposal.structure import choose_structure, config_for, covering, fitting_config
 from orchestrator.driver.proposal.trees import trees_of
 from orchestrator.records import TrialStatus

@@ -57,8 +57,8 @@ def test_the_space_names_its_optuna_params_by_searched_field_only() -> None:
     from pathlib import Path
 
     from orchestrator.config.fields import SearchedField
+    from orchestrator.driver.loop import restore
     from orchestrator.driver.search import space
-    from orchestrator.driver.store import restore
 
     names = {f.value for f in SearchedField}
     for module in (space, restore):

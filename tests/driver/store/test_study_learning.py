@@ -82,7 +82,7 @@ def test_each_outcome_is_told_with_its_state_and_constraints() -> None:
     """What the sampler is told: the state and the constraint values it learns from, per outcome."""
     import pytest
 
-    from orchestrator.driver.loop.settle import OOM_CONSTRAINT, SLA_CONSTRAINT
+    from orchestrator.driver.store.optuna_tell import OOM_CONSTRAINT, SLA_CONSTRAINT
 
     study = optuna.create_study(direction="maximize")
     cases = [

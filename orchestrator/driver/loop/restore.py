@@ -19,11 +19,11 @@ from optuna.trial import FrozenTrial, TrialState
 from orchestrator.config.codec import config_from_optuna, known_good_params
 from orchestrator.driver.loop.observers import Measured
 from orchestrator.driver.loop.outcome import Progress
-from orchestrator.driver.loop.settle import optuna_tell
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.structure import choose_structure, fitting_config
 from orchestrator.driver.search.space import baseline_config, memory_params
 from orchestrator.driver.store.journal import Journal
+from orchestrator.driver.store.optuna_tell import optuna_tell
 from orchestrator.driver.store.study import status_of
 from orchestrator.driver.store.study_lock import closed_numbers
 from orchestrator.driver.store.trial_attrs import TrialAttr, free_reference

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from orchestrator.driver.memory.learned import MemoryModel
-from orchestrator.driver.store.history import find_history, seed_study
+from orchestrator.driver.search.history import find_history, seed_study
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.engines.sglang.logparse import parse_log

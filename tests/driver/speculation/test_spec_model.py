@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.proposal.spec_model import (
+from orchestrator.driver.speculation.spec_model import (
     Acceptance,
     StageSample,
     StepCost,

@@ -19,9 +19,9 @@ from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState, create_trial
 
 from orchestrator.config.codec import config_from_mlflow, optuna_params
-from orchestrator.driver.loop.settle import OOM_CONSTRAINT
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.search.space import suggest_config
+from orchestrator.driver.store.optuna_tell import OOM_CONSTRAINT
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.mlflow_schema import Metric, Param, Tag, is_sweep
 from orchestrator.records import (

@@ -10,8 +10,8 @@ from optuna.storages import InMemoryStorage
 
 from benchmarks.oracle import Oracle
 from orchestrator.config.codec import optuna_params
+from orchestrator.driver.loop.restore import restore
 from orchestrator.driver.store.journal import Journal
-from orchestrator.driver.store.restore import restore
 from orchestrator.driver.store.study import open_study
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialStatus
