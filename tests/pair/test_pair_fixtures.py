@@ -78,7 +78,7 @@ def test_the_speculation_model_predicts_each_tree_from_the_others() -> None:
     import numpy as np
 
     from orchestrator.config.draft_tree import DraftTree
-    from orchestrator.driver.proposal.spec_model import acceptance_loo, choose_form
+    from orchestrator.driver.speculation.spec_model import acceptance_loo, choose_form
 
     samples = [(DraftTree(t.steps, t.topk, t.draft_tokens), mean_accept(t.label)) for t in TREES]
     loo = np.abs(acceptance_loo(samples, choose_form(samples)))
