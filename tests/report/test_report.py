@@ -363,7 +363,7 @@ def test_cli_writes_under_out_and_fails_cleanly_without_a_store(
     root = store.study_dir.parent
     assert report.main([STUDY, "--out", str(root)]) == 0
     assert (root / STUDY / "report.html").exists()
-    assert report.main([STUDY, "--out", str(tmp_path)]) == 1
+    assert report.main([STUDY, "--out", str(tmp_path)]) == 2
     assert "no MLflow store" in capsys.readouterr().err
     assert not (tmp_path / "mlflow.db").exists()
 

@@ -17,7 +17,7 @@ from orchestrator.driver.answer.levels import level_calls, split_of
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency, runtime_policy
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.engines.engine import LaunchSettings
-from orchestrator.engines.launch import command_argv
+from orchestrator.engines.launch import SIM_SERVER_MODULE, command_argv
 from orchestrator.engines.shell import shell_script
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.secrets import mask_argv
@@ -27,15 +27,21 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 WIDTH = 100  # the table and its notes fit a 100-column terminal
+SGLANG_PYTHON = "python3"  # the answer's interpreter when a simulated node measured it
 
 
 def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
     """The real engine's command for a configuration, whichever node kind measured it, with the Python
     the node ran the trial with (the one the engine is installed in there), not whatever `python` is on
-    PATH; rendered as its launch was (`engines.launch.command_argv`), secrets masked."""
+    PATH (a simulated node's, which has no SGLang: `python3`); rendered as its launch was
+    (`engines.launch.command_argv`), secrets masked."""
     settings = LaunchSettings.from_spec(spec)
     ran = record.result.command
-    if ran:
+    if ran[1:3] == ("-m", SIM_SERVER_MODULE):
+        # The simulated node's interpreter has no SGLang (the demo's is the checkout's .venv): name the one
+        # a user's SGLang is installed in, as SGLang's own docs do.
+        settings = replace(settings, python=SGLANG_PYTHON)
+    elif ran:
         settings = replace(settings, python=ran[0])
     argv = command_argv(
         settings,

@@ -19,6 +19,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from orchestrator import mlflow_schema as schema
+from orchestrator.driver.console.printed import make_target_serves, mlflow_ui_command
 from orchestrator.driver.store.trial_attrs import StudyAttr
 from orchestrator.mlflow_schema import LaunchParams
 from orchestrator.records import TrialRecord, TrialStatus
@@ -45,17 +46,16 @@ def runs_url(ui_base: str, experiment_id: str) -> str:
     return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
 
 
-def ui_hint(tracking_uri: str, experiment_id: str, make_store: bool) -> str:
-    """Where to see the study's trials: `make mlflow-ui`'s link only for the store that target opens
-    (runs/mlflow.db of this folder); for any other store the command that opens this one."""
+def ui_hint(tracking_uri: str, experiment_id: str) -> str:
+    """Where to see the study's trials: `make mlflow-ui`'s link only where that target opens this store
+    (in the checkout, its runs/mlflow.db); for any other store or folder the command that opens this one,
+    with the executable a new user's shell finds (`driver.console.printed`)."""
     if tracking_uri.startswith(("http://", "https://")):
         return "trials in MLflow: " + runs_url(tracking_uri, experiment_id)
-    if make_store:
-        return "trials in MLflow (after `make mlflow-ui`): " + runs_url(
-            "http://127.0.0.1:5000", experiment_id
-        )
-    command = f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"
-    return f"trials in MLflow (after `{command}`): " + runs_url("http://127.0.0.1:5000", experiment_id)
+    url = runs_url("http://127.0.0.1:5000", experiment_id)
+    if make_target_serves(tracking_uri):
+        return f"trials in MLflow (after `make mlflow-ui`): {url}"
+    return f"trials in MLflow (after `{mlflow_ui_command(tracking_uri, port=5000)}`): {url}"
 
 
 class Tracker:

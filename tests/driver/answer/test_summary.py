@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -34,10 +35,11 @@ from orchestrator.records import (
     TrialStatus,
 )
 from orchestrator.spec.search import make_config
-from orchestrator.spec.sweep_spec import load_spec
+from orchestrator.spec.sweep_spec import Backend, load_spec
 
 DEMO = Path(__file__).resolve().parents[3] / "trials" / "demo.yaml"
 NODE_PYTHON = "/opt/sglang-env/bin/python3"
+SGLANG_PYTHON = "python3"  # what a simulated sweep's command names: the simulator's Python has no SGLang
 LONG_OOM = (
     "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
     "mem_fraction_static=0.73, and the weights already take most of the memory on every GPU of the node"
@@ -206,12 +208,25 @@ def test_best_json_reads_back_through_its_model_and_the_command_is_one_flag_per_
     sh_path = written[1]
     script = sh_path.read_text()
     lines = script.splitlines()
-    assert lines[:2] == ["#!/bin/sh", f"exec {NODE_PYTHON} -m sglang.launch_server \\"]
+    # The simulated node's interpreter has no SGLang: the command names the one a user's SGLang runs in.
+    assert lines[:2] == ["#!/bin/sh", f"exec {SGLANG_PYTHON} -m sglang.launch_server \\"]
     for line in lines[2:]:
         flag, *value = shlex.split(line.removesuffix(" \\"))
         assert flag.startswith("--") and len(value) <= 1, line
     assert "  --tp-size 8 \\" in lines and "  --cuda-graph-max-bs-decode 64 \\" in lines
-    assert script == shell_script(best.command) and best.command[0] == NODE_PYTHON
+    assert script == shell_script(best.command) and best.command[0] == SGLANG_PYTHON
+
+
+def test_the_answer_of_a_real_node_runs_with_the_python_the_node_ran_sglang_with(tmp_path: Path) -> None:
+    spec = load_spec(DEMO).model_copy(update={"backend": Backend.REAL})
+    real = [
+        replace(r, result=replace(r.result, command=(NODE_PYTHON, "-m", "sglang.launch_server")))
+        for r in records()
+    ]
+    answer = choose_answer(answer_launches(real))
+    assert answer is not None
+    best, _ = write_best(answer, real, spec, tmp_path)
+    assert best.command[:3] == [NODE_PYTHON, "-m", "sglang.launch_server"]
 
 
 def test_a_level_the_server_without_speculation_led_says_so(tmp_path: Path) -> None:
