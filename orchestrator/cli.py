@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.bench.traffic import check_workload, workload_counts
 from orchestrator.cli_parts.announce import announce
-from orchestrator.cli_parts.parser import build_parser
+from orchestrator.cli_parts.parser import MODULE_PROG, SCRIPT_PROG, build_parser
 from orchestrator.cli_parts.stopping import (
     TERMINATED,
     Terminated,
@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     # A spec file that happens to be named `fit` or `report` in this folder is still a spec.
     if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file():
         return COMMANDS[argv[0]](argv[1:])
-    args = build_parser().parse_args(argv)
+    invoked = Path(sys.argv[0]).name if sys.argv else ""
+    # --help and usage errors name the command as the user typed it: the installed script or the module.
+    args = build_parser(SCRIPT_PROG if invoked == SCRIPT_PROG else MODULE_PROG).parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
