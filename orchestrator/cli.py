@@ -38,7 +38,14 @@ from orchestrator.driver.console.destinations import check_destinations
 from orchestrator.driver.console.destinations import resolve as resolve_destinations
 from orchestrator.driver.console.quiet import quiet_libraries
 from orchestrator.spec.search import SpecError
-from orchestrator.spec.sweep_spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
+from orchestrator.spec.sweep_spec import (
+    NAME_PATTERN,
+    Backend,
+    SweepSpec,
+    few_prompts_warning,
+    load_spec,
+    short_stage_warning,
+)
 
 # What other code and the tests reach through the entry, wherever it is defined.
 __all__ = [
@@ -160,10 +167,7 @@ def run(
     from orchestrator.mlflow_schema import LaunchParams
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
-    shortfall = cluster.gpu_shortfall(spec)
-    if shortfall:
-        print(f"error: node.gpus: {shortfall}", file=sys.stderr)
-        return 2
+    # A missing model (or its config.json) first: it names the file, where a GPU count says less.
     missing = cluster.preflight_paths(spec)
     if missing:
         where = "; ".join(f"node {node[:12]}: {', '.join(paths)}" for node, paths in missing.items())
@@ -172,6 +176,10 @@ def run(
             "copy the model there or fix the spec",
             file=sys.stderr,
         )
+        return 2
+    shortfall = cluster.gpu_shortfall(spec)
+    if shortfall:
+        print(f"error: node.gpus: {shortfall}", file=sys.stderr)
         return 2
     study_dir.mkdir(parents=True, exist_ok=True)  # only once the nodes can run it: a refusal leaves nothing
     study = open_study(spec, study_name, storage, args.resume)
@@ -222,8 +230,9 @@ def run(
         )
     elif note := confirmation_note(spec.budget, left, spent=n_trials - left if args.resume else 0):
         print(f"warning: {note}", file=sys.stderr)
-    if short_stage_warning(spec):
-        print(short_stage_warning(spec), file=sys.stderr)
+    for warning in (short_stage_warning(spec), few_prompts_warning(spec)):
+        if warning:
+            print(warning, file=sys.stderr)
     if args.warm_start and not args.resume:
         from orchestrator.driver.store.history import find_history, seed_study
 
