@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.adaptive import CONFIG_FILE
-from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level
+from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level, gib_keys
 from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.answer.levels import level_calls, split_of
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency, runtime_policy
@@ -85,7 +85,7 @@ def write_best(
         verdict=answer.verdict,
         speedup_vs_baseline=answer.median / statistics.median(base) if base and not answer.nospec else None,
         accept_length=r.accept_length,
-        memory=r.memory.as_metrics(),
+        memory=gib_keys(r.memory.as_metrics()),
         resolved_args=r.resolved_args.as_dict(),
         server_version=r.server_version,
         command=argv,
@@ -240,9 +240,12 @@ def render_table(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
     out = [line(h) for h in header]
     out.append("-" * min(WIDTH, max(len(x) for x in out)))
     indent = " " * (widths[0] + 1)
-    for cells, note in body:
+    for (cells, note), r in zip(body, rows, strict=True):
         out.append(line(cells))
-        if note:
+        if note and r.status == TrialStatus.INTERRUPTED.value:
+            # Our own words, whose end says what became of the trial (not counted, queued again): whole.
+            out.extend(textwrap.wrap(note, WIDTH, initial_indent=indent, subsequent_indent=indent))
+        elif note:  # a server's words, which can run long: its first line's worth
             out.append(indent + cut_at_word(note, WIDTH - len(indent)))
     out.append(count_line(rows, budget))
     return "\n".join(out)

@@ -75,6 +75,9 @@ class Tracker:
         self.experiment_id = ""
         self.parent_run_id = ""
         self._run_ids: dict[int, str] = {}
+        # Trials filed under another parent run than this invocation's: those a dead driver launched.
+        self._parents: dict[int, str] = {}
+        self.previous_parent_run_id = ""  # the study's parent run before this one (`close_abandoned`)
         # With a local store MLflow would put artifacts in ./mlruns of whatever folder the driver ran
         # in; they belong next to the database. A tracking server chooses for itself.
         self.artifact_root = artifact_root
@@ -102,6 +105,12 @@ class Tracker:
             self.parent_run_id, params=[Param(k, str(v)[: schema.PARAM_LIMIT]) for k, v in params.items()]
         )
         return self.parent_run_id
+
+    def file_under(self, number: int, parent_run_id: str) -> None:
+        """Write trial ``number`` under ``parent_run_id`` rather than this invocation's parent run: a trial
+        a dead driver launched belongs to that driver's sweep, whose run this one closed."""
+        if parent_run_id:
+            self._parents[number] = parent_run_id
 
     def run_id_of(self, number: int) -> str | None:
         """The MLflow run of a trial written by this tracker (None while it is spooled)."""
@@ -137,7 +146,7 @@ class Tracker:
 
     def _write_trial(self, record: TrialRecord) -> str:
         r = record.result
-        tags = schema.trial_tags(record, self.parent_run_id)
+        tags = schema.trial_tags(record, self._parents.get(record.number, self.parent_run_id))
         run = self.client.create_run(self.experiment_id, run_name=_run_name(record), tags=tags)
         run_id = run.info.run_id
         self._run_ids[record.number] = run_id
@@ -163,6 +172,9 @@ class Tracker:
         Call it holding the study's lease: no other live driver has a run of it open. Returns the parent
         runs closed."""
         earlier = [str(r) for r in study.user_attrs.get(StudyAttr.MLFLOW_RUNS) or []]
+        # With the lease held, the invocation before this one is the only driver that could have left a
+        # trial running: the trials closed as interrupted are filed under its run (`file_under`).
+        self.previous_parent_run_id = earlier[-1] if earlier else ""
         study.set_user_attr(StudyAttr.MLFLOW_RUNS, [*earlier, self.parent_run_id])
         whose = f"its driver ({dead.describe()})" if dead is not None else "its driver"
         why = (

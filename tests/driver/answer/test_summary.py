@@ -252,3 +252,54 @@ def test_the_progress_line_cuts_a_reason_at_a_word() -> None:
     assert reason.startswith("kv_allocation: ") and reason.endswith(" ...")
     words = reason.removeprefix("kv_allocation: ").removesuffix(" ...").split()
     assert words == LONG_OOM.split()[: len(words)]  # whole words only
+
+
+def test_best_json_memory_keys_name_their_unit_gib_and_old_files_still_read(tmp_path: Path) -> None:
+    # Seen: best.json's memory keys ended in `_gb` and held GiB (SGLang's log says "GB" for GiB).
+    spec = load_spec(DEMO)
+    recs = [
+        replace(
+            r,
+            result=replace(r.result, memory=MemoryAccount(avail_end_gb=3.5, kv_cache_tokens=9, weights_gb=1)),
+        )
+        for r in records()
+    ]
+    answer = choose_answer(answer_launches(recs))
+    assert answer is not None
+    write_best(answer, recs, spec, tmp_path)
+    raw = json.loads((tmp_path / BEST_JSON).read_text())["memory"]
+    assert raw == {"avail_end_gib": 3.5, "kv_cache_tokens": 9, "weights_gib": 1.0}
+    old = json.loads((tmp_path / BEST_JSON).read_text())
+    old["memory"] = {"avail_end_gb": 3.5, "kv_cache_tokens": 9, "weights_gb": 1.0}  # as written before
+    (tmp_path / BEST_JSON).write_text(json.dumps(old))
+    again = BestFile.read(tmp_path)
+    assert again is not None and again.memory == raw
+
+
+def test_an_interrupted_trial_s_reason_is_printed_whole() -> None:
+    # Seen: `not counted, its ...`: the part that says what became of the trial was cut.
+    why = (
+        "under_load: its driver (driver 3f2a on host node-a, pid 41217) stopped while it ran, after 1 "
+        "benchmark stage(s): not counted, its configuration is queued again"
+    )
+    rows = [ConsoleRow(2, TrialStatus.INTERRUPTED.value, "mf0.880 gbs64 mrr16 s3k1d4", reason=why)]
+    table = render_table(rows)
+    assert " ".join(table.split()).count(" ".join(why.split())) == 1, table
+    assert all(len(line) <= 100 for line in table.splitlines()), table
+
+
+def test_an_interrupted_trial_s_progress_line_keeps_its_whole_reason() -> None:
+    from orchestrator.driver.console.progress import ProgressPrinter
+
+    why = (
+        "its driver (driver 3f2a on host node-a, pid 41217) stopped while it ran, before any benchmark stage "
+        "ended: not counted, its configuration is queued again"
+    )
+    failure = Failure(FailureStage.LAUNCH, FailureKind.INTERRUPTED, why)
+    lines: list[str] = []
+    printer = ProgressPrinter(4, tty=False, write=lines.append)
+    printer.record(TrialRecord(2, result(TrialStatus.INTERRUPTED, failure=failure), None))
+    assert why in lines[0] and "..." not in lines[0], lines[0]
+    oom = Failure(FailureStage.KV_ALLOCATION, FailureKind.OOM, LONG_OOM)  # a server's words: cut, marked
+    printer.record(TrialRecord(3, result(TrialStatus.OOM, failure=oom), None))
+    assert lines[1].rstrip().endswith("...]"), lines[1]

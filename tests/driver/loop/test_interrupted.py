@@ -225,6 +225,8 @@ def test_after_kill_9_the_next_driver_shows_the_trial_and_closes_the_dead_driver
     assert trial.state is TrialState.FAIL and trial.user_attrs[TrialAttr.STATUS] == "interrupted"
     (run,) = _trial_runs(tracking, 2)
     assert run.info.status == "KILLED"
+    # Filed under the driver that launched it (the dead one), not under the one that found it dead.
+    assert run.data.tags["mlflow.parentRunId"] == dead_parent != resumed.tracker.parent_run_id
     # The dead driver's parent run: KILLED, with a tag saying why, and only that one.
     assert resumed.closed_runs == [dead_parent]
     dead = client.get_run(dead_parent)
