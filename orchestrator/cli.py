@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.bench.traffic import check_workload, workload_counts
 from orchestrator.cli_parts.announce import announce
-from orchestrator.cli_parts.parser import build_parser
+from orchestrator.cli_parts.parser import MODULE_PROG, SCRIPT_PROG, build_parser
 from orchestrator.cli_parts.stopping import (
     TERMINATED,
     Terminated,
@@ -38,7 +38,14 @@ from orchestrator.driver.console.destinations import check_destinations
 from orchestrator.driver.console.destinations import resolve as resolve_destinations
 from orchestrator.driver.console.quiet import quiet_libraries
 from orchestrator.spec.search import SpecError
-from orchestrator.spec.sweep_spec import NAME_PATTERN, Backend, SweepSpec, load_spec, short_stage_warning
+from orchestrator.spec.sweep_spec import (
+    NAME_PATTERN,
+    Backend,
+    SweepSpec,
+    few_prompts_warning,
+    load_spec,
+    short_stage_warning,
+)
 
 # What other code and the tests reach through the entry, wherever it is defined.
 __all__ = [
@@ -61,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     # A spec file that happens to be named `fit` or `report` in this folder is still a spec.
     if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file():
         return COMMANDS[argv[0]](argv[1:])
-    args = build_parser().parse_args(argv)
+    invoked = Path(sys.argv[0]).name if sys.argv else ""
+    # --help and usage errors name the command as the user typed it: the installed script or the module.
+    args = build_parser(SCRIPT_PROG if invoked == SCRIPT_PROG else MODULE_PROG).parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -158,10 +167,7 @@ def run(
     from orchestrator.mlflow_schema import LaunchParams
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
-    shortfall = cluster.gpu_shortfall(spec)
-    if shortfall:
-        print(f"error: node.gpus: {shortfall}", file=sys.stderr)
-        return 2
+    # A missing model (or its config.json) first: it names the file, where a GPU count says less.
     missing = cluster.preflight_paths(spec)
     if missing:
         where = "; ".join(f"node {node[:12]}: {', '.join(paths)}" for node, paths in missing.items())
@@ -170,6 +176,10 @@ def run(
             "copy the model there or fix the spec",
             file=sys.stderr,
         )
+        return 2
+    shortfall = cluster.gpu_shortfall(spec)
+    if shortfall:
+        print(f"error: node.gpus: {shortfall}", file=sys.stderr)
         return 2
     study_dir.mkdir(parents=True, exist_ok=True)  # only once the nodes can run it: a refusal leaves nothing
     study = open_study(spec, study_name, storage, args.resume)
@@ -220,8 +230,9 @@ def run(
         )
     elif note := confirmation_note(spec.budget, left, spent=n_trials - left if args.resume else 0):
         print(f"warning: {note}", file=sys.stderr)
-    if short_stage_warning(spec):
-        print(short_stage_warning(spec), file=sys.stderr)
+    for warning in (short_stage_warning(spec), few_prompts_warning(spec)):
+        if warning:
+            print(warning, file=sys.stderr)
     if args.warm_start and not args.resume:
         from orchestrator.driver.search.history import find_history, seed_study
 

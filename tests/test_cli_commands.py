@@ -38,7 +38,7 @@ def test_fit_help_names_the_short_command(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_report_runs_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["report", "--out", str(tmp_path)]) == 1  # no study there yet: the report's own error
+    assert cli.main(["report", "--out", str(tmp_path)]) == 2  # no study there yet: the report's own error
     err = capsys.readouterr().err
     assert "error: no study in sqlite:///" in err and "run a sweep first" in err
 
@@ -57,3 +57,21 @@ def test_a_spec_file_named_fit_is_still_a_spec(
     (tmp_path / "fit").write_text("name: [unclosed\n")
     assert cli.main(["fit", "--out", str(tmp_path / "runs")]) == 2
     assert "fit: malformed YAML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv0", "usage"),
+    [
+        ("/opt/env/bin/specsweep", "usage: specsweep "),
+        ("/src/orchestrator/sweep.py", "usage: python -m orchestrator.sweep "),
+    ],
+)
+def test_help_names_the_command_the_user_typed(
+    argv0: str, usage: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Seen: `specsweep --help` printed `usage: python -m orchestrator.sweep`.
+    monkeypatch.setattr("sys.argv", [argv0, "--help"])
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(usage)

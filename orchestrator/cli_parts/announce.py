@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.bench.traffic import workload_lines
+from orchestrator.driver.console.printed import mlflow_ui_command, optuna_dashboard_command
 from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -43,5 +44,5 @@ def announce(
         login = cluster.dashboard_login()
         if login:
             print(f"    {login}")
-    print(f"  MLflow UI (compare trials): mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1")
-    print(f"  Optuna dashboard (live study): optuna-dashboard {storage}")
+    print(f"  MLflow UI (compare trials): {mlflow_ui_command(tracking_uri)}")
+    print(f"  Optuna dashboard (live study): {optuna_dashboard_command(storage)}")

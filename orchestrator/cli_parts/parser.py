@@ -6,10 +6,13 @@ import argparse
 
 from orchestrator.driver.console.cli_checks import DEFAULT_SPEC
 
+MODULE_PROG = "python -m orchestrator.sweep"
+SCRIPT_PROG = "specsweep"  # the installed name (pyproject's [project.scripts])
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m orchestrator.sweep",
+        prog=prog,
         description="Find the fastest SGLang + EAGLE-3 configuration: Optuna proposes, Ray runs one trial "
         "per whole node, MLflow records every trial.",
         epilog="Also: `specsweep fit MODEL_DIR [--draft DIR] --gpu-memory-mib N --fraction F [--tp N]` "

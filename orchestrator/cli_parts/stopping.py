@@ -17,6 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.parser import build_parser
+from orchestrator.driver.console.printed import module_command
 from orchestrator.driver.store.tracking import RunStatus
 from orchestrator.mlflow_schema import Tag
 
@@ -65,7 +66,8 @@ def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
     argv += ["-v"] if args.verbose else []
     if os.environ.get("MAKELEVEL"):  # started by `make sweep`, whose python is the venv's
         return "make sweep ARGS=" + shlex.quote(shlex.join([*argv, "--resume"]))
-    return shlex.join(["python", "-m", "orchestrator.sweep", *argv, "--resume"])
+    # The interpreter that runs this sweep: a bare `python` may be another one, without its packages.
+    return module_command("orchestrator.sweep", *argv, "--resume")
 
 
 def search_and_confirm(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.stopping import resume_command
 from orchestrator.driver.answer.summary import render_table, table_rows
+from orchestrator.driver.console.printed import module_command
 from orchestrator.driver.store.tracking import ui_hint
 from orchestrator.spec.sweep_spec import SweepSpec
 
@@ -27,12 +28,12 @@ log = logging.getLogger("orchestrator")  # the CLI's own logger, as `orchestrato
 
 def report_command(study_name: str, out: Path, tracking_uri: str, storage: str) -> str:
     """The command that writes a study's report later, naming only what is not its default."""
-    parts = ["python -m orchestrator.report", study_name, "--out", str(out)]
+    parts = [study_name, "--out", str(out)]
     if tracking_uri != f"sqlite:///{out / 'mlflow.db'}":
         parts += ["--tracking-uri", tracking_uri]
     if storage != f"sqlite:///{out / 'optuna.db'}":
         parts += ["--storage", storage]
-    return " ".join(parts)
+    return module_command("orchestrator.report", *parts)
 
 
 def wrap_up(
@@ -90,8 +91,7 @@ def wrap_up(
     except Exception as err:  # a plot must never cost the sweep its results
         log.exception("report failed: %s", err)
     if tracker.experiment_id:
-        make_store = tracking_uri == f"sqlite:///{Path('runs').resolve() / 'mlflow.db'}"
-        print(ui_hint(tracking_uri, tracker.experiment_id, make_store))
+        print(ui_hint(tracking_uri, tracker.experiment_id))
     summary: dict[str, float | int] = dict(concluded.parent_metrics())
     # Counts are ints: MLflow stores every metric as a float, summary.json need not.
     counts = {"trials_recorded": len(rows), "trials_pruned_oom": outcome.progress.pruned_oom}

@@ -60,7 +60,8 @@ class ShapeError(SpecsweepError, ValueError):
     kind = ErrorKind.BAD_INPUT
 
     def __init__(self, path: Path, field: str, problem: ShapeErrorKind, detail: str) -> None:
-        super().__init__(f"{path}: {field}: {detail}")
+        # The file itself as the field (unreadable) is named once: `x/config.json: not found`.
+        super().__init__(f"{path}: {detail}" if field == path.name else f"{path}: {field}: {detail}")
         self.path, self.field, self.problem = path, field, problem
 
 
@@ -257,10 +258,14 @@ def read_config(model_dir: str | Path) -> dict[str, Any]:
         path = path / "config.json"
     try:
         data = json.loads(path.read_text())
+    except FileNotFoundError:
+        detail = "not found (a model's folder holds one)"
+        raise ShapeError(path, path.name, ShapeErrorKind.UNREADABLE, detail) from None
     except (OSError, ValueError) as err:
-        raise ShapeError(path, "config.json", ShapeErrorKind.UNREADABLE, f"cannot be read ({err})") from None
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ShapeError(path, path.name, ShapeErrorKind.UNREADABLE, f"cannot be read ({why})") from None
     if not isinstance(data, dict):
-        raise ShapeError(path, "config.json", ShapeErrorKind.UNREADABLE, "not a JSON mapping")
+        raise ShapeError(path, path.name, ShapeErrorKind.UNREADABLE, "not a JSON mapping")
     data["__path__"] = str(path)
     return data
 

@@ -54,6 +54,7 @@ class Outcome(StrEnum):
     PREDICTED_OOM = "predicted_oom"  # skipped by the memory model, never launched
     SLA_MISSED = "sla_missed"  # ran, but no stage met the spec's latency limits
     FAILED = "failed"  # crash, timeout, lost node: says nothing about memory
+    INTERRUPTED = "interrupted"  # the driver was stopped while it ran: says nothing about the configuration
 
 
 def outcome_of(status: str) -> Outcome:
@@ -67,6 +68,8 @@ def outcome_of(status: str) -> Outcome:
         return Outcome.PREDICTED_OOM
     if s is TrialStatus.SLA_MISSED:
         return Outcome.SLA_MISSED
+    if s is TrialStatus.INTERRUPTED:
+        return Outcome.INTERRUPTED
     return Outcome.OOM if s.infeasible else Outcome.FAILED
 
 

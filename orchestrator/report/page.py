@@ -20,6 +20,7 @@ from pathlib import Path
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from orchestrator.driver.console.printed import module_command
 from orchestrator.records import TrialRecord
 from orchestrator.report.data import (
     BestConfig,
@@ -198,10 +199,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m orchestrator.repo
     try:
         study = args.study or last_study(storage)
         if args.study is None:
-            print(f"report of the last study run, '{study}' (name another: STUDY=NAME)", file=sys.stderr)
+            again = prog if prog.startswith("specsweep") else module_command("orchestrator.report")
+            print(f"report of the last study run, '{study}' (name another: {again} NAME)", file=sys.stderr)
         path = write_report(study, tracking_uri, storage, out / study / "report.html")
-    except ReportError as err:
+    except ReportError as err:  # bad input (an unknown study, no store): exit 2, as the sweep's own
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return 2
     print(path)
     return 0

@@ -41,6 +41,11 @@ STYLE: dict[Outcome, dict[str, str]] = {
         "name": "ran, missed the latency SLA",
     },
     Outcome.FAILED: {"symbol": "square-open", "color": "#7f7f7f", "name": "failed / timeout / lost"},
+    Outcome.INTERRUPTED: {
+        "symbol": "circle-open-dot",
+        "color": "#17becf",
+        "name": "interrupted (the driver stopped; queued again)",
+    },
 }
 TEMPLATE = "plotly_white"
 
@@ -288,7 +293,13 @@ def history_figure(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] =
                     hovertemplate="%{text}<extra></extra>",
                 )
             )
-    for outcome in (Outcome.OOM, Outcome.PREDICTED_OOM, Outcome.SLA_MISSED, Outcome.FAILED):
+    for outcome in (
+        Outcome.OOM,
+        Outcome.PREDICTED_OOM,
+        Outcome.SLA_MISSED,
+        Outcome.FAILED,
+        Outcome.INTERRUPTED,
+    ):
         sel = [r for r in rows if r.outcome is outcome]
         if sel:
             style = STYLE[outcome]

@@ -151,7 +151,8 @@ def memory_section(best: BestConfig | None) -> str:
     body = []
     for key, value in best.memory:
         shown, unit = _memory_value(key, value)
-        body.append([_e(key), shown, _e(unit), _e(MEMORY_NOTES.get(key, ""))])
+        note = MEMORY_NOTES.get(key) or MEMORY_NOTES.get(key.removesuffix("_gib") + "_gb", "")  # best.json's
+        body.append([_e(key), shown, _e(unit), _e(note)])
     intro = (
         f"<p>As the server of trial {best.row.number} reported it at start-up, per GPU (GiB, which "
         'SGLang\'s log prints as "GB").</p>'

@@ -39,6 +39,8 @@ EXAMPLES = {
     "choices": "[64, 128]",
     "search.speculative_adaptive": "[off]",
 }
+# A message that starts by naming its field (`workload.concurrency: ...`), as a check across sections does.
+FIELD_FIRST = re.compile(r"^[a-z_]+(\.[a-z_0-9]+)+: ")
 _KIND_TAG = re.compile(r"^(str|int|float|bool)$|^(list|dict)\[")
 _KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
 _KIND_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
@@ -204,6 +206,8 @@ def describe(err: ValidationError, source: str, data: Any) -> str:
         if cut is None:
             where = ".".join(str(p) for p in loc) or "(top level)"
             line = f"  - {where}: {_message(item, where)}"
+            if not loc and FIELD_FIRST.match(_message(item, where)):
+                line = f"  - {_message(item, where)}"  # a check across sections names its own field
         else:
             field, inner = loc[:cut], loc[cut + 1 :]
             where = ".".join(str(p) for p in field)

@@ -36,6 +36,13 @@ def _format_problems(model_path: str, draft_path: str) -> list[str]:
     return problems
 
 
+def model_folder_lacks_config(path: str) -> bool:
+    """A model folder SGLang could not load: it reads the model's config.json first (a path that is not
+    a folder, e.g. a hub name, is not judged here)."""
+    folder = Path(path)
+    return folder.is_dir() and not (folder / "config.json").is_file()
+
+
 def model_problems(model_path: str, draft_path: str, gpus: int) -> list[str]:
     """One line per field SGLang would refuse: ``node.gpus`` (the tp size), ``model.draft_path`` and a
     model folder whose name SGLang reads as another format."""

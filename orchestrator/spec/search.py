@@ -33,6 +33,14 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _collapsed(low: float, high: float, step: float) -> str:
+    """A step wider than its range: only ``low`` would ever be searched, silently."""
+    return (
+        f"step {_num(step)} leaves one value of {_num(low)}..{_num(high)} ({_num(low)} only); give a step of "
+        f"at most {_num(round(high - low, 10))}, or low = high for one value on purpose"
+    )
+
+
 class FloatRange(SpecModel):
     low: float
     high: float
@@ -45,6 +53,8 @@ class FloatRange(SpecModel):
             raise ValueError(f"low ({self.low}) is above high ({self.high}); swap them")
         if self.step is not None and self.step <= 0:
             raise ValueError(f"step must be above 0 (got {self.step}); leave it out for a continuous range")
+        if self.step is not None and self.low < self.high and self.low + self.step > self.high + 1e-9:
+            raise ValueError(_collapsed(self.low, self.high, self.step))
         return self
 
 
@@ -60,6 +70,8 @@ class IntRange(SpecModel):
             raise ValueError(f"low ({self.low}) is above high ({self.high}); swap them")
         if self.step < 1:
             raise ValueError("step must be at least 1")
+        if self.low < self.high and self.low + self.step > self.high:
+            raise ValueError(_collapsed(self.low, self.high, self.step))
         return self
 
 

@@ -24,6 +24,7 @@ from orchestrator.spec.errors import NAME_PATTERN as NAME_PATTERN  # the CLI che
 from orchestrator.spec.errors import describe
 from orchestrator.spec.model_checks import model_problems
 from orchestrator.spec.search import (
+    Choices,
     KnownGood,
     SearchSpace,
     SpecError,
@@ -297,9 +298,41 @@ class SweepSpec(SpecModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _workload_fits_the_search(self) -> SweepSpec:
+        """Levels the server could never run as asked, refused: the stage would be measured and reported
+        under a concurrency it never had."""
+        wl = self.workload
+        heaviest = max(wl.concurrency)
+        mrr = self.search.max_running_requests
+        most = int(max(mrr.choices) if isinstance(mrr, Choices) else mrr.high)
+        if heaviest > most:
+            raise ValueError(
+                f"workload.concurrency: {heaviest} is above every searched max_running_requests (at most "
+                f"{most}): the server never runs more than {most} requests at once, so that stage would be "
+                f"reported as {heaviest} concurrent; give levels of at most {most}, or search "
+                f"max_running_requests up to {heaviest}"
+            )
+        return self
+
     @property
     def node_kind(self) -> NodeKind:
         return NodeKind.SIMULATED if self.backend is Backend.SIMULATED else NodeKind.REAL
+
+
+def few_prompts_warning(spec: SweepSpec) -> str:
+    """A warning when a stage has fewer prompts than requests in flight ('' if not): legitimate where the
+    stage cycles its prompts, but then the same prompt runs several times at once (the prefix cache serves
+    its copies), and a stage that makes one pass never reaches that concurrency."""
+    wl = spec.workload
+    heaviest = max(wl.concurrency)
+    if wl.num_prompts >= heaviest:
+        return ""
+    return (
+        f"warning: workload.num_prompts {wl.num_prompts} is below the highest concurrency ({heaviest}): a "
+        f"stage holds at most {wl.num_prompts} different requests, so at concurrency {heaviest} the same "
+        f"prompts run several times at once; give workload.num_prompts of at least {heaviest}"
+    )
 
 
 def short_stage_warning(spec: SweepSpec) -> str:
@@ -340,10 +373,22 @@ def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
     return spec
 
 
+EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"  # the checkout's demo
+
+
 def load_spec(path: Path | str) -> SweepSpec:
     path = Path(path)
     if path.is_dir():
-        raise SpecError(f"{path}: a folder, not a spec file; give a YAML file such as {path / 'demo.yaml'}")
+        # Suggest only files that exist: the folder's own specs, else the checkout's examples.
+        held = sorted(path.glob("*.yaml"))
+        held = sorted(held, key=lambda p: p.name != "demo.yaml")[:3]
+        if held:
+            such = " or ".join(str(p) for p in held)
+            raise SpecError(f"{path}: a folder, not a spec file; give a YAML file such as {such}")
+        example = (
+            f"such as {EXAMPLE_SPEC}" if EXAMPLE_SPEC.is_file() else "(the project's trials/ holds examples)"
+        )
+        raise SpecError(f"{path}: a folder, not a spec file, and it holds no .yaml file; give one {example}")
     if not path.is_file():
         raise SpecError(f"{path}: no such spec file; see trials/ for examples")
     try:

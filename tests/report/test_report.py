@@ -24,7 +24,7 @@ from orchestrator.report.data import (
     script_command,
 )
 from orchestrator.report.importances import importances_of
-from orchestrator.report.plots import feasibility_figure, history_figure, latency_figure
+from orchestrator.report.plots import STYLE, feasibility_figure, history_figure, latency_figure
 from orchestrator.spec.search import make_config
 from tests.report_fixture import BEST, CRASH_MESSAGE, DIAGNOSIS, MEMORY, PLAN, STUDY, Store, build_store
 
@@ -75,6 +75,12 @@ def test_outcome_and_params_parsing() -> None:
     assert outcome_of("predicted_oom") is Outcome.PREDICTED_OOM
     assert outcome_of("sla_missed") is Outcome.SLA_MISSED  # shown as such, neither feasible nor a crash
     assert {outcome_of(s) for s in ("failed", "timeout", "lost", "nonsense")} == {Outcome.FAILED}
+    # Stopped by the driver (Ctrl-C, kill): neither a failure of the configuration nor a lost node.
+    assert outcome_of("interrupted") is Outcome.INTERRUPTED
+    assert (
+        "interrupted" in STYLE[Outcome.INTERRUPTED]["name"]
+        and "interrupted" not in STYLE[Outcome.FAILED]["name"]
+    )
     assert parse_param("16") == 16 and isinstance(parse_param("16"), int)
     assert parse_param("0.85") == 0.85
     assert parse_param("EAGLE3") == "EAGLE3" and parse_param("nan") == "nan"
@@ -168,7 +174,7 @@ def test_find_best_prefers_best_json_but_not_a_stale_one(
     best_file(label, argv).write(tmp_path)
     best = find_best(rows, tmp_path, store.tracking_uri)
     assert best is not None and best.command_source == "best.json" and "--tp-size 8" in best.command
-    assert best.memory == (("x_gb", 1.5),)
+    assert best.memory == (("x_gib", 1.5),)  # written with the log's `_gb` name: read as what it is, GiB
     # An older study's best.json: a trial of the same number, another configuration.
     stale = tmp_path / "stale"
     stale.mkdir()
@@ -267,7 +273,8 @@ def test_feasibility_map_draws_each_outcome_with_its_own_symbol(rows: list[RunRe
     fig = feasibility_figure(rows)
     first = [t for t in fig.data if t.xaxis == "x"]  # the mem_fraction_static / cuda_graph_max_bs panel
     symbols = {t.legendgroup: t.marker.symbol for t in first}
-    assert set(symbols) == {o.value for o in Outcome if o is not Outcome.SLA_MISSED}  # none in the fixture
+    none_here = {Outcome.SLA_MISSED, Outcome.INTERRUPTED}  # none in the fixture
+    assert set(symbols) == {o.value for o in Outcome if o not in none_here}
     assert len(set(symbols.values())) == 4
     feasible = next(t for t in first if t.legendgroup == "feasible")
     assert sorted(feasible.marker.color) == sorted(p.tok_s for p in PLAN if p.tok_s)
@@ -275,15 +282,19 @@ def test_feasibility_map_draws_each_outcome_with_its_own_symbol(rows: list[RunRe
     assert list(oom.x) == [0.95] and list(oom.y) == [512]
 
 
-def test_a_trial_that_missed_its_sla_is_drawn_as_such(rows: list[RunReadBack]) -> None:
+def test_a_trial_that_missed_its_sla_or_was_interrupted_is_drawn_as_such(rows: list[RunReadBack]) -> None:
     import dataclasses
 
+    # Seen: an interrupted trial drawn as "failed / timeout / lost".
     missed = dataclasses.replace(rows[1], status="sla_missed")
-    fig = feasibility_figure([*rows, missed])
+    stopped = dataclasses.replace(rows[2], status="interrupted")
+    fig = feasibility_figure([*rows, missed, stopped])
     first = [t for t in fig.data if t.xaxis == "x"]
     symbols = {t.legendgroup: t.marker.symbol for t in first}
     assert set(symbols) == {o.value for o in Outcome}
-    assert len(set(symbols.values())) == 5
+    assert len(set(symbols.values())) == 6
+    drawn = next(t for t in first if t.legendgroup == "interrupted")
+    assert drawn.name.startswith("interrupted") and len(drawn.x) == 1
 
 
 def test_latency_figure_draws_the_pareto_front(rows: list[RunReadBack]) -> None:
@@ -363,7 +374,7 @@ def test_cli_writes_under_out_and_fails_cleanly_without_a_store(
     root = store.study_dir.parent
     assert report.main([STUDY, "--out", str(root)]) == 0
     assert (root / STUDY / "report.html").exists()
-    assert report.main([STUDY, "--out", str(tmp_path)]) == 1
+    assert report.main([STUDY, "--out", str(tmp_path)]) == 2
     assert "no MLflow store" in capsys.readouterr().err
     assert not (tmp_path / "mlflow.db").exists()
 

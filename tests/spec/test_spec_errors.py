@@ -14,7 +14,7 @@ import yaml
 
 from orchestrator.bench.traffic import check_workload
 from orchestrator.spec.search import SpecError
-from orchestrator.spec.sweep_spec import load_spec, parse_spec
+from orchestrator.spec.sweep_spec import few_prompts_warning, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "trials" / "demo.yaml"
@@ -123,3 +123,48 @@ def test_from_a_shell_exit_2_before_ray(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "workload.concurrency: got an empty list; give at least 1 item" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# Accepted silently before: each ran and was reported as if it had measured what the spec asked.
+@pytest.mark.parametrize(
+    ("edit", "named", "fix"),
+    [
+        (  # reported as `512 concurrent: ... 1024.8 tok/s` while at most 64 requests ever ran
+            workload(concurrency=[8, 512], num_prompts=512),
+            "workload.concurrency",
+            "at most 64",
+        ),
+        (  # a step wider than the range: only 0.70 was ever searched
+            lambda d: d["search"].update(mem_fraction_static={"low": 0.70, "high": 0.95, "step": 0.5}),
+            "search.mem_fraction_static",
+            "at most 0.25",
+        ),
+        (
+            lambda d: d["search"].update(speculative_num_steps={"low": 1, "high": 5, "step": 8}),
+            "search.speculative_num_steps",
+            "at most 4",
+        ),
+    ],
+)
+def test_what_would_run_something_else_than_asked_is_refused_naming_the_field(
+    edit: Any, named: str, fix: str
+) -> None:
+    message = error_of(edit)
+    assert named in message and fix in message, message
+
+
+def test_fewer_prompts_than_requests_in_flight_is_warned_naming_the_field() -> None:
+    # Legitimate where a stage cycles its prompts, but then copies of one prompt run at once: said.
+    data = yaml.safe_load(DEMO.read_text())
+    data["workload"].update(num_prompts=4)
+    warning = few_prompts_warning(parse_spec(data, "spec.yaml"))
+    assert warning.startswith("warning: workload.num_prompts 4 ") and "at least 16" in warning, warning
+    assert few_prompts_warning(load_spec(DEMO)) == ""
+
+
+def test_a_concurrency_some_searched_max_running_requests_holds_is_accepted() -> None:
+    data = yaml.safe_load(DEMO.read_text())
+    data["workload"].update(concurrency=[8, 48], num_prompts=48)  # 48 and 64 hold it, 16 and 32 do not
+    assert parse_spec(data, "spec.yaml").workload.concurrency == [8, 48]
+    data["search"]["mem_fraction_static"] = {"low": 0.88, "high": 0.88, "step": 0.01}  # one value, on purpose
+    parse_spec(data, "spec.yaml")

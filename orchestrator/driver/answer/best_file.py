@@ -9,10 +9,11 @@ guard and the report read it back through `BestFile.read`, never by key.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from orchestrator.config.codec import config_from_mlflow, mlflow_params
 from orchestrator.config.fields import SearchedField
@@ -44,6 +45,12 @@ class Level(BaseModel):
     speculative_adaptive: str = "off"
 
 
+def gib_keys(memory: Mapping[str, float]) -> dict[str, float]:
+    """A memory account's figures under names that say their unit: the log's `*_gb` (GiB, which SGLang
+    prints as "GB") as `*_gib`; other names as they are."""
+    return {(k.removesuffix("_gb") + "_gib" if k.endswith("_gb") else k): v for k, v in memory.items()}
+
+
 class BestFile(BaseModel):
     """The answer of a sweep (`best.json`)."""
 
@@ -61,6 +68,8 @@ class BestFile(BaseModel):
     verdict: Verdict
     speedup_vs_baseline: float | None = None  # the median over the baseline's tok/s
     accept_length: float | None = None
+    # The answer's memory account per GPU: GiB under `*_gib` keys (SGLang's log prints them as "GB"),
+    # token counts under `*_tokens`; a file written with the log's `*_gb` names reads the same.
     memory: dict[str, float] = {}
     resolved_args: dict[str, float | int] = {}
     server_version: str = ""
@@ -74,6 +83,11 @@ class BestFile(BaseModel):
     versus_nospec: Verdict | None = None  # a speculative answer against the server without speculation
     speculation_by_level: list[LevelComparison] = []  # the best speculative configuration against it
     split: Split | None = None  # speculation pays at some levels and loses at others
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _gib_keys(cls, memory: Any) -> Any:
+        return gib_keys(memory) if isinstance(memory, dict) else memory
 
     @classmethod
     def read(cls, study_dir: Path) -> BestFile | None:

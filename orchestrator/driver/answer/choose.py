@@ -4,10 +4,12 @@ and how sure the sweep is that it beats the runner-up.
 The console, `best.json`, the MLflow parent run and the report all read this one choice, so a user never
 sees one trial in one place and another launch of the same configuration, or another figure, elsewhere.
 
-The server without speculation (the baseline launch) is a candidate too: when it leads the best speculative
-configuration by more than the noise of that comparison, it is the answer (a weak draft, or a load too
-heavy for speculation to pay). Within the noise the best speculative configuration stays the answer (what
-the sweep was asked to find) and its verdict against the baseline is kept beside it.
+The server without speculation (the baseline launch) is a candidate too: when its median is above the best
+speculative configuration's, it is the answer (a weak draft, or a load too heavy for speculation to pay),
+whatever the margin, and its verdict says how sure that is (a lead within the noise reads "too close to
+call"): the speculative figure is the best of several draws, so a lead the noise could hide is more often
+real than not. Otherwise the best speculative configuration is the answer, its verdict against the
+baseline kept beside it (`Answer.versus_nospec`).
 A configuration is named by its label (`ServerConfig.label()`, the `config` tag of its MLflow runs), so
 the same function answers from the sweep's records and from runs read back from MLflow.
 """

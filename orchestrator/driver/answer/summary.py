@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.adaptive import CONFIG_FILE
-from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level
+from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level, gib_keys
 from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.answer.levels import level_calls, split_of
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency, runtime_policy
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.engines.engine import LaunchSettings
-from orchestrator.engines.launch import command_argv
+from orchestrator.engines.launch import SIM_SERVER_MODULE, command_argv
 from orchestrator.engines.shell import shell_script
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.secrets import mask_argv
@@ -27,15 +27,21 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 WIDTH = 100  # the table and its notes fit a 100-column terminal
+SGLANG_PYTHON = "python3"  # the answer's interpreter when a simulated node measured it
 
 
 def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
     """The real engine's command for a configuration, whichever node kind measured it, with the Python
     the node ran the trial with (the one the engine is installed in there), not whatever `python` is on
-    PATH; rendered as its launch was (`engines.launch.command_argv`), secrets masked."""
+    PATH (a simulated node's, which has no SGLang: `python3`); rendered as its launch was
+    (`engines.launch.command_argv`), secrets masked."""
     settings = LaunchSettings.from_spec(spec)
     ran = record.result.command
-    if ran:
+    if ran[1:3] == ("-m", SIM_SERVER_MODULE):
+        # The simulated node's interpreter has no SGLang (the demo's is the checkout's .venv): name the one
+        # a user's SGLang is installed in, as SGLang's own docs do.
+        settings = replace(settings, python=SGLANG_PYTHON)
+    elif ran:
         settings = replace(settings, python=ran[0])
     argv = command_argv(
         settings,
@@ -79,7 +85,7 @@ def write_best(
         verdict=answer.verdict,
         speedup_vs_baseline=answer.median / statistics.median(base) if base and not answer.nospec else None,
         accept_length=r.accept_length,
-        memory=r.memory.as_metrics(),
+        memory=gib_keys(r.memory.as_metrics()),
         resolved_args=r.resolved_args.as_dict(),
         server_version=r.server_version,
         command=argv,
@@ -234,9 +240,12 @@ def render_table(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
     out = [line(h) for h in header]
     out.append("-" * min(WIDTH, max(len(x) for x in out)))
     indent = " " * (widths[0] + 1)
-    for cells, note in body:
+    for (cells, note), r in zip(body, rows, strict=True):
         out.append(line(cells))
-        if note:
+        if note and r.status == TrialStatus.INTERRUPTED.value:
+            # Our own words, whose end says what became of the trial (not counted, queued again): whole.
+            out.extend(textwrap.wrap(note, WIDTH, initial_indent=indent, subsequent_indent=indent))
+        elif note:  # a server's words, which can run long: its first line's worth
             out.append(indent + cut_at_word(note, WIDTH - len(indent)))
     out.append(count_line(rows, budget))
     return "\n".join(out)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from orchestrator.driver.console.destinations import check_study_name
-from orchestrator.spec.model_checks import readable_shape
+from orchestrator.spec.model_checks import model_folder_lacks_config, readable_shape
 from orchestrator.spec.search import Choices, FloatRange, IntRange, SpecError, make_config
 from orchestrator.spec.sweep_spec import NodeKind, SweepSpec
 
@@ -35,6 +35,13 @@ def check_run_flags(args: argparse.Namespace) -> None:
         )
     if args.study is not None:
         check_study_name(args.study)
+    if args.resume and args.warm_start:
+        # A resumed study has its own history; seeding it again was ignored, silently.
+        raise SpecError(
+            "--warm-start: seeds a new study only, and --resume continues one with its own history; "
+            "leave --warm-start out, or start a new study seeded from the earlier ones with "
+            "--study NEW_NAME --warm-start"
+        )
 
 
 def check_local_model_paths(spec: SweepSpec, ray_address: str | None) -> None:
@@ -42,11 +49,18 @@ def check_local_model_paths(spec: SweepSpec, ray_address: str | None) -> None:
     (on a cluster, each node is asked once Ray is up, before any GPU is claimed)."""
     if ray_address or spec.node_kind is not NodeKind.REAL or not spec.model.check_paths:
         return
-    for field, value in (("model.path", spec.model.path), ("model.draft_path", spec.model.draft_path)):
+    paths = (("model.path", spec.model.path), ("model.draft_path", spec.model.draft_path))
+    for field, value in paths:
         if not Path(value).exists():
             raise SpecError(
                 f"{field}: {value} does not exist on this machine (the local node); copy the model there, "
                 "fix the path, or set model.check_paths: false"
+            )
+    for field, value in paths:  # both exist: each must be a model SGLang can load
+        if model_folder_lacks_config(value):
+            raise SpecError(
+                f"{field}: {Path(value) / 'config.json'} not found: SGLang loads a model from its folder's "
+                "config.json and weights; copy the whole model there or fix the path"
             )
 
 

@@ -61,8 +61,10 @@ class ProgressPrinter:
         tok = f"{res.output_tok_per_s:8.1f} tok/s" if res.output_tok_per_s else " " * 14
         msg = f"  trial {r.number:3d} {res.status.value:<14} {tok}  {res.config.label()}"
         if res.failure is not None and res.status is not TrialStatus.OK:
-            # Cut at a word, marked as cut: a reason cut mid-word reads as a different word.
-            reason = cut_at_word(res.failure.message, REASON_WIDTH)
+            # A server's words are cut at a word, marked as cut (a reason cut mid-word reads as another
+            # word); an interrupted trial's are the driver's own, whose end says what became of it: whole.
+            whole = res.status is TrialStatus.INTERRUPTED
+            reason = res.failure.message if whole else cut_at_word(res.failure.message, REASON_WIDTH)
             msg += f"  [{res.failure.stage.value}: {reason}]"
         if r.diagnosis.startswith("broken_speculation"):
             msg += "\n  !!! BROKEN SPECULATION: " + r.diagnosis

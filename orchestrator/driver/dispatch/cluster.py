@@ -24,6 +24,7 @@ from orchestrator.driver.dispatch.trial_channel import EventFeed, phase_hook, st
 from orchestrator.errors import TrialError, TrialLost
 from orchestrator.node.trial import run_trial
 from orchestrator.records import FailureStage, TrialResult
+from orchestrator.spec.model_checks import model_folder_lacks_config
 from orchestrator.spec.sweep_spec import Backend, NodeKind, SweepSpec
 from orchestrator.trial_events import TrialEvent, TrialRequest
 
@@ -150,7 +151,9 @@ def submit(request: TrialRequest, channel: Any, node_id: str | None = None) -> r
 def _check_paths(paths: list[str]) -> list[str]:
     from pathlib import Path
 
-    return [p for p in paths if not Path(p).exists()]
+    # A model folder SGLang cannot load names the file it lacks (config.json), not the folder.
+    missing = [p for p in paths if not Path(p).exists()]
+    return missing + [str(Path(p) / "config.json") for p in paths if model_folder_lacks_config(p)]
 
 
 def preflight_paths(spec: SweepSpec) -> dict[str, list[str]]:

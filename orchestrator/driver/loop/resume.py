@@ -28,6 +28,8 @@ class Resume(SweepState):
             if settled is None:
                 return {}
             stale[t.number] = (t, settled)
+            # Its MLflow run belongs to the sweep that launched it (the dead driver's parent run).
+            self.tracker.file_under(t.number, self.tracker.previous_parent_run_id)
             return settled.attrs
 
         me = self.lease.stamp.driver_id if self.lease else None

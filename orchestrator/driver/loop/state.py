@@ -26,6 +26,7 @@ from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.policy import ProposalPolicy
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.study_lock import DriverLease
+from orchestrator.driver.store.tracking import Tracker
 from orchestrator.records import ServerConfig
 from orchestrator.spec.sweep_spec import SweepSpec
 
@@ -65,6 +66,7 @@ class SweepState(ABC):
     measured: obs.Measured
     lossless: LosslessCheck
     journal: Journal
+    tracker: Tracker
     journal_complete: bool
     speedup: obs.Speedup
     proposals: ProposalPolicy | None

@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.config.draft_tree import draft_tokens_problem
+from orchestrator.driver.memory.fractions import FractionRange, describe, fitting_ranges, smallest_gpu_mib
 from orchestrator.driver.memory.prior import Estimate, MemoryFacts, estimate, left_after_start
 from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
-from orchestrator.driver.memory.tp_fit import NodeShape, TpAdvice, smallest_tp, weights_exceed
+from orchestrator.driver.memory.tp_fit import NodeShape, smallest_tp, weights_exceed
 from orchestrator.engines.logs import parse_log
 from orchestrator.footprint.shape import GIB, ModelShape, ShapeError, load_shape
-from orchestrator.records import ServerConfig
+from orchestrator.records import FailureStage, ServerConfig
 from orchestrator.spec.launch_rules import draft_mismatch, tp_refusal
 
 PROG = "python -m orchestrator.driver.memory.fit"
+DEFAULT_VERSION = "0.5.17"
+# The releases whose logs the parser reads and whose memory accounting the prior follows.
+OLDEST_VERSION, NEWEST_VERSION = (0, 5, 5), (0, 5, 23)
 
 
 def _parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -47,7 +52,11 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, help="--speculative-num-steps (with --draft; default 3)")
     p.add_argument("--topk", type=int, help="--speculative-eagle-topk (default 1)")
     p.add_argument("--draft-tokens", type=int, help="--speculative-num-draft-tokens (default steps + 1)")
-    p.add_argument("--sglang-version", default="0.5.17", help="its memory accounting (default 0.5.17)")
+    p.add_argument(
+        "--sglang-version",
+        default=DEFAULT_VERSION,
+        help=f"its memory accounting, 0.5.5 to 0.5.23 (default {DEFAULT_VERSION})",
+    )
     p.add_argument("--no-prefill-graphs", action="store_true", help="--cuda-graph-backend-prefill disabled")
     p.add_argument(
         "--concurrency", type=int, help="requests in flight under load (default: --max-running-requests)"
@@ -79,12 +88,14 @@ def _check(args: argparse.Namespace) -> str | None:
         ("--tp", args.tp),
         ("--cuda-graph-max-bs", args.cuda_graph_max_bs),
         ("--max-running-requests", args.max_running_requests),
-        ("--concurrency", args.concurrency or 1),
-        ("--input-len", args.input_len or 1),
-        ("--chunked-prefill-size", args.chunked_prefill_size or 1),
+        ("--concurrency", args.concurrency),
+        ("--input-len", args.input_len),
+        ("--chunked-prefill-size", args.chunked_prefill_size),
     ):
-        if value < 1:
+        if value is not None and value < 1:  # 0 is given, not left out: it is refused, not defaulted
             return f"{flag} {value}: give a whole number of at least 1"
+    if version_problem := _version_problem(args.sglang_version):
+        return f"--sglang-version {args.sglang_version}: {version_problem}"
     tree = (args.steps, args.topk, args.draft_tokens)
     if any(v is not None for v in tree) and not args.draft:
         return "--steps/--topk/--draft-tokens need --draft (the draft model's folder)"
@@ -93,8 +104,25 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _version_problem(text: str) -> str | None:
+    """Why the memory accounting of this SGLang version cannot be given (None: it can): not a version,
+    or one outside the releases the figures are checked against."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+(\.?(post|rc|dev)\d*)?", text):
+        return f"not an SGLang version; give one such as {DEFAULT_VERSION}"
+    parts = tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
+    if not OLDEST_VERSION <= parts <= NEWEST_VERSION:
+        low, high = (".".join(map(str, v)) for v in (OLDEST_VERSION, NEWEST_VERSION))
+        return f"outside the releases whose memory accounting this knows ({low} to {high})"
+    return None
+
+
 def _refusal(args: argparse.Namespace, target: ModelShape, draft: ModelShape | None) -> str | None:
     """What SGLang would refuse of this launch, naming the flag (None: it would build it)."""
+    if target.eagle3:
+        return (
+            f"MODEL_DIR {args.model_dir}: an EAGLE-3 draft ({target.architecture}), not a target model; give "
+            "the target model's folder, and the draft's with --draft"
+        )
     why = tp_refusal([target, *([draft] if draft else [])], args.tp)
     if why:
         return f"--tp {args.tp}: {why}"
@@ -136,18 +164,70 @@ def _gib_gb(gib: float) -> str:
     return f"{gib:.2f} GiB ({gib * GIB / 1e9:.2f} GB)"
 
 
-def _verdict(est: Estimate, facts: MemoryFacts, too_big: bool, advice: TpAdvice | None) -> str:
+def _size(gib: float) -> str:
+    """A size that may come out below zero, as a user can read it: what is missing, not a negative size."""
+    return f"{gib:.2f} GiB" if gib >= 0 else f"none: short by {-gib:.2f} GiB"
+
+
+def _fraction(value: float, none: str) -> str:
+    """A fraction inside (0, 1), else what it means (``none``): SGLang takes no other."""
+    return f"{value:.4f}" if 0 < value < 1 else none
+
+
+def _short_gib(est: Estimate, facts: MemoryFacts, fraction: float) -> float:
+    """What the launch lacks at its fraction: for the KV pool (the weights past the fraction's share),
+    else for the CUDA graphs."""
+    if est.stage is FailureStage.KV_ALLOCATION:
+        return max((est.floor_fraction - fraction) * facts.pre_gib, 0.0)
+    return max(-est.left_gb, 0.0)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """Whether the launch starts, and when it does not, why and what would."""
+
+    fits: bool
+    text: str
+
+
+def _verdict(
+    est: Estimate,
+    facts: MemoryFacts,
+    node: NodeShape,
+    config: ServerConfig,
+    tp: int,
+    ranges: tuple[FractionRange, ...],
+) -> _Verdict:
     if est.fits:
-        return "yes"
-    if too_big:
-        weights = est.weights_gb + est.draft_weights_gb
-        where = advice.line() if advice else "no tp up to 64 that SGLang accepts holds them on these GPUs"
-        return (
-            f"no: the weights alone ({weights:.2f} GiB per GPU at tp {facts.tp}) exceed what one GPU has "
-            f"free before loading ({facts.pre_gib:.2f} GiB): no fraction fits; {where}"
+        return _Verdict(True, "yes")
+    elsewhere: list[str] = []
+    if ranges:  # another fraction starts it on this GPU: that is the answer
+        elsewhere.append(f"it fits at --fraction {' or '.join(r.text() for r in ranges)}")
+    else:
+        advice = smallest_tp(node, config, above=tp)
+        if advice is not None:
+            elsewhere.append(advice.line())
+        gpu = smallest_gpu_mib(
+            lambda mib: replace(node, gpu_total_mib=mib).facts(tp), config, node.gpu_total_mib
         )
-    stage = est.stage.value if est.stage else ""
-    return f"no: {stage}: {est.reason}"
+        if gpu is not None:
+            elsewhere.append(
+                f"or a GPU of at least {gpu:,.0f} MiB at tp {tp} and --fraction {config.mem_fraction_static}"
+            )
+        if not elsewhere:
+            elsewhere.append(
+                "no tp up to 64 that SGLang accepts and no GPU up to 32 times this one starts it"
+            )
+    if weights_exceed(facts, config):
+        weights = est.weights_gb + est.draft_weights_gb
+        why = (
+            f"the weights alone ({weights:.2f} GiB per GPU at tp {facts.tp}) exceed what one GPU has free "
+            f"before loading ({facts.pre_gib:.2f} GiB): no fraction fits"
+        )
+    else:
+        stage = est.stage.value if est.stage else ""
+        why = f"{stage}: {est.reason}"
+    return _Verdict(False, f"does not fit: {why}; {'; '.join(elsewhere)}")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
@@ -164,45 +244,80 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     config, note = _config(args, draft is not None)
     node = NodeShape(target, draft, args.gpu_memory_mib, args.sglang_version, not args.no_prefill_graphs)
     facts = node.facts(args.tp)
+    if facts.pre_gib <= 0:
+        return _bad(
+            f"--gpu-memory-mib {args.gpu_memory_mib:g}: less than the driver and CUDA take before any model "
+            "loads; give the GPU's total memory in MiB (e.g. 143771)"
+        )
     est = estimate(facts, config)
     shift = _log_shift(args.log, facts) if args.log else 0.0
     if isinstance(shift, str):
         return _bad(shift)
     serving = _serving(args, facts, config, shift)
-    too_big = weights_exceed(facts, config)
-    advice = smallest_tp(node, config, above=args.tp) if too_big else None
+    ranges = fitting_ranges(facts, config)
+    verdict = _verdict(est, facts, node, config, args.tp, ranges)
+    speculative = draft is not None
     if args.json:
         out = {**est.as_dict(), "tp": args.tp, "pre_model_load_gb": round(facts.pre_gib, 3), "unit": "GiB"}
+        # Nothing impossible: a fraction only inside (0, 1), a size only from 0; what is missing is short_gb.
+        out["floor_fraction"] = out["floor_fraction"] if est.floor_fraction < 1 else None
+        out["ceiling_fraction"] = out["ceiling_fraction"] if est.ceiling_fraction > 0 else None
+        out["room_gb"] = round(max(est.room_gb, 0.0), 3)
+        out["left_gb"] = round(max(est.left_gb, 0.0), 3)
+        out["short_gb"] = round(_short_gib(est, facts, config.mem_fraction_static), 3)
+        out["fitting_fractions"] = [[round(r.low, 4), round(r.high, 4)] for r in ranges]
         out["kv_bytes_per_token"] = facts.kv_cell_bytes
         out["draft_kv_bytes_per_token"] = facts.draft_kv_cell_bytes
-        if too_big:
+        if weights_exceed(facts, config):
+            advice = smallest_tp(node, config, above=args.tp)
             out["weights_exceed_gpu"] = True
             out["smallest_tp"] = advice.tp if advice else None
-            out["reason"] = _verdict(est, facts, too_big, advice).removeprefix("no: ")
+        if not verdict.fits:
+            out["reason"] = verdict.text.removeprefix("does not fit: ")
         if note:
             out["note"] = note
         out["serving_peak_gb"] = round(serving.peak.total_gib, 3)
-        out["serving_ceiling_fraction"] = round(serving.ceiling, 4)
+        out["serving_ceiling_fraction"] = round(serving.ceiling, 4) if serving.ceiling > 0 else None
         out["serves"] = serving.serves
         print(json.dumps(out))
         return 0 if est.fits and serving.serves else 1
+    pool = est.kv_tokens > 0
     rows = [
         ("configuration", config.label() + f" tp{args.tp}"),
         *([("note", note)] if note else []),
         ("units", 'GiB (2^30 bytes; SGLang\'s log prints these figures as "GB"), weights also in GB (10^9)'),
         ("free before loading", f"{facts.pre_gib:.2f} GiB per GPU"),
         ("target weights", _gib_gb(est.weights_gb)),
-        ("draft weights", _gib_gb(est.draft_weights_gb)),
-        ("KV pool", f"{est.kv_tokens:,} tokens, {est.kv_gb:.2f} GiB (target + draft)"),
-        ("free after the pools", f"{est.room_gb:.2f} GiB"),
+        *([("draft weights", _gib_gb(est.draft_weights_gb))] if speculative else []),
         (
-            "set-up + CUDA graphs",
-            f"{est.graph_gb:.2f} GiB" + (" (prefill graphs on)" if est.prefill_graphs else ""),
+            "KV pool",
+            f"{est.kv_tokens:,} tokens, {est.kv_gb:.2f} GiB" + (" (target + draft)" if speculative else "")
+            if pool
+            else f"none: the weights leave no room for it at fraction {config.mem_fraction_static:.3f}",
         ),
-        ("left", f"{est.left_gb:.2f} GiB"),
-        ("floor fraction", f"{est.floor_fraction:.4f} (minimum viable: below, no KV pool)"),
-        ("ceiling fraction", f"{est.ceiling_fraction:.4f} (above, the CUDA graphs no longer fit)"),
-        ("fits", _verdict(est, facts, too_big, advice)),
+        # Past an empty pool SGLang stops: no room, graphs or figure left to give.
+        *(
+            [
+                ("free after the pools", _size(est.room_gb)),
+                (
+                    "set-up + CUDA graphs",
+                    f"{est.graph_gb:.2f} GiB" + (" (prefill graphs on)" if est.prefill_graphs else ""),
+                ),
+                ("left", _size(est.left_gb)),
+            ]
+            if pool
+            else []
+        ),
+        (
+            "floor fraction",
+            _fraction(est.floor_fraction, "none below 1: the weights alone exceed what a GPU has free")
+            + (" (minimum viable: below, no KV pool)" if est.floor_fraction < 1 else ""),
+        ),
+        (
+            "fractions that fit",
+            describe(facts, config, ranges) if ranges else f"none at tp {args.tp} on this GPU",
+        ),
+        ("fits", verdict.text),
         *serving.rows(est),
     ]
     width = max(len(k) for k, _ in rows)

@@ -243,6 +243,16 @@ def _kv(facts: MemoryFacts, config: ServerConfig, f: float) -> tuple[float, floa
     return loaded, rest - facts.before_kv, tokens, tokens * (facts.kv_cell_bytes + cell_d) / GIB
 
 
+def kv_tokens(facts: MemoryFacts, config: ServerConfig, f: float) -> int:
+    """The tokens the pools hold at fraction ``f`` (0: the weights leave no KV pool)."""
+    return _kv(facts, config, f)[2]
+
+
+def graph_need(facts: MemoryFacts, config: ServerConfig, room: float) -> tuple[float, bool]:
+    """The set-up plus every graph given ``room``, and whether the prefill graphs are captured."""
+    return _graph_need(facts, config, room)
+
+
 def room_after_pools(facts: MemoryFacts, config: ServerConfig, f: float) -> float:
     """Free once the pools are allocated (up to 0.5.9: the target's pool only)."""
     _, rest, _, _ = _kv(facts, config, f)

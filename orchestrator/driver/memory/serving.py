@@ -158,10 +158,14 @@ class ServingPeak:
     total_gib: float
 
     def terms(self) -> str:
-        return (
+        text = (
             f"runtime {self.runtime_gib:.2f} + fragmentation {self.fragmentation_gib:.2f} + prefill of "
             f"{self.prefill_tokens} tokens {self.prefill_gib:.2f} + verify of {self.verify_tokens} tokens "
-            f"{self.verify_gib:.2f} + draft of {self.draft_tokens} tokens {self.draft_gib:.2f}"
+            f"{self.verify_gib:.2f}"
+        )
+        # A server without speculation has no draft: no term of 0 tokens for it.
+        return text + (
+            f" + draft of {self.draft_tokens} tokens {self.draft_gib:.2f}" if self.draft_tokens else ""
         )
 
 

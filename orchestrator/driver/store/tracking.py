@@ -19,6 +19,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from orchestrator import mlflow_schema as schema
+from orchestrator.driver.console.printed import make_target_serves, mlflow_ui_command
 from orchestrator.driver.store.trial_attrs import StudyAttr
 from orchestrator.mlflow_schema import LaunchParams
 from orchestrator.records import TrialRecord, TrialStatus
@@ -45,17 +46,16 @@ def runs_url(ui_base: str, experiment_id: str) -> str:
     return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
 
 
-def ui_hint(tracking_uri: str, experiment_id: str, make_store: bool) -> str:
-    """Where to see the study's trials: `make mlflow-ui`'s link only for the store that target opens
-    (runs/mlflow.db of this folder); for any other store the command that opens this one."""
+def ui_hint(tracking_uri: str, experiment_id: str) -> str:
+    """Where to see the study's trials: `make mlflow-ui`'s link only where that target opens this store
+    (in the checkout, its runs/mlflow.db); for any other store or folder the command that opens this one,
+    with the executable a new user's shell finds (`driver.console.printed`)."""
     if tracking_uri.startswith(("http://", "https://")):
         return "trials in MLflow: " + runs_url(tracking_uri, experiment_id)
-    if make_store:
-        return "trials in MLflow (after `make mlflow-ui`): " + runs_url(
-            "http://127.0.0.1:5000", experiment_id
-        )
-    command = f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"
-    return f"trials in MLflow (after `{command}`): " + runs_url("http://127.0.0.1:5000", experiment_id)
+    url = runs_url("http://127.0.0.1:5000", experiment_id)
+    if make_target_serves(tracking_uri):
+        return f"trials in MLflow (after `make mlflow-ui`): {url}"
+    return f"trials in MLflow (after `{mlflow_ui_command(tracking_uri, port=5000)}`): {url}"
 
 
 class Tracker:
@@ -75,6 +75,9 @@ class Tracker:
         self.experiment_id = ""
         self.parent_run_id = ""
         self._run_ids: dict[int, str] = {}
+        # Trials filed under another parent run than this invocation's: those a dead driver launched.
+        self._parents: dict[int, str] = {}
+        self.previous_parent_run_id = ""  # the study's parent run before this one (`close_abandoned`)
         # With a local store MLflow would put artifacts in ./mlruns of whatever folder the driver ran
         # in; they belong next to the database. A tracking server chooses for itself.
         self.artifact_root = artifact_root
@@ -102,6 +105,12 @@ class Tracker:
             self.parent_run_id, params=[Param(k, str(v)[: schema.PARAM_LIMIT]) for k, v in params.items()]
         )
         return self.parent_run_id
+
+    def file_under(self, number: int, parent_run_id: str) -> None:
+        """Write trial ``number`` under ``parent_run_id`` rather than this invocation's parent run: a trial
+        a dead driver launched belongs to that driver's sweep, whose run this one closed."""
+        if parent_run_id:
+            self._parents[number] = parent_run_id
 
     def run_id_of(self, number: int) -> str | None:
         """The MLflow run of a trial written by this tracker (None while it is spooled)."""
@@ -137,7 +146,7 @@ class Tracker:
 
     def _write_trial(self, record: TrialRecord) -> str:
         r = record.result
-        tags = schema.trial_tags(record, self.parent_run_id)
+        tags = schema.trial_tags(record, self._parents.get(record.number, self.parent_run_id))
         run = self.client.create_run(self.experiment_id, run_name=_run_name(record), tags=tags)
         run_id = run.info.run_id
         self._run_ids[record.number] = run_id
@@ -163,6 +172,9 @@ class Tracker:
         Call it holding the study's lease: no other live driver has a run of it open. Returns the parent
         runs closed."""
         earlier = [str(r) for r in study.user_attrs.get(StudyAttr.MLFLOW_RUNS) or []]
+        # With the lease held, the invocation before this one is the only driver that could have left a
+        # trial running: the trials closed as interrupted are filed under its run (`file_under`).
+        self.previous_parent_run_id = earlier[-1] if earlier else ""
         study.set_user_attr(StudyAttr.MLFLOW_RUNS, [*earlier, self.parent_run_id])
         whose = f"its driver ({dead.describe()})" if dead is not None else "its driver"
         why = (

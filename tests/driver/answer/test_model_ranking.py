@@ -121,3 +121,24 @@ def test_a_tree_launched_at_two_sets_of_memory_flags_is_not_predicted() -> None:
     predictions = model_predictions(records)
     assert config(best).label() not in predictions and other.label() not in predictions
     assert len(predictions) == len(TREES) - 1
+
+
+def test_the_model_s_miss_is_credited_only_the_launch_noise_its_medians_hold() -> None:
+    """The leave-one-out miss is measured against each tree's median: one launch's variance over n for a
+    tree launched n times. `model_predictions` hands the ranking that share (the mean of 1/n); without it
+    the ranking takes a whole launch's variance out of the miss (`Prediction`'s default of 1.0), trusts
+    the model as if nearly exact, and lets it overturn a lead measured many times over."""
+    records, _, _ = sweep()
+    # 12 trees launched once, the two close ones 5 times each: (12 x 1 + 2 x 1/5) / 14.
+    shares = {p.noise_share for p in model_predictions(records).values()}
+    assert len(shares) == 1 and math.isclose(shares.pop(), (12 + 2 / 5) / 14)
+
+    # Two configurations launched 7 times each, 3 % apart; a model measured at an 8 % miss against medians
+    # of 7 launches each predicts the opposite order. Its own error is nearly all of that 8 %: the lead holds.
+    groups = [[1030.0] * 7, [1000.0] * 7]
+    repeated = [Prediction(950.0, 0.08, 1 / 7), Prediction(1050.0, 0.08, 1 / 7)]
+    a, b = estimates(groups, 0.07, repeated)
+    assert a > b
+    # Credited a whole launch's variance instead, the same model overturns it.
+    a, b = estimates(groups, 0.07, [Prediction(950.0, 0.08), Prediction(1050.0, 0.08)])
+    assert a < b

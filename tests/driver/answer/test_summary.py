@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -34,10 +35,11 @@ from orchestrator.records import (
     TrialStatus,
 )
 from orchestrator.spec.search import make_config
-from orchestrator.spec.sweep_spec import load_spec
+from orchestrator.spec.sweep_spec import Backend, load_spec
 
 DEMO = Path(__file__).resolve().parents[3] / "trials" / "demo.yaml"
 NODE_PYTHON = "/opt/sglang-env/bin/python3"
+SGLANG_PYTHON = "python3"  # what a simulated sweep's command names: the simulator's Python has no SGLang
 LONG_OOM = (
     "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
     "mem_fraction_static=0.73, and the weights already take most of the memory on every GPU of the node"
@@ -206,12 +208,25 @@ def test_best_json_reads_back_through_its_model_and_the_command_is_one_flag_per_
     sh_path = written[1]
     script = sh_path.read_text()
     lines = script.splitlines()
-    assert lines[:2] == ["#!/bin/sh", f"exec {NODE_PYTHON} -m sglang.launch_server \\"]
+    # The simulated node's interpreter has no SGLang: the command names the one a user's SGLang runs in.
+    assert lines[:2] == ["#!/bin/sh", f"exec {SGLANG_PYTHON} -m sglang.launch_server \\"]
     for line in lines[2:]:
         flag, *value = shlex.split(line.removesuffix(" \\"))
         assert flag.startswith("--") and len(value) <= 1, line
     assert "  --tp-size 8 \\" in lines and "  --cuda-graph-max-bs-decode 64 \\" in lines
-    assert script == shell_script(best.command) and best.command[0] == NODE_PYTHON
+    assert script == shell_script(best.command) and best.command[0] == SGLANG_PYTHON
+
+
+def test_the_answer_of_a_real_node_runs_with_the_python_the_node_ran_sglang_with(tmp_path: Path) -> None:
+    spec = load_spec(DEMO).model_copy(update={"backend": Backend.REAL})
+    real = [
+        replace(r, result=replace(r.result, command=(NODE_PYTHON, "-m", "sglang.launch_server")))
+        for r in records()
+    ]
+    answer = choose_answer(answer_launches(real))
+    assert answer is not None
+    best, _ = write_best(answer, real, spec, tmp_path)
+    assert best.command[:3] == [NODE_PYTHON, "-m", "sglang.launch_server"]
 
 
 def test_a_level_the_server_without_speculation_led_says_so(tmp_path: Path) -> None:
@@ -237,3 +252,54 @@ def test_the_progress_line_cuts_a_reason_at_a_word() -> None:
     assert reason.startswith("kv_allocation: ") and reason.endswith(" ...")
     words = reason.removeprefix("kv_allocation: ").removesuffix(" ...").split()
     assert words == LONG_OOM.split()[: len(words)]  # whole words only
+
+
+def test_best_json_memory_keys_name_their_unit_gib_and_old_files_still_read(tmp_path: Path) -> None:
+    # Seen: best.json's memory keys ended in `_gb` and held GiB (SGLang's log says "GB" for GiB).
+    spec = load_spec(DEMO)
+    recs = [
+        replace(
+            r,
+            result=replace(r.result, memory=MemoryAccount(avail_end_gb=3.5, kv_cache_tokens=9, weights_gb=1)),
+        )
+        for r in records()
+    ]
+    answer = choose_answer(answer_launches(recs))
+    assert answer is not None
+    write_best(answer, recs, spec, tmp_path)
+    raw = json.loads((tmp_path / BEST_JSON).read_text())["memory"]
+    assert raw == {"avail_end_gib": 3.5, "kv_cache_tokens": 9, "weights_gib": 1.0}
+    old = json.loads((tmp_path / BEST_JSON).read_text())
+    old["memory"] = {"avail_end_gb": 3.5, "kv_cache_tokens": 9, "weights_gb": 1.0}  # as written before
+    (tmp_path / BEST_JSON).write_text(json.dumps(old))
+    again = BestFile.read(tmp_path)
+    assert again is not None and again.memory == raw
+
+
+def test_an_interrupted_trial_s_reason_is_printed_whole() -> None:
+    # Seen: `not counted, its ...`: the part that says what became of the trial was cut.
+    why = (
+        "under_load: its driver (driver 3f2a on host node-a, pid 41217) stopped while it ran, after 1 "
+        "benchmark stage(s): not counted, its configuration is queued again"
+    )
+    rows = [ConsoleRow(2, TrialStatus.INTERRUPTED.value, "mf0.880 gbs64 mrr16 s3k1d4", reason=why)]
+    table = render_table(rows)
+    assert " ".join(table.split()).count(" ".join(why.split())) == 1, table
+    assert all(len(line) <= 100 for line in table.splitlines()), table
+
+
+def test_an_interrupted_trial_s_progress_line_keeps_its_whole_reason() -> None:
+    from orchestrator.driver.console.progress import ProgressPrinter
+
+    why = (
+        "its driver (driver 3f2a on host node-a, pid 41217) stopped while it ran, before any benchmark stage "
+        "ended: not counted, its configuration is queued again"
+    )
+    failure = Failure(FailureStage.LAUNCH, FailureKind.INTERRUPTED, why)
+    lines: list[str] = []
+    printer = ProgressPrinter(4, tty=False, write=lines.append)
+    printer.record(TrialRecord(2, result(TrialStatus.INTERRUPTED, failure=failure), None))
+    assert why in lines[0] and "..." not in lines[0], lines[0]
+    oom = Failure(FailureStage.KV_ALLOCATION, FailureKind.OOM, LONG_OOM)  # a server's words: cut, marked
+    printer.record(TrialRecord(3, result(TrialStatus.OOM, failure=oom), None))
+    assert lines[1].rstrip().endswith("...]"), lines[1]

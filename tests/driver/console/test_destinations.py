@@ -83,10 +83,9 @@ def test_a_tracking_server_that_answers_passes_and_mlflows_retries_are_bounded(
 def test_the_last_line_opens_the_store_the_sweep_wrote() -> None:
     # Seen: with --tracking-uri sqlite:///elsewhere.db the last line sent the user to `make mlflow-ui`,
     # which opens runs/mlflow.db: another study.
-    custom = ui_hint("sqlite:////data/elsewhere.db", "3", make_store=False)
-    assert "mlflow ui --backend-store-uri sqlite:////data/elsewhere.db" in custom
+    custom = ui_hint("sqlite:////data/elsewhere.db", "3")
+    assert "ui --backend-store-uri sqlite:////data/elsewhere.db" in custom
     assert "make mlflow-ui" not in custom and "#/experiments/3" in custom
-    assert "make mlflow-ui" in ui_hint("sqlite:////x/runs/mlflow.db", "1", make_store=True)
-    assert ui_hint("http://mlflow:5000", "7", make_store=False).endswith(
+    assert ui_hint("http://mlflow:5000", "7").endswith(
         "http://mlflow:5000/#/experiments/7?workflowType=machine_learning"
     )

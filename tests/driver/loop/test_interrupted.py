@@ -18,6 +18,7 @@ from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator import cli
 from orchestrator.driver.answer.summary import count_line, render_table, table_rows
+from orchestrator.driver.console.printed import module_command
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.driver.loop.sweep import Sweep
@@ -224,6 +225,8 @@ def test_after_kill_9_the_next_driver_shows_the_trial_and_closes_the_dead_driver
     assert trial.state is TrialState.FAIL and trial.user_attrs[TrialAttr.STATUS] == "interrupted"
     (run,) = _trial_runs(tracking, 2)
     assert run.info.status == "KILLED"
+    # Filed under the driver that launched it (the dead one), not under the one that found it dead.
+    assert run.data.tags["mlflow.parentRunId"] == dead_parent != resumed.tracker.parent_run_id
     # The dead driver's parent run: KILLED, with a tag saying why, and only that one.
     assert resumed.closed_runs == [dead_parent]
     dead = client.get_run(dead_parent)
@@ -250,8 +253,15 @@ def test_ctrl_c_ends_the_parent_run_killed_and_says_the_whole_command_to_continu
     assert parent.info.status == "KILLED" and "interrupted" in parent.data.tags[Tag.CLOSED_REASON]
     err = capsys.readouterr().err
     # Not a bare `--resume`: that continues the spec's own study (`demo`), not x2.
-    command = (
-        f"python -m orchestrator.sweep trials/demo.yaml --study x2 --out {tmp_path} --no-dashboard --resume"
+    command = module_command(
+        "orchestrator.sweep",
+        "trials/demo.yaml",
+        "--study",
+        "x2",
+        "--out",
+        str(tmp_path),
+        "--no-dashboard",
+        "--resume",
     )
     assert command in err
     assert driver.study.user_attrs[StudyAttr.DRIVER] is None  # the lease is given back
@@ -261,13 +271,13 @@ def test_the_command_to_continue_keeps_the_flags_that_name_the_study_and_its_sto
     stores = ["--storage", "sqlite:///o.db", "--tracking-uri", "http://m:5000", "--ray-address", "auto"]
     others = ["--trials", "20", "--time-budget", "600", "--warm-start", "-v"]
     args = cli.build_parser().parse_args(["my spec.yaml", "--study", "x2", *stores, *others])
-    assert cli.resume_command(args) == (
-        "python -m orchestrator.sweep 'my spec.yaml' --study x2 --tracking-uri http://m:5000 "
+    assert cli.resume_command(args) == module_command("orchestrator.sweep") + (
+        " 'my spec.yaml' --study x2 --tracking-uri http://m:5000 "
         "--storage sqlite:///o.db --ray-address auto --time-budget 600 -v --resume"
     )
     plain = cli.build_parser().parse_args([])
     assert cli.resume_command(plain, study="demo") == (
-        f"python -m orchestrator.sweep {plain.spec} --study demo --resume"
+        module_command("orchestrator.sweep", plain.spec, "--study", "demo", "--resume")
     )
 
 

@@ -44,6 +44,7 @@ from pydantic import TypeAdapter
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.serving import (
+    DRAFT_COPIES,
     FRAGMENTATION_GIB,
     RUNTIME_GIB,
     Served,
@@ -275,3 +276,24 @@ def test_a_simulated_node_s_serving_rule_is_what_the_prior_predicts() -> None:
     assert not below.predict(config).skip
     refused = above.predict(config)
     assert refused.skip and refused.stage is FailureStage.UNDER_LOAD
+
+
+def test_the_draft_term_is_the_draft_s_logits_for_every_top_k_candidate_of_every_running_request() -> None:
+    """The draft's share of the peak, directly: each running request drafts top-k candidates a step, each
+    holding the draft vocabulary's logits (32000 on the 8B's EAGLE-3 draft, not the target's 128256) and
+    their copies; summed with the other forwards, so a wider tree's peak grows by exactly that share."""
+    costs = serving_costs_for(load_shape(TARGET), load_shape(DRAFT), 1)
+    assert costs.draft_bytes_per_token == 4.0 * 32000 * (1 + DRAFT_COPIES)
+    # 256 requests running (graph bs 256): the share is material, 0.37 GiB between top-k 2 and top-k 8.
+    load = ServingLoad(256, 256, 8192)
+    narrow, wide = (make_config(0.9, 256, 256, 4, k, 8) for k in (2, 8))
+    for config, topk in ((narrow, 2), (wide, 8)):
+        peak = serving_peak(costs, config, load)
+        assert peak.draft_tokens == 256 * topk
+        assert peak.draft_gib == pytest.approx(256 * topk * costs.draft_bytes_per_token / 2**30)
+        parts = peak.runtime_gib + peak.fragmentation_gib + peak.prefill_gib + peak.verify_gib
+        assert peak.total_gib == pytest.approx(parts + peak.draft_gib)
+    grew = serving_peak(costs, wide, load).total_gib - serving_peak(costs, narrow, load).total_gib
+    assert grew == pytest.approx(256 * 6 * costs.draft_bytes_per_token / 2**30) and grew > 0.3
+    # Without speculation there is no draft, and no draft term.
+    assert serving_peak(costs, make_config(0.9, 256, 256), load).draft_gib == 0.0

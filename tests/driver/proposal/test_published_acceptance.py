@@ -15,6 +15,7 @@ import yaml
 
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.speculation.spec_model import (
+    Acceptance,
     AcceptanceForm,
     acceptance_loo,
     choose_form,
@@ -86,3 +87,47 @@ def test_a_form_blind_to_the_budget_misses_the_tree_tables(source: str) -> None:
         budget = fit_acceptance(table, AcceptanceForm.BUDGET)
         assert position.accept_length(same_shape[0]) == position.accept_length(same_shape[1])
         assert budget.accept_length(DraftTree(3, 3, 8)) > budget.accept_length(DraftTree(3, 3, 4)) + 0.2
+
+
+def _nodes(tree: DraftTree, p0: float, decay: float, gain: float) -> list[float]:
+    """Every node SGLang's beam expansion drafts, as its path probability, written out by hand: top-k
+    candidates at depth 1, then top-k children of each of the k likeliest nodes of the depth above."""
+
+    def rank(first: float, r: int) -> float:
+        def held(n: int) -> float:
+            return 0.0 if n == 0 else 1 - (1 - first) * n**-gain
+
+        return held(r) - held(r - 1)
+
+    beam = [rank(p0, r) for r in range(1, tree.topk + 1)]
+    every = list(beam)
+    for depth in range(1, tree.steps):
+        children = [b * rank(p0 * decay**depth, r) for b in beam for r in range(1, tree.topk + 1)]
+        every += children
+        beam = sorted(children, reverse=True)[: tree.topk]
+    return every
+
+
+@pytest.mark.parametrize("draft_tokens", [4, 8])
+def test_the_verify_sees_draft_tokens_minus_one_nodes_of_the_published_trees(draft_tokens: int) -> None:
+    """SGLang verifies the root's token plus `draft_tokens - 1` drafted nodes: on the published (3, 3, 4)
+    and (3, 3, 8) trees (1.99 and 2.20 measured on one draft) that is 3 and 7 of the 21 nodes drafted, and
+    the accept length is 1 + their path probabilities. A budget of `draft_tokens` nodes would count one
+    node more on each, and make (3, 3, 4) worth nearly what (3, 3, 5) is."""
+    p0, decay, gain = 0.62, 0.9, 0.6
+    tree = DraftTree(3, 3, draft_tokens)
+    nodes = sorted(_nodes(tree, p0, decay, gain), reverse=True)
+    assert len(nodes) == 3 + 9 + 9
+    expected = 1 + sum(nodes[: draft_tokens - 1])
+    got = Acceptance(p0, decay, gain).accept_length(tree)
+    assert got == pytest.approx(expected, rel=1e-9)
+    assert got != pytest.approx(1 + sum(nodes[:draft_tokens]), rel=1e-3)
+
+
+def test_the_wider_budget_of_the_published_pair_is_worth_its_extra_nodes() -> None:
+    p0, decay, gain = 0.62, 0.9, 0.6
+    small, large = DraftTree(3, 3, 4), DraftTree(3, 3, 8)
+    nodes = sorted(_nodes(large, p0, decay, gain), reverse=True)
+    model = Acceptance(p0, decay, gain)
+    gained = model.accept_length(large) - model.accept_length(small)
+    assert gained == pytest.approx(sum(nodes[3:7]), rel=1e-9) and gained > 0.1
