@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.bench.traffic import workload_lines
-from orchestrator.driver.console.printed import mlflow_ui_command, optuna_dashboard_command
+from orchestrator.driver.store.commands import mlflow_ui_command, optuna_dashboard_command
 from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.parser import build_parser
-from orchestrator.driver.console.printed import module_command
+from orchestrator.driver.store.commands import module_command
 from orchestrator.driver.store.tracking import RunStatus
 from orchestrator.mlflow_schema import Tag
 

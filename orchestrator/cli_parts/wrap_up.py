@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.stopping import resume_command
 from orchestrator.driver.answer.summary import render_table, table_rows
-from orchestrator.driver.console.printed import module_command
+from orchestrator.driver.store.commands import module_command
 from orchestrator.driver.store.tracking import ui_hint
 from orchestrator.spec.sweep_spec import SweepSpec
 

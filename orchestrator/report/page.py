@@ -20,7 +20,7 @@ from pathlib import Path
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from orchestrator.driver.console.printed import module_command
+from orchestrator.driver.store.commands import module_command
 from orchestrator.records import TrialRecord
 from orchestrator.report.data import (
     BestConfig,

@@ -19,7 +19,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from orchestrator import mlflow_schema as schema
-from orchestrator.driver.console.printed import make_target_serves, mlflow_ui_command
+from orchestrator.driver.store.commands import make_target_serves, mlflow_ui_command
 from orchestrator.driver.store.trial_attrs import StudyAttr
 from orchestrator.mlflow_schema import LaunchParams
 from orchestrator.records import TrialRecord, TrialStatus
@@ -49,7 +49,7 @@ def runs_url(ui_base: str, experiment_id: str) -> str:
 def ui_hint(tracking_uri: str, experiment_id: str) -> str:
     """Where to see the study's trials: `make mlflow-ui`'s link only where that target opens this store
     (in the checkout, its runs/mlflow.db); for any other store or folder the command that opens this one,
-    with the executable a new user's shell finds (`driver.console.printed`)."""
+    with the executable a new user's shell finds (`driver.store.commands`)."""
     if tracking_uri.startswith(("http://", "https://")):
         return "trials in MLflow: " + runs_url(tracking_uri, experiment_id)
     url = runs_url("http://127.0.0.1:5000", experiment_id)

@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator import cli
 from orchestrator.cli_parts.wrap_up import report_command
-from orchestrator.driver.console.printed import (
+from orchestrator.driver.store.commands import (
     make_target_serves,
     mlflow_ui_command,
     optuna_dashboard_command,

@@ -18,10 +18,10 @@ from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator import cli
 from orchestrator.driver.answer.summary import count_line, render_table, table_rows
-from orchestrator.driver.console.printed import module_command
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.commands import module_command
 from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.study_lock import DriverLease, current_driver
 from orchestrator.driver.store.tracking import Tracker
