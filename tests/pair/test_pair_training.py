@@ -121,3 +121,25 @@ def test_command_line_writes_the_draft_and_a_summary(tmp_path: Path) -> None:
     assert {"wall_time_s", "parameter_count", "folder_bytes", "draft_vocab_coverage"} <= set(written)
     draft = load_draft(out)
     assert draft.cfg.draft_vocab_size == 64 and list(draft.cfg.aux_layer_ids) == [0, 1, 3]
+
+
+def test_missing_inputs_are_named_before_any_work(tmp_path: Path) -> None:
+    """A target folder without config.json, or a data file that is not there, ends with exit 2 and the
+    argument to fix, not a traceback after the target was loaded."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"input_ids": [1, 2, 3], "prompt_len": 1}\n')
+    for args, named in (
+        (["--target", str(tmp_path / "none"), "--data", str(data)], "--target"),
+        (["--target", str(tmp_path), "--data", str(tmp_path / "nodata.jsonl")], "--data"),
+    ):
+        if named == "--data":
+            (tmp_path / "config.json").write_text("{}")
+        done = subprocess.run(
+            [sys.executable, "-m", "tools.pair.train_draft", *args, "--out", str(tmp_path / "out")],
+            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2],
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert named in done.stderr and "Traceback" not in done.stderr

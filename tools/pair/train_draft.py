@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -210,8 +211,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_inputs(args: argparse.Namespace) -> str:
+    """What is missing among the arguments' files, naming the argument ('' when nothing is)."""
+    from pathlib import Path
+
+    if not (Path(args.target) / "config.json").is_file():
+        return f"--target {args.target}: no config.json there (a converted target's folder holds one)"
+    if not Path(args.data).is_file():
+        return f"--data {args.data}: no such file (tools.pair.selfdistill writes train.jsonl)"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    problem = check_inputs(args)
+    if problem:
+        print(f"train_draft: {problem}", file=sys.stderr)
+        raise SystemExit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     started = time.monotonic()
     device = torch.device(args.device)
