@@ -82,3 +82,26 @@ def test_acceptance_on_the_simulated_node(tmp_path: Path) -> None:
     assert table(result)[1].startswith("s1k1d2")
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert after - before == set(), "a server outlived the tool"
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "named"),
+    [
+        ("tools.pair.acceptance", ["nowhere", "nowhere", "none.json", "out"], "target"),
+        ("tools.pair.selfdistill", ["nowhere", "out"], "config.json"),
+    ],
+)
+def test_missing_inputs_end_with_exit_2_naming_them(
+    tmp_path: Path, module: str, args: list[str], named: str
+) -> None:
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", module, *[str(tmp_path / a) for a in args]],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+    )
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr and "Traceback" not in done.stderr

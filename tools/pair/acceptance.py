@@ -227,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"acceptance: {exc}", file=sys.stderr)
         return 2
+    for what, path in (("target", args.target / "config.json"), ("draft", args.draft / "config.json"),
+                       ("dataset", args.dataset)):  # fmt: skip
+        if not path.is_file():
+            print(f"acceptance: {what}: {path} not found", file=sys.stderr)
+            return 2
     result = run(
         args.target, args.draft, args.dataset, args.out, trees, levels, args.max_new_tokens, args.base_port
     )

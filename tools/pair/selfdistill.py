@@ -170,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if not (args.target / "config.json").is_file():
+        print(
+            f"selfdistill: {args.target}: no config.json (tools.pair.convert_gguf writes the target)",
+            file=sys.stderr,
+        )
+        return 2
     summary = run(
         args.target,
         args.out,
