@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.sglang.logparse import parse_log
-from tools.pair.acceptance import Tree, parse_trees
+from orchestrator.engines.engine import read_all
+from tools.pair.acceptance import Tree, log_accept, parse_trees
+from tools.pair.server import ENGINE
 
 PAIR = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "0.5.17" / "smollm2-pair"
 TREES = parse_trees(
@@ -33,15 +34,15 @@ def _log(label: str) -> str:
 def mean_accept(label: str) -> float:
     """SGLang's accept length over the run: every Decode batch line covers the same 40 decode steps at one
     running request, so their plain mean is accepted tokens over verify steps."""
-    lens = parse_log(_log(label)).decode_accept_lens
-    assert len(lens) > 100, label
-    return sum(lens) / len(lens)
+    accept, windows = log_accept(_log(label))
+    assert accept is not None and windows > 100, label
+    return accept
 
 
 @pytest.mark.parametrize("tree", TREES, ids=lambda t: t.label)
 def test_every_tree_served_the_trained_draft(tree: Tree) -> None:
     label = tree.label
-    report = parse_log(_log(label))
+    report = read_all(ENGINE.log_parser(), _log(label)).report()
     assert report.ready and report.failure is None
     assert report.args is not None
     assert (report.args.speculative_num_steps, report.args.speculative_eagle_topk) == (tree.steps, tree.topk)

@@ -28,6 +28,7 @@ def test_the_package_never_imports_the_pair_tools() -> None:
     assert offenders == []
 
 
-def test_the_pair_tools_use_the_products_client_and_parser() -> None:
+def test_the_pair_tools_use_the_products_client_and_server_process_through_the_engine_seam() -> None:
     used = set().union(*(_imports(p) for p in (REPO / "tools" / "pair").glob("*.py")))
-    assert {"orchestrator.bench.client", "orchestrator.engines.sglang.logparse"} <= used
+    assert {"orchestrator.bench.client", "orchestrator.engines.process", "orchestrator.engines"} <= used
+    assert not [n for n in used if n.startswith("orchestrator.engines.sglang")]

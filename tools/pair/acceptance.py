@@ -30,9 +30,8 @@ from orchestrator.bench.client import new_session, run_stage
 from orchestrator.bench.textdata import load_sharegpt
 from orchestrator.bench.tokenizer import load_tokenizer
 from orchestrator.bench.workload import RequestSpec
-from orchestrator.engines.sglang.logparse import parse_log
-from orchestrator.engines.sglang.wire import SGLANG_API
-from tools.pair.server import BASE_FLAGS, SGLANG, Launcher, Server, ServerError
+from orchestrator.engines.engine import read_all
+from tools.pair.server import BASE_FLAGS, ENGINE, SGLANG, Launcher, Server, ServerError
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ async def measure(url: str, requests: list[RequestSpec], levels: list[int]) -> l
     results = []
     async with new_session(600) as session:
         for c in levels:
-            outcomes, _ = await run_stage(url, requests, c, api=SGLANG_API, timeout_s=900, session=session)
+            outcomes, _ = await run_stage(url, requests, c, api=ENGINE.api, timeout_s=900, session=session)
             done = [o for o in outcomes if o.success and o.spec_verify_ct]
             tokens = sum(o.completion_tokens for o in done)
             verify = sum(o.spec_verify_ct or 0 for o in done)
@@ -122,8 +121,10 @@ class TreeAcceptance:
 
 
 def log_accept(log_text: str) -> tuple[float | None, int]:
-    """SGLang's accept length over a server's whole log, read by the product's own log parser."""
-    lens = parse_log(log_text).decode_accept_lens
+    """SGLang's accept length over a server's whole log, read by the engine's own log parser, and the
+    number of Decode batch lines it averages (each covers the same number of decode steps, so their plain
+    mean is accepted tokens over verify steps)."""
+    lens = read_all(ENGINE.log_parser(), log_text).report().decode_accept_lens
     return (round(sum(lens) / len(lens), 4) if lens else None), len(lens)
 
 

@@ -1,24 +1,28 @@
 """One SGLang server started for the pair's tools, and stopped with everything it started.
 
-The server runs in a process group of its own; `stop` signals that group by its id (never a process
-by name), waits, and kills what is left, so no server or GPU memory outlives the tool.
+The process is the product's own `ServerProcess` (its own group, the parent-death signal, SIGINT then
+SIGKILL of exactly the tree it started, by id), so no server or GPU memory outlives the tool, as no trial's
+does. What it runs is the engine's launch module (`engines.engine_for`), or the simulated node in tests.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+
+from orchestrator.engines import engine_for
+from orchestrator.engines.launch import LaunchPlan
+from orchestrator.engines.process import ServerProcess
+from orchestrator.spec.engine_catalog import EngineName
 
 log = logging.getLogger(__name__)
+
+ENGINE = engine_for(EngineName.SGLANG.value)
 
 # The flags every server of the pair runs with on the offline node: FA3 is not in the offline bundle,
 # and prefill CUDA graphs cost a minute of Triton compilation per fresh machine for nothing measured here.
@@ -41,7 +45,7 @@ class Launcher:
     SGLang's launcher on a GPU node; the product's simulated node (same flags, log and HTTP API) in tests.
     """
 
-    module: str = "sglang.launch_server"
+    module: str = ENGINE.launch_module
     extra: tuple[str, ...] = ()
 
 
@@ -56,33 +60,30 @@ class Server:
     log_path: Path
     args: list[str]
     launcher: Launcher = SGLANG
-    process: subprocess.Popen[bytes] | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
+    process: ServerProcess | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self._log = self.log_path.open("wb")
-        cmd = [sys.executable, "-m", self.launcher.module, *self.args, *self.launcher.extra,
-               "--host", "127.0.0.1", "--port", str(self.port)]  # fmt: skip
-        log.info("starting: %s", " ".join(cmd))
-        self.process = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        argv = (sys.executable, "-m", self.launcher.module, *self.args, *self.launcher.extra,
+                "--host", "127.0.0.1", "--port", str(self.port))  # fmt: skip
+        self.log_path.unlink(missing_ok=True)  # a rerun's log replaces the last one's
+        self.process = ServerProcess(LaunchPlan(argv=argv, host="127.0.0.1", port=self.port), self.log_path)
+        self.process.start()
 
     def wait_ready(self, timeout_s: float) -> float:
         """Seconds until /health answered 200; ServerError when the process died or time ran out."""
-        assert self.process is not None
+        assert self.process is not None, "start() first"
+        health = ENGINE.api.endpoints.url(self.url, ENGINE.api.endpoints.health)
         started = time.monotonic()
         while time.monotonic() - started < timeout_s:
-            if self.process.poll() is not None:
-                raise ServerError(
-                    f"server on port {self.port} exited with {self.process.returncode}: see {self.log_path}"
-                )
+            rc = self.process.poll()
+            if rc is not None:
+                raise ServerError(f"server on port {self.port} exited with {rc}: see {self.log_path}")
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=5) as reply:
+                with urllib.request.urlopen(health, timeout=5) as reply:
                     if reply.status == 200:
                         return time.monotonic() - started
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -93,24 +94,7 @@ class Server:
         )
 
     def stop(self, grace_s: float = 20.0) -> None:
-        """SIGINT to the server's process group, SIGKILL to what remains after ``grace_s``."""
         if self.process is None:
             return
-        pgid = self.process.pid  # its own session: the group id is its pid
-        for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-            # The launcher is gone; its children may not be: signal the group again until it is empty.
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                break
-        if self._log is not None:
-            self._log.close()
-        log.info("server on port %d stopped (rc %s)", self.port, self.process.returncode)
+        report = self.process.stop(grace_s)
+        log.info("server on port %d stopped (rc %s, %s)", self.port, report.returncode, report.signal_used)
