@@ -38,14 +38,8 @@ from orchestrator.driver.console.destinations import check_destinations
 from orchestrator.driver.console.destinations import resolve as resolve_destinations
 from orchestrator.driver.console.quiet import quiet_libraries
 from orchestrator.spec.search import SpecError
-from orchestrator.spec.sweep_spec import (
-    NAME_PATTERN,
-    Backend,
-    SweepSpec,
-    few_prompts_warning,
-    load_spec,
-    short_stage_warning,
-)
+from orchestrator.spec.sweep_spec import NAME_PATTERN, Backend, SweepSpec, load_spec
+from orchestrator.spec.workload_warnings import few_prompts_warning, short_stage_warning
 
 # What other code and the tests reach through the entry, wherever it is defined.
 __all__ = [

@@ -192,7 +192,7 @@ def test_a_known_good_names_its_runtime_speculation_policy() -> None:
 
 
 def test_stages_default_to_what_real_hardware_needs_and_short_ones_are_named_in_one_warning() -> None:
-    from orchestrator.spec.sweep_spec import short_stage_warning
+    from orchestrator.spec.workload_warnings import short_stage_warning
 
     data = demo_data()
     for key in ("min_stage_s", "min_stage_tokens"):

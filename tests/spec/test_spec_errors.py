@@ -14,7 +14,8 @@ import yaml
 
 from orchestrator.bench.traffic import check_workload
 from orchestrator.spec.search import SpecError
-from orchestrator.spec.sweep_spec import few_prompts_warning, load_spec, parse_spec
+from orchestrator.spec.sweep_spec import load_spec, parse_spec
+from orchestrator.spec.workload_warnings import few_prompts_warning
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "trials" / "demo.yaml"
