@@ -104,7 +104,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         # Before anything starts: a study is never overwritten, never run by two drivers, and a
         # finished one is not run again.
-        finished = check_study(storage, study_name, args.resume, n_trials, study_dir)
+        finished = check_study(
+            storage,
+            study_name,
+            args.resume,
+            n_trials,
+            study_dir,
+            # Another budget's worth of trials beyond those done (the study's own budget is spent).
+            more=lambda done: resume_command(args, study_name, trials=done + spec.budget.trials),
+        )
     except StudyRefused as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -112,7 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         print(finished)
         return 0
     print(f"budget: {n_trials} trials ({budget_source})")
-    return run(spec, args, n_trials, sim_profile, study_name, study_dir, tracking_uri, storage)
+    from orchestrator.driver.dispatch.reaper import start_reaper
+
+    # A Ray head this driver starts must not outlive it, even killed with SIGKILL (`reaper`).
+    reaper = start_reaper() if args.ray_address is None else None
+    try:
+        return run(spec, args, n_trials, sim_profile, study_name, study_dir, tracking_uri, storage)
+    finally:
+        if reaper is not None:
+            reaper.release()
 
 
 def parent_run_fields(

@@ -48,11 +48,11 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
+def resume_command(args: argparse.Namespace, study: str | None = None, trials: int | None = None) -> str:
     """The whole command that continues this run's study: a bare `--resume` continues the spec's own
     study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
-    --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials is left out,
-    and --warm-start seeds new studies only."""
+    --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials only when
+    ``trials`` asks for a larger one; --warm-start seeds new studies only."""
     argv = [args.spec, "--study", study or args.study]
     default_out = build_parser().get_default("out")
     if args.out != default_out:
@@ -64,10 +64,11 @@ def resume_command(args: argparse.Namespace, study: str | None = None) -> str:
         argv += ["--time-budget", f"{args.time_budget:g}"]
     argv += ["--no-dashboard"] if args.no_dashboard else []
     argv += ["-v"] if args.verbose else []
+    argv += ["--resume", *(["--trials", str(trials)] if trials is not None else [])]
     if os.environ.get("MAKELEVEL"):  # started by `make sweep`, whose python is the venv's
-        return "make sweep ARGS=" + shlex.quote(shlex.join([*argv, "--resume"]))
+        return "make sweep ARGS=" + shlex.quote(shlex.join(argv))
     # The interpreter that runs this sweep: a bare `python` may be another one, without its packages.
-    return module_command("orchestrator.sweep", *argv, "--resume")
+    return module_command("orchestrator.sweep", *argv)
 
 
 def search_and_confirm(

@@ -7,6 +7,7 @@ study corrupts it; `--resume` of a finished study has nothing to do and must not
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from optuna.trial import TrialState
@@ -29,9 +30,17 @@ class StudyRefused(SpecsweepError, RuntimeError):
     kind = ErrorKind.STUDY_REFUSED
 
 
-def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_dir: Path) -> str | None:
+def check_study(
+    storage_url: str,
+    name: str,
+    resume: bool,
+    n_trials: int,
+    study_dir: Path,
+    more: Callable[[int], str] | None = None,
+) -> str | None:
     """Raise StudyRefused if the run must not start; return a report if the study is already finished
-    (there is nothing to run); None when the sweep may go ahead."""
+    (there is nothing to run; ``more``: the command that runs more trials, given those done); None when
+    the sweep may go ahead."""
     study = find_study(make_storage(storage_url), name) if storage_exists(storage_url) else None
     if study is not None and not study.trials and not resume:
         # A start that failed before its first trial left the study empty: it holds nothing to keep,
@@ -73,7 +82,7 @@ def check_study(storage_url: str, name: str, resume: bool, n_trials: int, study_
     done = launched_count(study)
     if done < n_trials or running:
         return None
-    return finished_report(name, done, n_trials, study_dir)
+    return finished_report(name, done, n_trials, study_dir, more)
 
 
 def study_budget(
@@ -91,7 +100,9 @@ def study_budget(
     return spec_trials, "the spec's budget.trials"
 
 
-def finished_report(name: str, done: int, n_trials: int, study_dir: Path) -> str:
+def finished_report(
+    name: str, done: int, n_trials: int, study_dir: Path, more: Callable[[int], str] | None = None
+) -> str:
     """What a finished study found, from its saved results; nothing is written."""
     lines = [
         f"study '{name}' has already run {done} trials (budget {n_trials}): nothing to do, nothing changed.",
@@ -109,7 +120,10 @@ def finished_report(name: str, done: int, n_trials: int, study_dir: Path) -> str
     report = study_dir / "report.html"
     if report.is_file():
         lines.append(f"report: {report}")
-    lines.append(f"to run more trials: --resume --trials N with N above {done}")
+    # The whole command, as the user started the sweep (under make, its ARGS): a fragment was neither.
+    lines.append(
+        f"to run more trials: {more(done)}" if more else f"to run more: --resume --trials N above {done}"
+    )
     return "\n".join(lines)
 
 

@@ -10,17 +10,25 @@ moved) is read back from the study's user attributes, which hold a summary of it
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from orchestrator.config.codec import config_from_optuna, known_good_params
+from orchestrator.config.fields import SearchedField as F
 from orchestrator.driver.loop.observers import Measured
 from orchestrator.driver.loop.outcome import Progress
 from orchestrator.driver.memory.learned import MemoryModel
-from orchestrator.driver.proposal.structure import choose_structure, fitting_config
+from orchestrator.driver.memory.prior_model import from_prior
+from orchestrator.driver.proposal.structure import (
+    UNSURE_QUANTILE,
+    choose_structure,
+    fitting_config,
+    has_prior,
+)
+from orchestrator.driver.proposal.trees import dim_values
 from orchestrator.driver.search.space import baseline_config, memory_params
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.optuna_tell import optuna_tell
@@ -39,6 +47,7 @@ from orchestrator.records import (
     TrialResult,
     TrialStatus,
 )
+from orchestrator.spec.search import SearchSpace
 from orchestrator.spec.sweep_spec import SweepSpec
 
 log = logging.getLogger(__name__)
@@ -170,25 +179,59 @@ def replayed_result(
 
 
 def baseline_params(spec: SweepSpec, model: MemoryModel) -> dict[str, Any]:
-    """The baseline's memory flags by the structure rule the policy launches its first trees with (graphs
-    and running requests covering the highest concurrency, the highest fraction the memory model is sure
-    fits): the server without speculation is a candidate answer, so it gets the flags it would run with.
-    The middle of the space when the model rules out every fraction (its launch then teaches it)."""
+    """The baseline's memory flags by the structure rule the policy launches its trees with (graphs and
+    running requests covering the highest concurrency): the server without speculation is a candidate
+    answer, so it gets the flags it would be served with, at the highest fraction the memory model does
+    not rule out. With the prior that is its serving ceiling: no draft can fail late there (the reason a
+    tree's first guess stays in the middle), and the prior's start-up and serving figures err on the safe
+    side (the 24B shape's baseline served at 0.97 with 3.84 GiB free, predicted to need 5.02). Without the
+    prior, the middle of what is not ruled out (its launch then teaches the model)."""
     structure = choose_structure(spec.search, spec.workload.concurrency)
-    config = fitting_config(structure, None, model)
+    quantile = 1.0 if has_prior(model) else UNSURE_QUANTILE
+    config = fitting_config(structure, None, model, unsure_quantile=quantile)
     if config is None:
         return baseline_config(spec.search, None)
     return memory_params(config)
 
 
+def known_good_at_ceiling(known: ServerConfig, space: SearchSpace, model: MemoryModel) -> ServerConfig | None:
+    """A known-good configuration the prior says runs out of memory, at the highest searched fraction
+    below its own that the model does not rule out (its serving ceiling), with the user's other flags;
+    None when it is not ruled out, or no lower fraction is open. The user wrote it for a reason: dropping
+    it left the search to find the same tree again, at the middle of the range."""
+    prediction = model.predict(known)
+    if not prediction.skip or not from_prior(prediction):
+        return None
+    fractions = dim_values(space.mem_fraction_static, integer=False)
+    for fraction in sorted((f for f in fractions if f < known.mem_fraction_static), reverse=True):
+        config = replace(known, mem_fraction_static=fraction)
+        if not model.predict(config).skip:
+            return config
+    return None
+
+
 def enqueue_first(study: optuna.Study, spec: SweepSpec, model: MemoryModel | None = None) -> None:
     """A new study runs the no-speculation baseline (when asked) and the known-good configurations first."""
+    model = model if model is not None else MemoryModel(spec.node.gpus)
     if spec.budget.baseline:
         study.enqueue_trial(
-            baseline_params(spec, model if model is not None else MemoryModel(spec.node.gpus)),
+            baseline_params(spec, model),
             user_attrs={TrialAttr.BASELINE: True},
             skip_if_exists=True,
         )
     for known in spec.known_good:
         params = known_good_params(known, spec.search)
-        study.enqueue_trial(params, user_attrs={TrialAttr.KNOWN_GOOD: True}, skip_if_exists=True)
+        attrs: dict[str, Any] = {TrialAttr.KNOWN_GOOD: True}
+        lowered = known_good_at_ceiling(known.to_config(), spec.search, model)
+        if lowered is not None:
+            log.warning(
+                "known_good %s: the memory model rules out mem_fraction_static %.3f (%s); launched at "
+                "%.3f, the highest searched fraction it does not",
+                known.to_config().label(),
+                known.mem_fraction_static,
+                model.predict(known.to_config()).reason,
+                lowered.mem_fraction_static,
+            )
+            params[F.MEM_FRACTION_STATIC.value] = lowered.mem_fraction_static
+            attrs[TrialAttr.KNOWN_GOOD_FRACTION] = known.mem_fraction_static
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=True)

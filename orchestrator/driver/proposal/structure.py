@@ -73,12 +73,16 @@ def has_prior(model: MemoryModel) -> bool:
 
 
 def fitting_config(
-    structure: Structure, tree: DraftTree | None, model: MemoryModel, served: Collection[float] = ()
+    structure: Structure,
+    tree: DraftTree | None,
+    model: MemoryModel,
+    served: Collection[float] = (),
+    unsure_quantile: float = UNSURE_QUANTILE,
 ) -> ServerConfig | None:
     """The tree at the highest fraction the memory model is confident fits; without the prior, no higher
-    than a fraction a launch has ``served`` at; without a confident answer, the `UNSURE_QUANTILE` fraction
-    among those it does not rule out. None when it rules out every one. ``tree`` None: the server without
-    speculation (the baseline), by the same rule."""
+    than a fraction a launch has ``served`` at; without a confident answer, the ``unsure_quantile``
+    fraction among those it does not rule out. None when it rules out every one. ``tree`` None: the server
+    without speculation (the baseline), by the same rule."""
     ceiling = max(served) if served and not has_prior(model) else None
     open_: list[float] = []
     for fraction in sorted(structure.fractions, reverse=True):
@@ -91,4 +95,4 @@ def fitting_config(
     if not open_:
         return None
     open_.sort()
-    return config_for(structure, tree, open_[int(UNSURE_QUANTILE * (len(open_) - 1))])
+    return config_for(structure, tree, open_[int(unsure_quantile * (len(open_) - 1))])

@@ -23,6 +23,7 @@ class TrialAttr(StrEnum):
     RESOLVED_MEM_FRACTION = "resolved_mem_fraction_static"
     BASELINE = "baseline"  # the no-speculation reference: its first launch costs no budget
     KNOWN_GOOD = "known_good"  # enqueued by the user: launched even when the model predicts an OOM
+    KNOWN_GOOD_FRACTION = "known_good_fraction"  # the user's fraction, when the prior moved it down
     REQUEUED_FROM = "requeued_from"  # a lost or interrupted trial's configuration, run again
     REPEAT_OF = "repeat_of"  # answered from an earlier trial's record, not launched
     WARM_START_FROM = "warm_start_from"  # a trial of an earlier study, added by --warm-start

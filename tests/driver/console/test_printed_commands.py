@@ -128,3 +128,25 @@ def test_make_mlflow_ui_is_named_only_in_the_checkout_for_its_own_store(
     assert make_target_serves(own)
     assert "make mlflow-ui" in ui_hint(own, "1")
     assert not make_target_serves(f"sqlite:///{ROOT / 'other' / 'mlflow.db'}")
+
+
+def test_a_finished_study_names_the_whole_command_that_runs_more_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen: `to run more trials: --resume --trials N with N above 13`, a fragment that, under `make
+    sweep`, is neither a command nor an ARGS value; now the command itself, with a larger budget."""
+    from orchestrator.driver.console.study_guard import finished_report
+
+    args = cli.build_parser().parse_args(["trials/demo.yaml", "--study", "d1", "--out", str(tmp_path)])
+    monkeypatch.delenv("MAKELEVEL", raising=False)
+    text = finished_report("d1", 13, 12, tmp_path, lambda done: cli.resume_command(args, trials=done + 12))
+    line = text.splitlines()[-1]
+    assert line.startswith("to run more trials: "), line
+    command = line.removeprefix("to run more trials: ")
+    assert shlex.split(command)[-3:] == ["--resume", "--trials", "25"], command
+    parsed = cli.build_parser().parse_args(shlex.split(command)[3:])
+    assert parsed.resume and parsed.trials == 25 and parsed.study == "d1" and parsed.out == str(tmp_path)
+
+    monkeypatch.setenv("MAKELEVEL", "1")  # under `make sweep`: the make command, its ARGS one value
+    made = cli.resume_command(args, trials=25)
+    assert made.startswith("make sweep ARGS=") and "--trials 25" in shlex.split(made)[2]

@@ -30,7 +30,7 @@ from orchestrator.driver.proposal.structure import choose_structure, fitting_con
 from orchestrator.driver.store.study import open_study
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.mlflow_schema import Tag
-from orchestrator.records import TrialRecord, TrialResult
+from orchestrator.records import TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.sweep_spec import BudgetSpec, SweepSpec
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
@@ -97,11 +97,14 @@ def test_the_baseline_runs_by_default_with_the_structure_rules_memory_flags(
     assert base.number == 0 and not base.result.config.speculative
     structure = choose_structure(spec.search, spec.workload.concurrency)
     # Graphs and running requests covering the highest level (not the middle of the space: 128 and 32
-    # here), and the fraction the policy's rule gives a first launch before the memory model is sure.
+    # here), at the highest fraction the prior does not rule out (no draft can fail late), and it served.
     assert base.result.config.cuda_graph_max_bs == structure.cuda_graph_max_bs == 32
     assert base.result.config.max_running_requests == structure.max_running_requests == 16
-    first = fitting_config(structure, None, memory_model_for(spec, None)[0])
-    assert first is not None and base.result.config == first
+    model = memory_model_for(spec, None)[0]
+    highest = fitting_config(structure, None, model, unsure_quantile=1.0)
+    assert highest is not None and base.result.config == highest
+    assert highest.mem_fraction_static > fitting_config(structure, None, model).mem_fraction_static
+    assert base.result.status is TrialStatus.OK
 
 
 def test_a_draft_that_does_not_pay_makes_the_server_without_speculation_the_answer_everywhere(
