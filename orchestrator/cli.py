@@ -21,6 +21,8 @@ from orchestrator.cli_parts.parser import MODULE_PROG, SCRIPT_PROG, build_parser
 from orchestrator.cli_parts.stopping import (
     TERMINATED,
     Terminated,
+    interrupted_message,
+    record_interrupts,
     resume_command,
     search_and_confirm,
     terminate_as_interrupt,
@@ -58,6 +60,23 @@ __all__ = [
 
 
 def main(argv: list[str] | None = None) -> int:
+    record_interrupts()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # The search handles its own (closing its trials, printing the command that continues); this is
+        # a Ctrl-C before it (Ray's start, the study, MLflow) or after it (the report).
+        args, study = RUNNING.get("args"), RUNNING.get("study")
+        text = interrupted_message(args, str(study)) if args is not None else "\ninterrupted"
+        print(text, file=sys.stderr)
+        return 130
+
+
+# The invocation's arguments and study once known: what a Ctrl-C outside the search names.
+RUNNING: dict[str, Any] = {}
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # A spec file that happens to be named `fit` or `report` in this folder is still a spec.
     if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file():
@@ -65,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     invoked = Path(sys.argv[0]).name if sys.argv else ""
     # --help and usage errors name the command as the user typed it: the installed script or the module.
     args = build_parser(SCRIPT_PROG if invoked == SCRIPT_PROG else MODULE_PROG).parse_args(argv)
+    RUNNING["args"] = args
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -95,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         dest.tracking_uri,
         dest.storage,
     )
+    RUNNING["study"] = study_name
     from orchestrator.driver.console.study_guard import StudyRefused, check_study, study_budget
 
     try:

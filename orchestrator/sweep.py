@@ -4,7 +4,11 @@ this name stays because it is the one users type (and `Sweep`, the loop, is
 
 import sys
 
-from orchestrator.cli import main
+try:
+    from orchestrator.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the command line's modules load: nothing has started
+    print("\ninterrupted while starting: nothing was launched", file=sys.stderr)
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

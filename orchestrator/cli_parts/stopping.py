@@ -33,6 +33,32 @@ class Terminated(KeyboardInterrupt):
 
 
 TERMINATED = {"seen": False}  # Ray may re-raise the interrupt as a plain KeyboardInterrupt
+# A Ctrl-C seen, and whether the search had begun when it came: an interrupt raised inside a library's
+# callback can be swallowed there (once, during Ray's start, the whole sweep then ran), so the driver also
+# checks the record before its search starts.
+INTERRUPT = {"seen": False, "searching": False}
+
+
+def record_interrupts() -> None:
+    """SIGINT raises KeyboardInterrupt as by default, and is recorded (`interrupt_requested`)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        INTERRUPT["seen"] = True
+        raise KeyboardInterrupt()
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it
+        signal.signal(signal.SIGINT, handler)
+
+
+def interrupted_message(args: argparse.Namespace, study: str) -> str:
+    """What a Ctrl-C outside the search says: before it, nothing was launched; after it, every trial is
+    recorded and the answer is written again by resuming."""
+    if not INTERRUPT["searching"]:
+        return "\ninterrupted during set-up: no trial was launched; run the same command to start again"
+    return (
+        "\ninterrupted after the search: every trial is recorded; to write the answer again:\n  "
+        + resume_command(args, study)
+    )
 
 
 @contextmanager
@@ -81,6 +107,9 @@ def search_and_confirm(
     ended: tuple[RunStatus, str] | None = (RunStatus.FAILED, "the driver raised")
     try:
         with terminate_as_interrupt():
+            INTERRUPT["searching"] = True
+            if INTERRUPT["seen"]:  # a Ctrl-C during set-up that a library swallowed
+                raise KeyboardInterrupt()
             sweep.run()
             outcome = sweep.confirm_best()
         ended = None

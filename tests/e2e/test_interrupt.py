@@ -95,3 +95,37 @@ def test_ctrl_c_mid_trial_then_resume_reruns_the_interrupted_configuration(
     assert len(rerun) == 1 and rerun[0].params == interrupted[0].params and rerun[0].user_attrs.get("status")
     launched = [json.dumps(t.params, sort_keys=True) for t in counted]
     assert all(launched.count(key) == 1 for key in finished)
+
+
+@pytest.mark.parametrize("after", ["budget:", "specsweep: study"])
+def test_ctrl_c_during_set_up_exits_130_without_a_traceback(tmp_path: Path, after: str) -> None:
+    """Seen: SIGINT while Ray, the study or MLflow started printed a traceback and exited 1 (once it was
+    swallowed and the whole sweep ran). Now: exit 130, one line saying what was kept, and a second run of
+    the same command starts."""
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "orchestrator.sweep", "--out", str(out), "--no-dashboard", "--trials", "1"]
+    driver = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert driver.stdout is not None
+    seen = ""
+    while after not in seen:  # the set-up step after that line: Ray's start, or the study's first trial
+        line = driver.stdout.readline()
+        assert line, f"the driver ended before printing {after!r}: {driver.communicate()}"
+        seen += line
+    driver.send_signal(signal.SIGINT)
+    stdout, stderr = driver.communicate(timeout=120)
+    assert driver.returncode == 130, (seen + stdout, stderr[-3000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert "interrupted" in stderr, stderr[-3000:]
+    # Nothing blocks the same command afterwards (an empty study does not take the name; a resumable
+    # one is named by the line printed).
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if again.returncode != 0:
+        assert "--resume" in stderr and again.returncode == 2, (stderr[-2000:], again.stderr[-2000:])
