@@ -317,9 +317,10 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
         f"alone opens gaps of up to {_percent(limit)} in this comparison ({noise.describe()}), so "
         f"{call.value}"
     )
-    others = [t for t in close if t != runner.numbers[0]]
+    # Each by all its launches: a configuration launched three times named by its first read as one launch.
+    others = [g for g in groups[2:] if g.numbers[0] in close]
     if others:
-        statement += "; also too close to call: " + ", ".join(f"trial {t}" for t in others)
+        statement += "; also too close to call: " + ", ".join(g.subject() for g in others)
     if own:
         statement = f"{own}; {statement}"
     return Verdict(

@@ -184,3 +184,23 @@ def test_the_baseline_failed_pruned_and_lossy_launches_are_never_the_answer() ->
     assert answer is not None and answer.launches == (1,) and answer.median == 1000.0
     assert choose_answer(answer_launches(records[:1])) is None
     assert choose_answer(answer_launches([replace(records[1], objective=None)])) is None
+
+
+def test_a_configuration_launched_several_times_is_named_by_all_its_launches_among_the_close_ones() -> None:
+    """Seen: `also too close to call: trial 7, trial 3, trial 1` where trial 7's configuration had run
+    three times (trials 7, 11, 12): the reader took it for one launch."""
+    lead, runner, repeated, single = config(256), config(128), config(512), config(64)
+    records = [
+        rec(1, lead, 2950.0),
+        rec(2, lead, 3050.0),
+        rec(3, lead, 3002.0),
+        rec(4, runner, 2998.0),
+        rec(5, repeated, 2900.0),
+        rec(6, repeated, 3060.0),
+        rec(8, repeated, 2995.0),
+        rec(9, single, 2994.0),
+    ]
+    answer = choose_answer(answer_launches(records))
+    assert answer is not None and answer.launches == (1, 2, 3)
+    s = answer.verdict.statement
+    assert s.endswith("also too close to call: trial 9, the configuration of trials 5, 6, 8"), s
