@@ -60,9 +60,10 @@ def wrap_up(
     if outcome.stop_reason is StopReason.ANSWER_KNOWN:
         print(f"stopped early: {outcome.stop_detail}")
     elif outcome.stop_reason is not StopReason.BUDGET_DONE:
+        detail = f" ({outcome.stop_detail})" if outcome.stop_detail else ""
         print(
-            f"stopped early: {outcome.stop_reason.explain()}; {outcome.progress.done} of {n_trials} "
-            f"trials ran; to continue: {resume_command(args, study_name)}"
+            f"stopped early: {outcome.stop_reason.explain()}{detail}; {outcome.progress.done} of "
+            f"{n_trials} trials ran; to continue: {resume_command(args, study_name)}"
         )
     records = outcome.records
     rows = table_rows(study.get_trials(deepcopy=False), records)

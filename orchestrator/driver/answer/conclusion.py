@@ -58,11 +58,19 @@ def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) ->
     )
 
 
-def nospec_lines(best: BestFile, lossy: int = 0) -> list[str]:
+def nospec_lines(best: BestFile, lossy: int = 0, speculation_launched: bool = True) -> list[str]:
     """What the comparison with the server without speculation says, when there was one: the answer is
     that server (its verdict is the comparison), or the speculative answer stands against it. With no
-    speculative configuration to compare with (``lossy``: how many changed the greedy output), why."""
+    speculative configuration to compare with (``lossy``: how many changed the greedy output;
+    ``speculation_launched``: whether any was launched at all), why."""
     v = best.verdict
+    if best.nospec and v.call is Call.ALONE and not speculation_launched:
+        # A search stopped after the baseline (a short --time-budget): nothing is known of the draft.
+        return [
+            "no speculative configuration was launched before the search stopped: the server without "
+            "speculation is the only one measured, not an answer on speculation; continue the search "
+            "with --resume"
+        ]
     if best.nospec and v.call is Call.ALONE:
         why = (
             f"no speculative configuration passed the lossless check ({lossy} lossy)"
@@ -138,7 +146,7 @@ def conclude(
     representative = next(r for r in records if r.number == best.trial)
     lines = (
         f"\n{best.headline()}",
-        *nospec_lines(best, len(lossy)),
+        *nospec_lines(best, len(lossy), any(r.result.config.speculative for r in records)),
         f"confidence: {best.verdict.statement}",
         render_levels(best),
         f"SGLang launch command (also in {study_dir / BEST_COMMAND}):",

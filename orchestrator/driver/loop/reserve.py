@@ -20,6 +20,10 @@ class ConfirmationReserve(SweepState):
         answered with an unconfirmed single launch."""
         if self.deadline is None or self.confirming or self.confirm_reserve <= 0:
             return False
+        # Nothing speculative measured, nothing to confirm: ending the search now answered "serve
+        # without speculation" for a draft never launched. The search runs on to the deadline instead.
+        if not any(r.objective is not None and r.result.config.speculative for r in self.outcome.records):
+            return False
         slots = max(self.executor.trial_slots(), 1)
         need = confirm.time_to_confirm(self.outcome.records, self.confirm_reserve, slots)
         if need is None or self.clock() + need < self.deadline:

@@ -86,4 +86,6 @@ class SweepState(ABC):
         if self.outcome.stop_reason is StopReason.BUDGET_DONE:
             self.outcome.stop_reason = reason
             if message:
-                log.warning("%s", message)
+                # Said on the console by the sweep's closing lines (`stopped early: ...`), not as a log record.
+                self.outcome.stop_detail = self.outcome.stop_detail or message
+                log.info("%s", message)

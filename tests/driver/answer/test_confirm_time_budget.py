@@ -73,11 +73,17 @@ def _any_ok(oracle: Oracle) -> ServerConfig:
 
 
 def _sweep(
-    oracle: Oracle, executor: ClockedExecutor, budget_s: float, monkeypatch: pytest.MonkeyPatch
+    oracle: Oracle,
+    executor: ClockedExecutor,
+    budget_s: float,
+    monkeypatch: pytest.MonkeyPatch,
+    baseline: bool = False,
 ) -> Sweep:
     # The driver's clock is the executor's: time passes only while a trial runs.
     monkeypatch.setattr(sweep_module, "time", SimpleNamespace(monotonic=executor.clock))
     spec = oracle.spec
+    if baseline:
+        spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"baseline": True})})
     study = open_study(spec, "time-budget", InMemoryStorage(), resume=False)
     sweep = Sweep(
         spec,
@@ -147,3 +153,21 @@ def test_the_confirmation_time_is_its_launches_at_a_full_launchs_median_wall_tim
     assert time_to_confirm(records, 4, 3) == 2 * 200.0  # three nodes: two rounds
     assert time_to_confirm(records, 0, 1) is None
     assert time_to_confirm([rec(3, 5.0, None)], 4, 1) is None  # nothing measured: nothing to confirm
+
+
+def test_a_time_budget_too_short_to_confirm_still_launches_speculation_after_the_baseline(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen: `--time-budget 40` ran the baseline, then stopped the search to keep 36 s for confirming,
+    with nothing speculative to confirm; it answered "serve without speculation ... until the draft is
+    fixed" having launched no draft at all. The reserve only ends a search that has something to confirm."""
+    executor = ClockedExecutor(oracle)
+    launch_s = oracle.evaluate(_any_ok(oracle)).seconds()
+    sweep = _sweep(oracle, executor, 2.5 * launch_s, monkeypatch, baseline=True)
+    sweep.prepare(resume=False)
+    assert sweep.reserve_for_confirmation() == 4
+    sweep.run()
+    outcome = sweep.confirm_best()
+    assert outcome.stop_reason is StopReason.TIME_BUDGET
+    speculative = [r for r in outcome.records if r.result.config.speculative]
+    assert speculative, [r.result.config.label() for r in outcome.records]

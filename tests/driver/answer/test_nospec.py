@@ -100,3 +100,12 @@ def test_the_console_and_best_json_say_why_the_baseline_stands_alone(tmp_path: P
     lossy = conclude([*records[:1], rec(2, config(64), 2500.0)], spec, tmp_path, lossy={2})
     assert lossy.best is not None and lossy.best.nospec and lossy.best.launches == [0]
     assert "passed the lossless check (1 lossy)" in lossy.lines[1]
+
+
+def test_a_sweep_that_launched_no_speculation_says_so_and_blames_no_draft(tmp_path: Path) -> None:
+    """Seen after `--time-budget 40`: only the baseline ran, and the console said "no speculative
+    configuration completed ... until the draft or the configuration is fixed", of a draft never launched."""
+    concluded = conclude([rec(0, BASE, 1977.6, baseline=True)], load_spec(DEMO), tmp_path)
+    line = concluded.lines[1]
+    assert line.startswith("no speculative configuration was launched"), line
+    assert "draft" not in line and "--resume" in line, line
