@@ -86,6 +86,6 @@ class SweepState(ABC):
         if self.outcome.stop_reason is StopReason.BUDGET_DONE:
             self.outcome.stop_reason = reason
             if message:
-                # Said on the console by the sweep's closing lines (`stopped early: ...`), not as a log record.
+                # Said on the console by the closing lines (`stopped early: ...`), not as a log record.
                 self.outcome.stop_detail = self.outcome.stop_detail or message
                 log.info("%s", message)
