@@ -37,7 +37,9 @@ def watch_startup(
     on_stage: Callable[[FailureStage], None],
 ) -> Startup:
     """Follow the log until ready, failed, exited, or out of time (`timeouts.startup_s` after `t0`, the
-    trial's own start). `on_stage` hears the last stage the log shows, once per poll (the progress line)."""
+    trial's own start). `on_stage` hears each stage the log passes through, in order (the progress
+    line): one poll may read several, and a stage heard only at the poll's end was never shown (the
+    capture of a server whose capture and warm-up lines came together)."""
     follower = LogFollower(log_path)
     out = Startup()
     deadline = t0 + timeouts.startup_s
@@ -46,6 +48,8 @@ def watch_startup(
         now = time.monotonic()
         for line in follower.new_lines():
             event = parser.feed(line, now)
+            if event is not LogEvent.READY:  # ready: the trial's own phases take over
+                on_stage(parser.report().last_stage)
             if event is LogEvent.READY:
                 out.ready = True
                 out.startup_s = now - server.started_at

@@ -30,8 +30,10 @@ class ProgressPrinter:
         if self.tty:
             self.write("\r" + self.live_line(p))
             return
-        for number, event in sorted(p.phases.items()):
-            what = event.describe()
+        # Each event in the order it came, for a trial still running (not one a later record ended).
+        events, p.unshown[:] = [e for e in p.unshown if e.number in p.phases], []
+        for event in events:
+            number, what = event.number, event.describe()
             if self._told.get(number) == what:
                 continue
             since = event.at_unix - event.started_unix

@@ -21,6 +21,9 @@ class Progress:
     # (or after --resume, until the journal's records give it)
     best_name: str = ""
     phases: dict[int, PhaseEvent] = field(default_factory=dict)  # running trials by number
+    # Every phase event as it came, for the printer that writes one line per event (several can come
+    # between two prints: the latest alone lost the capture of a quick start-up); it empties this.
+    unshown: list[PhaseEvent] = field(default_factory=list)
 
     def absorb(self, earlier: Progress) -> None:
         """Take the counts an earlier invocation reached (--resume)."""
