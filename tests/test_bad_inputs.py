@@ -95,8 +95,19 @@ CASES: dict[str, Bad] = {
     "storage is a folder": Bad("--storage", ("--storage", "sqlite:///{tmp}")),
     "storage server down": Bad("--storage", ("--storage", "postgresql://u@127.0.0.1:9/optuna")),
     "tracking unknown scheme": Bad("--tracking-uri", ("--tracking-uri", "bogus://x")),
-    "tracking unwritable folder": Bad("--tracking-uri", ("--tracking-uri", "/proc/specsweep/mlruns")),
-    "tracking under a file": Bad("--tracking-uri", ("--tracking-uri", "{tmp}/afile/mlruns")),
+    # A plain path or file: URI is MLflow's filesystem backend, which this MLflow refuses (a traceback
+    # after the study was made, before this check): refused here, naming the sqlite:/// form.
+    "tracking a plain name": Bad("--tracking-uri: 'bogus' is", ("--tracking-uri", "bogus")),
+    "tracking a folder": Bad("sqlite:///", ("--tracking-uri", "{tmp}/mlruns")),
+    "tracking a file uri": Bad("--tracking-uri", ("--tracking-uri", "file:///nonexist/x")),
+    "tracking unwritable folder (file store allowed)": Bad(
+        "--tracking-uri",
+        ("--tracking-uri", "/proc/specsweep/mlruns"),
+        env={"MLFLOW_ALLOW_FILE_STORE": "true"},
+    ),
+    "tracking under a file (file store allowed)": Bad(
+        "--tracking-uri", ("--tracking-uri", "{tmp}/afile/mlruns"), env={"MLFLOW_ALLOW_FILE_STORE": "true"}
+    ),
     "tracking sqlite missing folder": Bad("--tracking-uri", ("--tracking-uri", "sqlite:///{tmp}/no/m.db")),
     "tracking server down": Bad("--tracking-uri", ("--tracking-uri", "http://127.0.0.1:9")),
     "ray address down": Bad("--ray-address", ("--ray-address", "127.0.0.1:1")),
@@ -251,6 +262,7 @@ def test_bad_input_is_exit_2_naming_it(
     [
         ["--storage", "sqlite:///{tmp}/missing/optuna.db"],
         ["--tracking-uri", "http://127.0.0.1:9"],
+        ["--tracking-uri", "bogus"],
         ["--ray-address", "127.0.0.1:1"],
         ["--out", "{tmp}/afile"],
     ],
