@@ -77,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         spec = load_spec(resolve_spec_path(args.spec))
         sim_profile = resolve_profile(spec)
+        # A missing model folder is named as model.path before the workload reads its tokenizer from it.
+        check_local_model_paths(spec, args.ray_address)
         check_workload(spec)
         check_run_flags(args)
-        check_local_model_paths(spec, args.ray_address)
         check_draft_algorithm(spec)
         check_weights_fit(spec)
         # Every destination is checked before anything is created: a failed start leaves nothing behind.

@@ -69,6 +69,13 @@ def sglang(extra: Edit | None = None) -> Edit:
 
 
 EAGLE3_DRAFT = ROOT / "trials" / "models" / "tiny-llama-eagle3"  # its config.json says EAGLE-3
+TEXT_WORKLOAD = {
+    "dataset": f"sharegpt: {ROOT / 'trials' / 'datasets' / 'mt_bench_smollm2.sharegpt.json'}",
+    "num_prompts": 8,
+    "input_len": 1024,
+    "output_len": 64,
+    "concurrency": [1],
+}
 DUPLICATE_NODE = DEMO.read_text().replace("node:\n", "node:\n  gpus: 2\nnode:\n", 1)
 
 CASES: dict[str, Bad] = {
@@ -139,6 +146,22 @@ CASES: dict[str, Bad] = {
     "model path missing (local, backend real)": Bad(
         "model.path",
         edit=sglang(lambda d: d.update(backend="real", **{"model": {**d["model"], "path": "/no/m"}})),
+    ),
+    # A text dataset reads the model's tokenizer: a model folder that is not there at all is named as
+    # model.path (it is the spec's mistake), not as a folder with no tokenizer.
+    "model path missing, text dataset (local sglang)": Bad(
+        "model.path: /nonexistent/m does not exist",
+        edit=sglang(
+            lambda d: d.update(model={**d["model"], "path": "/nonexistent/m"}, workload=TEXT_WORKLOAD)
+        ),
+    ),
+    # On a cluster the model is on the nodes, but the driver still tokenizes: its own copy is missing.
+    "model path missing, text dataset (ray cluster)": Bad(
+        "workload.dataset: /nonexistent/m does not exist on this machine",
+        ("--ray-address", "auto"),
+        edit=sglang(
+            lambda d: d.update(model={**d["model"], "path": "/nonexistent/m"}, workload=TEXT_WORKLOAD)
+        ),
     ),
     "draft path missing (local sglang)": Bad(
         "model.draft_path",
