@@ -21,9 +21,11 @@ from orchestrator.cli_parts.parser import MODULE_PROG, SCRIPT_PROG, build_parser
 from orchestrator.cli_parts.stopping import (
     TERMINATED,
     Terminated,
+    new_study_command,
     resume_command,
     search_and_confirm,
     terminate_as_interrupt,
+    under_make,
 )
 from orchestrator.cli_parts.subcommands import COMMANDS
 from orchestrator.cli_parts.wrap_up import wrap_up
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             study_dir,
             # Another budget's worth of trials beyond those done (the study's own budget is spent).
             more=lambda done: resume_command(args, study_name, trials=done + spec.budget.trials),
+            ways=(resume_command(args, study_name), new_study_command(args)) if under_make() else None,
         )
     except StudyRefused as err:
         print(f"error: {err}", file=sys.stderr)
