@@ -28,7 +28,6 @@ from orchestrator.cli_parts.stopping import (
     under_make,
 )
 from orchestrator.cli_parts.subcommands import COMMANDS
-from orchestrator.cli_parts.wrap_up import wrap_up
 from orchestrator.driver.console.cli_checks import (
     check_draft_algorithm,
     check_local_model_paths,
@@ -261,6 +260,8 @@ def run(
     ended = search_and_confirm(sweep, tracker, lease, args)
     if isinstance(ended, int):
         return ended
+    from orchestrator.cli_parts.wrap_up import wrap_up  # Optuna and MLflow: not loaded to check a spec
+
     return wrap_up(
         ended, sweep, study, tracker, spec, args, n_trials, study_name, study_dir, tracking_uri, storage, tty
     )

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.parser import build_parser
 from orchestrator.driver.store.commands import module_command
-from orchestrator.driver.store.tracking import RunStatus
-from orchestrator.mlflow_schema import Tag
 
 if TYPE_CHECKING:
     from orchestrator.driver.loop.outcome import SweepOutcome
@@ -101,6 +99,9 @@ def search_and_confirm(
     holds is closed: its trials (`Sweep.run`: interrupted, re-queued), its lease, and its MLflow parent
     run (KILLED, with the reason as a tag; FAILED if the driver itself raised), and the command that
     continues has been printed."""
+    from orchestrator.driver.store.tracking import RunStatus  # mlflow: once a sweep runs
+    from orchestrator.mlflow_schema import Tag
+
     ended: tuple[RunStatus, str] | None = (RunStatus.FAILED, "the driver raised")
     try:
         with terminate_as_interrupt():
