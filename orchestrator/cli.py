@@ -22,13 +22,14 @@ from orchestrator.cli_parts.stopping import (
     TERMINATED,
     Terminated,
     interrupted_message,
+    new_study_command,
     record_interrupts,
     resume_command,
     search_and_confirm,
     terminate_as_interrupt,
+    under_make,
 )
 from orchestrator.cli_parts.subcommands import COMMANDS
-from orchestrator.cli_parts.wrap_up import wrap_up
 from orchestrator.driver.console.cli_checks import (
     check_draft_algorithm,
     check_local_model_paths,
@@ -97,9 +98,10 @@ def _main(argv: list[str] | None = None) -> int:
             )
         spec = load_spec(resolve_spec_path(args.spec))
         sim_profile = resolve_profile(spec)
+        # A missing model folder is named as model.path before the workload reads its tokenizer from it.
+        check_local_model_paths(spec, args.ray_address)
         check_workload(spec)
         check_run_flags(args)
-        check_local_model_paths(spec, args.ray_address)
         check_draft_algorithm(spec)
         check_weights_fit(spec)
         # Every destination is checked before anything is created: a failed start leaves nothing behind.
@@ -133,6 +135,7 @@ def _main(argv: list[str] | None = None) -> int:
             study_dir,
             # Another budget's worth of trials beyond those done (the study's own budget is spent).
             more=lambda done: resume_command(args, study_name, trials=done + spec.budget.trials),
+            ways=(resume_command(args, study_name), new_study_command(args)) if under_make() else None,
         )
     except StudyRefused as err:
         print(f"error: {err}", file=sys.stderr)
@@ -278,6 +281,8 @@ def run(
     ended = search_and_confirm(sweep, tracker, lease, args)
     if isinstance(ended, int):
         return ended
+    from orchestrator.cli_parts.wrap_up import wrap_up  # Optuna and MLflow: not loaded to check a spec
+
     return wrap_up(
         ended, sweep, study, tracker, spec, args, n_trials, study_name, study_dir, tracking_uri, storage, tty
     )

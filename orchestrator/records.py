@@ -76,6 +76,17 @@ class FailureKind(StrEnum):
     INTERRUPTED = "interrupted"  # the driver stopped while the trial ran
 
 
+def fraction_text(fraction: float) -> str:
+    """A fraction as the console and the labels print it: 3 decimals, more where 3 would round a fraction
+    inside (0, 1) to 0.000 or 1.000 (--fraction 0.9999 prints 0.9999, not 1.000)."""
+    text = f"{fraction:.3f}"
+    digits = 3
+    while 0 < fraction < 1 and float(text) in (0.0, 1.0) and digits < 12:
+        digits += 1
+        text = f"{fraction:.{digits}f}"
+    return text
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """One point of the search space: the values a trial passes as SGLang flags.
@@ -106,7 +117,7 @@ class ServerConfig:
             )
         if self.speculative_adaptive:
             spec += f" adaptive-{self.speculative_adaptive}"
-        base = f"mf{self.mem_fraction_static:.3f} gbs{self.cuda_graph_max_bs}"
+        base = f"mf{fraction_text(self.mem_fraction_static)} gbs{self.cuda_graph_max_bs}"
         return f"{base} mrr{self.max_running_requests}{spec}"
 
 

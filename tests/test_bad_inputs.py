@@ -69,6 +69,13 @@ def sglang(extra: Edit | None = None) -> Edit:
 
 
 EAGLE3_DRAFT = ROOT / "trials" / "models" / "tiny-llama-eagle3"  # its config.json says EAGLE-3
+TEXT_WORKLOAD = {
+    "dataset": f"sharegpt: {ROOT / 'trials' / 'datasets' / 'mt_bench_smollm2.sharegpt.json'}",
+    "num_prompts": 8,
+    "input_len": 1024,
+    "output_len": 64,
+    "concurrency": [1],
+}
 DUPLICATE_NODE = DEMO.read_text().replace("node:\n", "node:\n  gpus: 2\nnode:\n", 1)
 
 CASES: dict[str, Bad] = {
@@ -95,8 +102,19 @@ CASES: dict[str, Bad] = {
     "storage is a folder": Bad("--storage", ("--storage", "sqlite:///{tmp}")),
     "storage server down": Bad("--storage", ("--storage", "postgresql://u@127.0.0.1:9/optuna")),
     "tracking unknown scheme": Bad("--tracking-uri", ("--tracking-uri", "bogus://x")),
-    "tracking unwritable folder": Bad("--tracking-uri", ("--tracking-uri", "/proc/specsweep/mlruns")),
-    "tracking under a file": Bad("--tracking-uri", ("--tracking-uri", "{tmp}/afile/mlruns")),
+    # A plain path or file: URI is MLflow's filesystem backend, which this MLflow refuses (a traceback
+    # after the study was made, before this check): refused here, naming the sqlite:/// form.
+    "tracking a plain name": Bad("--tracking-uri: 'bogus' is", ("--tracking-uri", "bogus")),
+    "tracking a folder": Bad("sqlite:///", ("--tracking-uri", "{tmp}/mlruns")),
+    "tracking a file uri": Bad("--tracking-uri", ("--tracking-uri", "file:///nonexist/x")),
+    "tracking unwritable folder (file store allowed)": Bad(
+        "--tracking-uri",
+        ("--tracking-uri", "/proc/specsweep/mlruns"),
+        env={"MLFLOW_ALLOW_FILE_STORE": "true"},
+    ),
+    "tracking under a file (file store allowed)": Bad(
+        "--tracking-uri", ("--tracking-uri", "{tmp}/afile/mlruns"), env={"MLFLOW_ALLOW_FILE_STORE": "true"}
+    ),
     "tracking sqlite missing folder": Bad("--tracking-uri", ("--tracking-uri", "sqlite:///{tmp}/no/m.db")),
     "tracking server down": Bad("--tracking-uri", ("--tracking-uri", "http://127.0.0.1:9")),
     "ray address down": Bad("--ray-address", ("--ray-address", "127.0.0.1:1")),
@@ -128,6 +146,22 @@ CASES: dict[str, Bad] = {
     "model path missing (local, backend real)": Bad(
         "model.path",
         edit=sglang(lambda d: d.update(backend="real", **{"model": {**d["model"], "path": "/no/m"}})),
+    ),
+    # A text dataset reads the model's tokenizer: a model folder that is not there at all is named as
+    # model.path (it is the spec's mistake), not as a folder with no tokenizer.
+    "model path missing, text dataset (local sglang)": Bad(
+        "model.path: /nonexistent/m does not exist",
+        edit=sglang(
+            lambda d: d.update(model={**d["model"], "path": "/nonexistent/m"}, workload=TEXT_WORKLOAD)
+        ),
+    ),
+    # On a cluster the model is on the nodes, but the driver still tokenizes: its own copy is missing.
+    "model path missing, text dataset (ray cluster)": Bad(
+        "workload.dataset: /nonexistent/m does not exist on this machine",
+        ("--ray-address", "auto"),
+        edit=sglang(
+            lambda d: d.update(model={**d["model"], "path": "/nonexistent/m"}, workload=TEXT_WORKLOAD)
+        ),
     ),
     "draft path missing (local sglang)": Bad(
         "model.draft_path",
@@ -251,6 +285,7 @@ def test_bad_input_is_exit_2_naming_it(
     [
         ["--storage", "sqlite:///{tmp}/missing/optuna.db"],
         ["--tracking-uri", "http://127.0.0.1:9"],
+        ["--tracking-uri", "bogus"],
         ["--ray-address", "127.0.0.1:1"],
         ["--out", "{tmp}/afile"],
     ],

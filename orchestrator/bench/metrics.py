@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from orchestrator.bench.client import RequestOutcome
 from orchestrator.bench.steady import Arrival, Window, rate_interval, steady_window
 from orchestrator.records import StageMetrics
+
+if TYPE_CHECKING:
+    from orchestrator.bench.client import RequestOutcome  # aiohttp: not loaded to check a spec
 
 _MAX_ERRORS = 5
 

@@ -118,6 +118,12 @@ class HfTokenizer:
 
     def __init__(self, path: str) -> None:
         folder = Path(path)
+        if not folder.exists():
+            raise DatasetError(
+                f"{path} does not exist on this machine, and a text dataset needs the model's tokenizer "
+                "here (the driver tokenizes the prompts): copy the model (or its tokenizer files) here and "
+                "set workload.tokenizer to that folder, or use dataset: random"
+            )
         if not any((folder / f).is_file() for f in TOKENIZER_FILES):
             raise DatasetError(
                 f"{path} has no tokenizer ({', '.join(TOKENIZER_FILES)}), and a text dataset needs the "

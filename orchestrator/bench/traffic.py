@@ -17,9 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.bench.chatgen import generated_chat
-from orchestrator.bench.client import RequestOutcome
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.textdata import (
     DatasetError,
@@ -34,6 +34,9 @@ from orchestrator.records import DatasetMetrics
 from orchestrator.spec.dataset_ref import DatasetCounts, DatasetKind, DatasetRef
 from orchestrator.spec.search import SpecError
 from orchestrator.spec.sweep_spec import Backend, SweepSpec
+
+if TYPE_CHECKING:
+    from orchestrator.bench.client import RequestOutcome  # aiohttp: not loaded to check a spec
 
 _METRIC_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli_parts.parser import build_parser
 from orchestrator.driver.store.commands import module_command
-from orchestrator.driver.store.tracking import RunStatus
-from orchestrator.mlflow_schema import Tag
 
 if TYPE_CHECKING:
     from orchestrator.driver.loop.outcome import SweepOutcome
@@ -74,12 +72,15 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def resume_command(args: argparse.Namespace, study: str | None = None, trials: int | None = None) -> str:
-    """The whole command that continues this run's study: a bare `--resume` continues the spec's own
-    study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
-    --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials only when
-    ``trials`` asks for a larger one; --warm-start seeds new studies only."""
-    argv = [args.spec, "--study", study or args.study]
+def under_make() -> bool:
+    """Whether `make` started this process (`make sweep`, `make report`): the commands it prints are then
+    make's, since make passes flags only through ARGS (and its python is the venv's)."""
+    return bool(os.environ.get("MAKELEVEL"))
+
+
+def _sweep_argv(args: argparse.Namespace, study: str) -> list[str]:
+    """The spec, the study and the flags that find this run's stores and cluster."""
+    argv = [args.spec, "--study", study]
     default_out = build_parser().get_default("out")
     if args.out != default_out:
         argv += ["--out", args.out]
@@ -90,11 +91,31 @@ def resume_command(args: argparse.Namespace, study: str | None = None, trials: i
         argv += ["--time-budget", f"{args.time_budget:g}"]
     argv += ["--no-dashboard"] if args.no_dashboard else []
     argv += ["-v"] if args.verbose else []
-    argv += ["--resume", *(["--trials", str(trials)] if trials is not None else [])]
-    if os.environ.get("MAKELEVEL"):  # started by `make sweep`, whose python is the venv's
+    return argv
+
+
+def _sweep_command(argv: list[str]) -> str:
+    if under_make():  # started by `make sweep`, whose python is the venv's
         return "make sweep ARGS=" + shlex.quote(shlex.join(argv))
     # The interpreter that runs this sweep: a bare `python` may be another one, without its packages.
     return module_command("orchestrator.sweep", *argv)
+
+
+def resume_command(args: argparse.Namespace, study: str | None = None, trials: int | None = None) -> str:
+    """The whole command that continues this run's study: a bare `--resume` continues the spec's own
+    study (its `name`), not the one `--study` named, and the stores are found by --out, --storage and
+    --tracking-uri. The budget is the study's own (a plain --resume keeps it): --trials only when
+    ``trials`` asks for a larger one; --warm-start seeds new studies only."""
+    argv = _sweep_argv(args, study or args.study)
+    argv += ["--resume", *(["--trials", str(trials)] if trials is not None else [])]
+    return _sweep_command(argv)
+
+
+def new_study_command(args: argparse.Namespace) -> str:
+    """The same run under a new study name (NEW_NAME, for the user to choose), with its own --trials."""
+    argv = _sweep_argv(args, "NEW_NAME")
+    argv += ["--trials", str(args.trials)] if args.trials is not None else []
+    return _sweep_command(argv)
 
 
 def search_and_confirm(
@@ -104,6 +125,9 @@ def search_and_confirm(
     holds is closed: its trials (`Sweep.run`: interrupted, re-queued), its lease, and its MLflow parent
     run (KILLED, with the reason as a tag; FAILED if the driver itself raised), and the command that
     continues has been printed."""
+    from orchestrator.driver.store.tracking import RunStatus  # mlflow: once a sweep runs
+    from orchestrator.mlflow_schema import Tag
+
     ended: tuple[RunStatus, str] | None = (RunStatus.FAILED, "the driver raised")
     try:
         with terminate_as_interrupt():

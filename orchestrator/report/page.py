@@ -199,8 +199,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m orchestrator.repo
     try:
         study = args.study or last_study(storage)
         if args.study is None:
-            again = prog if prog.startswith("specsweep") else module_command("orchestrator.report")
-            print(f"report of the last study run, '{study}' (name another: {again} NAME)", file=sys.stderr)
+            if os.environ.get("MAKELEVEL"):  # `make report`: the study goes in STUDY=
+                again = "make report STUDY=NAME"
+            else:
+                prefix = prog if prog.startswith("specsweep") else module_command("orchestrator.report")
+                again = f"{prefix} NAME"
+            print(f"report of the last study run, '{study}' (name another: {again})", file=sys.stderr)
         path = write_report(study, tracking_uri, storage, out / study / "report.html")
     except ReportError as err:  # bad input (an unknown study, no store): exit 2, as the sweep's own
         print(f"error: {err}", file=sys.stderr)

@@ -24,3 +24,21 @@ def test_no_study_yet_is_a_one_line_error(tmp_path: Path, capsys: pytest.Capture
     assert main(["--out", str(tmp_path / "runs")]) == 2  # bad input, as the sweep exits for it
     assert "no study in" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_last_study_line_names_the_command_as_it_was_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen: `make report` said "(name another: .venv/bin/python -m orchestrator.report NAME)".
+    out = tmp_path / "runs"
+    out.mkdir()
+    optuna.create_study(study_name="demo", storage=f"sqlite:///{out / 'optuna.db'}")
+    monkeypatch.setenv("MAKELEVEL", "1")
+    main(["--out", str(out)])  # no MLflow store: exit 2 after the line that names the study
+    assert "report of the last study run, 'demo' (name another: make report STUDY=NAME)" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.delenv("MAKELEVEL")
+    main(["--out", str(out)])
+    err = capsys.readouterr().err
+    assert "(name another: " in err and "-m orchestrator.report NAME)" in err and "make " not in err

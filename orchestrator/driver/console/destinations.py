@@ -164,30 +164,52 @@ def check_storage(url: str, out: Path) -> None:
         _probe_tcp("--storage", parsed.host, parsed.port or _DB_PORTS.get(backend, 0), "the database")
 
 
+# The tracking stores this MLflow builds (mlflow.tracking._tracking_service.utils registers them): a
+# database (its scheme, or its scheme with a driver: postgresql+psycopg2://), an MLflow server, Databricks.
+# A plain path or a file: URI is its filesystem backend, which MLflow 3 refuses unless
+# MLFLOW_ALLOW_FILE_STORE is true.
+_TRACKING_DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+_DATABRICKS = ("databricks", "databricks-uc", "uc")
+
+
+def _file_store_allowed() -> bool:
+    """MLflow's own opt-in to its filesystem backend (its values: true/false/1/0, any case)."""
+    return os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1")
+
+
 def check_tracking(uri: str, out: Path) -> None:
+    if uri in _DATABRICKS:
+        return
     scheme = urlsplit(uri).scheme.lower() if "://" in uri or uri.startswith("file:") else ""
-    if scheme == "sqlite":
-        _check_sqlite("--tracking-uri", uri, out)
-    elif scheme in ("", "file"):
+    base = scheme.split("+", 1)[0]
+    if scheme in ("", "file"):
+        if not _file_store_allowed():
+            raise DestinationError(
+                f"--tracking-uri: {uri!r} is a local path (MLflow's filesystem backend), which this MLflow "
+                "refuses; use sqlite:///PATH/mlflow.db (or leave the flag out: sqlite under --out), "
+                "http://HOST:PORT of an MLflow server, or set MLFLOW_ALLOW_FILE_STORE=true to keep a folder"
+            )
         folder = Path(urlsplit(uri).path if scheme else uri).expanduser()
         why = _creatable_dir(folder)
         if why:
             raise DestinationError(
                 f"--tracking-uri: {why}; give a folder you can write to, or a sqlite:/// or http:// URI"
             )
+    elif base == "sqlite":
+        _check_sqlite("--tracking-uri", uri, out)
     elif scheme in ("http", "https"):
         _probe_tracking_server(uri)
         for key, value in MLFLOW_HTTP_ENV.items():
             os.environ.setdefault(key, value)  # the user's own settings win
-    elif scheme.split("+", 1)[0] in _DB_PORTS:
+    elif base in _TRACKING_DATABASES:
         parsed = urlsplit(uri)
         if parsed.hostname:
-            base = scheme.split("+", 1)[0]
             _probe_tcp("--tracking-uri", parsed.hostname, parsed.port or _DB_PORTS[base], "the database")
-    elif scheme not in ("databricks", "databricks-uc", "uc"):
+    elif scheme not in _DATABRICKS:
         raise DestinationError(
-            f"--tracking-uri: {uri!r} has a scheme MLflow does not know ({scheme}://); use http://HOST:PORT "
-            "of an MLflow server, sqlite:///PATH/mlflow.db or a folder"
+            f"--tracking-uri: {uri!r} has a scheme MLflow's tracking store does not know ({scheme}://); use "
+            "sqlite:///PATH/mlflow.db, http://HOST:PORT of an MLflow server, or postgresql://, mysql://, "
+            "mssql:// of a database (or leave the flag out: sqlite under --out)"
         )
 
 

@@ -37,10 +37,12 @@ def check_study(
     n_trials: int,
     study_dir: Path,
     more: Callable[[int], str] | None = None,
+    ways: tuple[str, str] | None = None,
 ) -> str | None:
     """Raise StudyRefused if the run must not start; return a report if the study is already finished
     (there is nothing to run; ``more``: the command that runs more trials, given those done); None when
-    the sweep may go ahead."""
+    the sweep may go ahead. ``ways``: the whole commands that continue a taken study and start a new one,
+    where the flags alone would not do (under `make sweep` they go in ARGS)."""
     study = find_study(make_storage(storage_url), name) if storage_exists(storage_url) else None
     if study is not None and not study.trials and not resume:
         # A start that failed before its first trial left the study empty: it holds nothing to keep,
@@ -65,10 +67,14 @@ def check_study(
             )
         return None
     if not resume:
+        either = (
+            f"Either continue it: {ways[0]}, or start a new one: {ways[1]}"
+            if ways
+            else "Either continue it with --resume, or start a new one with --study NEW_NAME"
+        )
         raise StudyRefused(
             f"--study: a study named '{name}' already exists in {storage_url} "
-            f"({len(study.trials)} trials); nothing was changed. Either continue it with --resume, "
-            "or start a new one with --study NEW_NAME"
+            f"({len(study.trials)} trials); nothing was changed. {either}"
         )
     owner = current_driver(study)
     if owner is not None and owner.live():

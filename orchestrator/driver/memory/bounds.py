@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.memory.learned import Correction, MemoryModel, Prediction
-from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus, fraction_text
 
 
 class BoundedMemoryModel(MemoryModel):
@@ -84,8 +84,8 @@ class BoundedMemoryModel(MemoryModel):
                 base.kv_tokens,
                 base.graph_room_gb,
                 base.graph_need_gb,
-                f"mem_fraction_static {f:.3f} is at or above {self.draft_ceiling:.3f}, which left the draft "
-                "no room",
+                f"mem_fraction_static {fraction_text(f)} is at or above {self.draft_ceiling:.3f}, "
+                "which left the draft no room",
             )
         left = self._left_gb(base)
         tokens = _verify_tokens(config)

@@ -27,7 +27,7 @@ from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, ser
 from orchestrator.driver.memory.tp_fit import NodeShape, smallest_tp, weights_exceed
 from orchestrator.engines.logs import parse_log
 from orchestrator.footprint.shape import GIB, ModelShape, ShapeError, load_shape
-from orchestrator.records import FailureStage, ServerConfig
+from orchestrator.records import FailureStage, ServerConfig, fraction_text
 from orchestrator.spec.launch_rules import draft_mismatch, tp_refusal
 
 PROG = "python -m orchestrator.driver.memory.fit"
@@ -293,7 +293,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             "KV pool",
             f"{est.kv_tokens:,} tokens, {est.kv_gb:.2f} GiB" + (" (target + draft)" if speculative else "")
             if pool
-            else f"none: the weights leave no room for it at fraction {config.mem_fraction_static:.3f}",
+            else "none: the weights leave no room for it at fraction "
+            + fraction_text(config.mem_fraction_static),
         ),
         # Past an empty pool SGLang stops: no room, graphs or figure left to give.
         *(

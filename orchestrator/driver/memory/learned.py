@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 
 from orchestrator.config.adaptive import candidate_steps, tiers_of
 from orchestrator.footprint.shape import ShapeError, kv_shards, read_config
-from orchestrator.records import FailureStage, MemoryAccount, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import (
+    FailureStage,
+    MemoryAccount,
+    ServerConfig,
+    TrialResult,
+    TrialStatus,
+    fraction_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +307,10 @@ class MemoryModel:
     def predict(self, config: ServerConfig) -> Prediction:
         f = config.mem_fraction_static
         if f <= self.kv_floor:
-            reason = f"mem_fraction_static {f:.3f} is at or below {self.kv_floor:.3f}, which left no KV pool"
+            reason = (
+                f"mem_fraction_static {fraction_text(f)} is at or below {self.kv_floor:.3f}, "
+                "which left no KV pool"
+            )
             return Prediction(False, True, FailureStage.KV_ALLOCATION, None, None, None, reason)
         if not self.ready:
             return Prediction(True, False, None, None, None, None, "no trial has loaded weights yet")
@@ -315,7 +325,7 @@ class MemoryModel:
                 kv,
                 None,
                 None,
-                f"no memory left for the KV cache at mem_fraction_static {f:.3f}{hint}",
+                f"no memory left for the KV cache at mem_fraction_static {fraction_text(f)}{hint}",
             )
         room = self.graph_room(f) if self.graph_room.known else None
         need = self.graph_need_at(graph_width(config))
@@ -330,7 +340,7 @@ class MemoryModel:
                 kv,
                 room,
                 need,
-                f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {f:.3f}",
+                f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {fraction_text(f)}",
             )
         return Prediction(True, room is not None and need is not None, None, kv, room, need, "fits")
 

@@ -46,7 +46,7 @@ from orchestrator.config.adaptive import candidate_steps, tiers_of
 from orchestrator.driver.memory.serving import ServingCosts, serving_costs_for
 from orchestrator.footprint.graph_costs import GraphCosts, graph_costs_for
 from orchestrator.footprint.shape import GIB, ModelShape
-from orchestrator.records import FailureStage, ServerConfig
+from orchestrator.records import FailureStage, ServerConfig, fraction_text
 
 MIB_PER_GIB = 1024.0
 H200_DRIVER_RESERVE_MIB = 615.0  # NVML `used` with no process on the H200 (what torch cannot have)
@@ -336,14 +336,14 @@ def estimate(facts: MemoryFacts, config: ServerConfig) -> Estimate:
     stage: FailureStage | None = None
     if rest <= 0 or tokens < 1:
         stage = FailureStage.KV_ALLOCATION
-        reason = f"the weights leave no KV pool at fraction {f:.3f} (minimum viable {floor:.4f})"
+        reason = f"the weights leave no KV pool at fraction {fraction_text(f)} (minimum viable {floor:.4f})"
     elif need > room:
         stage = _failing_step(facts, config, room + late, need, prefill, tokens)
-        reason = f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {f:.3f}"
+        reason = f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {fraction_text(f)}"
         if late > 0:  # SGLang <= 0.5.9 loads the draft after the target's pools: name that share too
             reason = (
-                f"{room + late:.2f} GiB left after the target's pools at fraction {f:.3f}: the draft's "
-                f"weights and KV pool take {late:.2f} GiB, its CUDA graphs and the target's need "
+                f"{room + late:.2f} GiB left after the target's pools at fraction {fraction_text(f)}: "
+                f"the draft's weights and KV pool take {late:.2f} GiB, its CUDA graphs and the target's need "
                 f"{need:.2f} GiB"
             )
     else:

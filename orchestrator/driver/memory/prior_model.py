@@ -36,7 +36,7 @@ from orchestrator.driver.memory.prior import (
 )
 from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
 from orchestrator.footprint.shape import ModelShape
-from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.records import FailureStage, ServerConfig, TrialResult, TrialStatus, fraction_text
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class PriorMemoryModel(BoundedMemoryModel):
         reason = (
             f"{PRIOR}under load at concurrency {self.serving_workload.concurrency} the forwards need about "
             f"{peak.total_gib:.2f} GiB ({peak.terms()}), {left:.2f} GiB left after start-up at fraction "
-            f"{config.mem_fraction_static:.3f}"
+            f"{fraction_text(config.mem_fraction_static)}"
         )
         return Prediction(
             False,
@@ -256,7 +256,7 @@ class PriorMemoryModel(BoundedMemoryModel):
         if f < est.floor_fraction + FLOOR_MARGIN:
             reason = (
                 f"{PRIOR}the weights ({est.weights_gb:.2f} + {est.draft_weights_gb:.2f} GiB) leave no KV "
-                f"pool at fraction {f:.3f} (minimum viable {est.floor_fraction:.4f})"
+                f"pool at fraction {fraction_text(f)} (minimum viable {est.floor_fraction:.4f})"
             )
             return Prediction(
                 False,
@@ -299,7 +299,8 @@ class PriorMemoryModel(BoundedMemoryModel):
             )
             reason = (
                 f"{PRIOR}CUDA graphs need about {est.graph_gb:.2f} GiB (+{margin:.2f} margin), "
-                f"{est.room_gb:.2f} GiB left{late} at fraction {f:.3f} (ceiling {est.ceiling_fraction:.3f})"
+                f"{est.room_gb:.2f} GiB left{late} at fraction {fraction_text(f)} "
+                f"(ceiling {est.ceiling_fraction:.3f})"
             )
             return Prediction(
                 False, True, stage, float(est.kv_tokens), est.room_gb, est.graph_gb, reason, from_prior=True

@@ -20,7 +20,8 @@ a verify; tests/fixtures/sglang/0.5.17/llama8b-live and llama8b-h200). Per GPU, 
   in its draft's MLP, 8192 tokens x 25600 x 2 bytes. Before the draft's term the prediction had that
   launch serving (4.71 GiB of peak against 4.81 free); the Llama shapes' draft term is the same on every
   launch, so their fit absorbed it into the runtime constant.
-- ``verify``: running requests x draft tokens (the requests themselves without speculation), each
+- ``verify``: running requests x draft tokens (the requests themselves without speculation, where the
+  forward is a plain decode step and is printed as ``decode``), each
   scoring the whole vocabulary in fp32 (the logits are gathered whole on every GPU) plus the sampling's
   two copies (temperature-scaled logits and their softmax): ``3 x 4 x vocab`` bytes. Where the running
   requests exceed the captured graph batch the verify runs eagerly, and its tokens hold the prefill's
@@ -158,9 +159,12 @@ class ServingPeak:
     total_gib: float
 
     def terms(self) -> str:
+        # Without speculation (no draft) the "verify" forward is a plain decode step: one token per running
+        # request, its logits the same cost per token. It is named as what it is.
+        forward = "verify" if self.draft_tokens else "decode"
         text = (
             f"runtime {self.runtime_gib:.2f} + fragmentation {self.fragmentation_gib:.2f} + prefill of "
-            f"{self.prefill_tokens} tokens {self.prefill_gib:.2f} + verify of {self.verify_tokens} tokens "
+            f"{self.prefill_tokens} tokens {self.prefill_gib:.2f} + {forward} of {self.verify_tokens} tokens "
             f"{self.verify_gib:.2f}"
         )
         # A server without speculation has no draft: no term of 0 tokens for it.

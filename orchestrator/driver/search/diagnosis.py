@@ -14,7 +14,7 @@ from pathlib import Path
 
 from orchestrator.driver.memory.learned import GRAPH_SAFETY_GB, MemoryModel, graph_width
 from orchestrator.driver.search import grid
-from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus
+from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus, fraction_text
 from orchestrator.spec.search import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -64,9 +64,9 @@ def diagnose(
         left = m.avail_end_gb or m.avail_after_kv_gb
         return (
             f"OOM after the target's KV pool was allocated ({m.kv_cache_tokens:,} tokens, "
-            f"{_gb(m.kv_cache_gb)}): {head + '; ' if head else ''}at mem_fraction_static {f:.3f} "
+            f"{_gb(m.kv_cache_gb)}): {head + '; ' if head else ''}at mem_fraction_static {fraction_text(f)} "
             f"the static pool left {_gb(left)} for the draft model, which did not fit. "
-            f"Lower mem_fraction_static below {f:.3f} (or use a smaller draft)."
+            f"Lower mem_fraction_static below {fraction_text(f)} (or use a smaller draft)."
         )
     if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION:
         minimum = model.kv_tokens.solve(1.0) if model.ready else None
@@ -86,7 +86,7 @@ def diagnose(
             )
         return (
             f"OOM while allocating the KV cache: {head or 'the weights leave no room'}; at "
-            f"mem_fraction_static {f:.3f} nothing is left for the KV pool. {lever}"
+            f"mem_fraction_static {fraction_text(f)} nothing is left for the KV pool. {lever}"
         )
     if status is TrialStatus.OOM and failure.stage in (
         FailureStage.TARGET_GRAPH_CAPTURE,
@@ -96,7 +96,7 @@ def diagnose(
         room = m.avail_after_kv_gb
         need = model.graph_need_at(graph_width(c))
         text = f"OOM while capturing {whose} CUDA graphs: {head + '; ' if head else ''}"
-        text += f"at mem_fraction_static {f:.3f} the KV pool leaves {_gb(room)} for graphs"
+        text += f"at mem_fraction_static {fraction_text(f)} the KV pool leaves {_gb(room)} for graphs"
         text += f", about {_gb(need + GRAPH_SAFETY_GB)} are needed." if need is not None else "."
         levers = []
         if need is not None:

@@ -6,6 +6,7 @@ Ray, MLflow or a trial folder, so these take a second each.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -74,6 +75,34 @@ def test_second_run_under_a_taken_name_is_refused_and_changes_nothing(
     assert len(study.trials) == 2
     assert (out / "optuna.db").read_bytes() == db_before
     assert (out / "demo" / "summary.json").read_text() == '{"trials_recorded": 3}'
+
+
+def test_a_taken_name_under_make_names_the_make_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen: a second `make sweep` was told "continue it with --resume", a flag make does not take.
+    out = tmp_path / "runs"
+    make_study(out, finished=2)
+    monkeypatch.setenv("MAKELEVEL", "1")
+    assert main(out) == 2
+    err = capsys.readouterr().err
+    resume = err.split("Either continue it: ", 1)[1].split(", or start a new one: ")[0]
+    assert resume.startswith("make sweep ARGS="), err
+    assert shlex.split(resume)[2].split()[-1] == "--resume" and "--study demo" in resume, err
+    new = err.split("or start a new one: ", 1)[1].strip()
+    assert new.startswith("make sweep ARGS=") and "--study NEW_NAME" in shlex.split(new)[2], err
+    assert "--resume" not in new, err
+
+
+def test_a_taken_name_outside_make_keeps_the_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "runs"
+    make_study(out, finished=2)
+    assert main(out) == 2
+    err = capsys.readouterr().err
+    assert "Either continue it with --resume, or start a new one with --study NEW_NAME" in err
+    assert "make " not in err
 
 
 def test_resume_of_a_study_that_does_not_exist_is_refused(

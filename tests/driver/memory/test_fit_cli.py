@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.driver.memory.fit import main
+from orchestrator.records import fraction_text
 
 ROOT = Path(__file__).resolve().parents[3]
 TARGET = str(ROOT / "trials/models/llama3-8b-shape")
@@ -220,3 +221,34 @@ def test_a_log_that_cannot_say_what_start_up_left_is_refused(
     empty.write_text("nothing here\n")
     assert main([*argv, "--log", str(empty)]) == 2
     assert "not the log of a server that started" in capsys.readouterr().err
+
+
+def test_a_fraction_near_one_or_zero_never_prints_as_one_or_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    # Seen: --fraction 0.9999 printed `mf1.000` and `0.91 GiB left at fraction 1.000`.
+    argv = [TARGET, "--draft", DRAFT, *H200, "--fraction", "0.9999", "--cuda-graph-max-bs", "1024"]
+    rc = main([*argv, "--steps", "8", "--topk", "8", "--draft-tokens", "60"])
+    text = capsys.readouterr().out
+    assert rc == 1
+    assert "mf0.9999 " in text and "at fraction 0.9999" in text
+    assert "1.000" not in text
+
+
+def test_without_speculation_the_serving_peak_has_no_verify_term(capsys: pytest.CaptureFixture[str]) -> None:
+    # Seen: a configuration with no draft listed `verify of 48 tokens 0.07` in its serving peak.
+    assert main([TARGET, *H200, "--fraction", "0.9"]) == 0
+    peak = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("serving peak"))
+    # It is a plain decode step: one token per running request (48), its logits counted as before.
+    assert "verify" not in peak and "decode of 48 tokens 0.07" in peak
+    assert main([TARGET, "--draft", DRAFT, *H200, "--fraction", "0.9", "--steps", "3", "--topk", "1"]) == 0
+    peak = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("serving peak"))
+    assert "verify of" in peak
+
+
+@pytest.mark.parametrize(
+    ("fraction", "text"),
+    [(0.88, "0.880"), (0.9999, "0.9999"), (0.99999, "0.99999"), (0.0004, "0.0004"), (0.9994, "0.999")],
+)
+def test_a_fraction_prints_with_three_decimals_unless_they_would_round_it_to_zero_or_one(
+    fraction: float, text: str
+) -> None:
+    assert fraction_text(fraction) == text
