@@ -394,7 +394,10 @@ def importance_figure(values: Sequence[tuple[str, float]]) -> go.Figure:
     fig.update_layout(
         template=TEMPLATE,
         height=120 + 40 * len(values),
-        xaxis={"title": {"text": "importance for tok/s (fANOVA, sums to 1)"}, "range": [0, 1]},
+        xaxis={
+            "title": {"text": "importance for tok/s of the searched values (fANOVA, sums to 1)"},
+            "range": [0, 1],
+        },
         margin={"t": 20, "l": 180},
     )
     return fig
