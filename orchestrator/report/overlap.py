@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from orchestrator.report.data import Outcome
 
-STEP_OF_SPAN = 0.03  # the step between outcomes at a point, as a share of the panel's x span
+STEP_OF_SPAN = 0.04  # the step between outcomes at a point, as a share of the panel's x span
 LEGEND_TITLE = (
     "Outcomes at one point are drawn side by side; a number over a marker counts the trials of that "
     "outcome there."

@@ -168,7 +168,7 @@ def _count_labels(
                     mode="text",
                     text=[str(c[3]) for c in sel],
                     textposition="top center",
-                    textfont={"size": 11, "color": STYLE[outcome]["color"] or "#333333"},
+                    textfont={"size": 13, "color": STYLE[outcome]["color"] or "#333333"},
                     legendgroup=outcome.value,
                     showlegend=False,
                     hoverinfo="skip",
