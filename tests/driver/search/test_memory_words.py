@@ -106,3 +106,17 @@ def test_the_memory_account_of_a_served_trial_adds_up_row_by_row(
         v["avail_end_gb"], abs=0.015
     )
     assert "derived" in rows["startup_rest_gb"][1] and "derived" in rows["kv_pool_rest_gb"][1]
+
+
+def test_a_prediction_from_a_failed_launch_names_the_rest_of_start_up_too(
+    launches: tuple[TrialResult, TrialResult],
+) -> None:
+    served, oom = launches
+    model = MemoryModel()
+    model.observe(0, served)
+    model.observe(1, oom)
+    prediction = model.predict(oom.config)
+    assert not prediction.fits
+    room = oom.memory.avail_after_kv_gb
+    assert f"ran out of memory with {room:.2f} GiB free after the KV pools" in prediction.reason
+    assert "the CUDA graphs and the rest of start-up" in prediction.reason
