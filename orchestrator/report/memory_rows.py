@@ -31,8 +31,8 @@ LATE_DRAFT_NOTES = {
     "avail_after_kv_gb": "free after the target's KV pool",
 }
 EARLY_DRAFT_NOTES = {"avail_after_weights_gb": "free after the target's and the draft's weights"}
-POOL_REST = "kv_pool_rest_gb"
-STARTUP_REST = "startup_rest_gb"
+POOL_REST = "kv_pool_rest"
+STARTUP_REST = "startup_rest"
 
 
 def base_name(key: str) -> str:
@@ -49,6 +49,7 @@ def account_rows(memory: Mapping[str, float]) -> list[tuple[str, float, str]]:
     elif walk.draft_late is False:
         notes |= EARLY_DRAFT_NOTES
     pools = "the target's KV pool" if walk.draft_late else "the KV pools"
+    unit = "_gib" if any(k.endswith("_gib") for k in memory) else "_gb"  # best.json's names, or the log's
     rows = []
     for key, value in memory.items():
         name = base_name(key)
@@ -56,7 +57,7 @@ def account_rows(memory: Mapping[str, float]) -> list[tuple[str, float, str]]:
         if name == "avail_after_kv_gb" and (rest := walk.pool_rest) is not None:
             rows.append(
                 (
-                    POOL_REST,
+                    POOL_REST + unit,
                     rest,
                     f"taken with {pools} besides K and V (derived: free after the weights - {pools} - "
                     "free after them)",
@@ -66,10 +67,10 @@ def account_rows(memory: Mapping[str, float]) -> list[tuple[str, float, str]]:
             late = " - the draft's weights and KV pool" if walk.draft_late else ""
             rows.append(
                 (
-                    STARTUP_REST,
+                    STARTUP_REST + unit,
                     rest,
-                    f"the rest of start-up after {pools}: {walk.rest_words} (derived: free after {pools} - "
-                    f"CUDA graphs{late} - free once ready)",
+                    f"the rest of start-up after {pools}, besides the rows above: attention and cuBLAS "
+                    f"workspaces (derived: free after {pools} - CUDA graphs{late} - free once ready)",
                 )
             )
     return rows

@@ -94,7 +94,7 @@ def diagnose(
         text = f"OOM while capturing {whose} CUDA graphs: {head + '; ' if head else ''}"
         text += f"at mem_fraction_static {f:.3f}, {_gb(room)} were free after the KV pool"
         text += f"{'s' if m.draft_kv_cache_gb and not walk.draft_late else ''} for the CUDA graphs and the "
-        text += f"rest of start-up ({walk.rest_words}), and they did not fit. {need_words(model, c)}"
+        text += f"rest of start-up ({walk.rest_words}): not enough. {need_words(model, c)}"
         levers = []
         if need is not None:
             better_f = model.fraction_for_room(need)
@@ -152,8 +152,7 @@ def weights_words(walk: MemoryWalk) -> str:
         )
     text = f"the target's weights take {_gb(target)} of {_gb(start)} per GPU"
     if walk.draft_late:
-        text += f", leaving {_gb(after)}; the draft's {_gb(draft)} load later, after the target's KV pool "
-        text += "and graphs"
+        text += f", leaving {_gb(after)} (the draft's {_gb(draft)} load later, after the target's graphs)"
     else:
         text += f", the draft's {_gb(draft)}" if draft else ""
         text += f"; {_gb(after)} were free after the weights" if after is not None else ""
@@ -171,8 +170,8 @@ def need_words(model: MemoryModel, config: ServerConfig) -> str:
     if floors and (fit is None or max(floors) + 0.01 >= fit):
         floor = max(floors)
         return (
-            f"A launch at this graph size or below failed with {_gb(floor)} free after the KV pools, so the "
-            "graphs and the rest of start-up need more: the memory model now asks for "
+            f"A launch at this graph size or below ran out with {_gb(floor)} free there: the memory model "
+            "now asks for "
             f"{_gb(need + GRAPH_SAFETY_GB)} ({_gb(floor)} + 0.01 + its {_gb(GRAPH_SAFETY_GB)} margin)."
         )
     return (
