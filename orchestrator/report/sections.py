@@ -143,6 +143,14 @@ def memory_section(best: BestConfig | None) -> str:
     return intro + _table(["figure", "value", "unit", "what it is"], body)
 
 
+def _cut(message: str, limit: int = 600) -> str:
+    """A message as the table shows it (the whole of it in the cell's title): a diagnosis with its advice
+    fits; a longer server message is cut at a word, marked."""
+    if len(message) <= limit:
+        return message
+    return message[:limit].rsplit(" ", 1)[0] + " …"
+
+
 def trials_section(rows: Sequence[RunReadBack]) -> str:
     head = ["#", "status", "tok/s", "objective", "accept", "p99 TTFT", "p99 ITL", "start-up s"]
     head += ["KV tokens", "configuration", "failure", "diagnosis / failure message"]
@@ -166,7 +174,7 @@ def trials_section(rows: Sequence[RunReadBack]) -> str:
                 _num(r.metrics.get(Metric.KV_CACHE_TOKENS), ",.0f"),
                 _e(r.config),
                 _e(failure),
-                f'<div class="msg" title="{_e(message)}">{_e(message[:300])}</div>' if message else "",
+                f'<div class="msg" title="{_e(message)}">{_e(_cut(message))}</div>' if message else "",
             ]
         )
     return _table(head, body, [r.outcome.value for r in rows])
