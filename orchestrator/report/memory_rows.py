@@ -18,8 +18,8 @@ MEMORY_NOTES = {
     "draft_kv_cache_tokens": "KV pool capacity, draft",
     "draft_kv_cache_gb": "KV pool (K + V), draft",
     "avail_after_kv_gb": "free after the KV pools",
-    "graph_gb": "CUDA graphs, target (prefill and decode/verify captures)",
-    "draft_graph_gb": "CUDA graphs, draft (prefill, decode and extend captures)",
+    "graph_gb": "CUDA graphs, target (all its captures: prefill, decode or verify)",
+    "draft_graph_gb": "CUDA graphs, draft (all its captures: prefill, decode, extend)",
     "avail_end_gb": "free once ready: the headroom for activations",
     "max_total_num_tokens": "tokens SGLang settled on (max_total_num_tokens)",
 }
