@@ -73,6 +73,10 @@ def wrap_up(
         records, spec, study_dir, sweep.lossless.lossy, earlier, journal_complete=sweep.journal_complete
     )
     print("\n".join(concluded.lines))
+    if concluded.best is not None:
+        from orchestrator.driver.answer.study_answer import record_answer
+
+        record_answer(study, concluded.best)
     artifacts = list(concluded.written)
     report_path = study_dir / "report.html"
     try:

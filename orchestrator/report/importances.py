@@ -23,9 +23,14 @@ from optuna.distributions import (
 from optuna.trial import TrialState
 
 from orchestrator.report.data import sqlite_missing
+from orchestrator.report.plots import LABELS
 from orchestrator.spec.search import SEARCHED_PARAMS
 
 MIN_TRIALS_FOR_IMPORTANCE = 3
+# Set by the proposal policy, not searched: the structure rule launches each tree at the highest fraction
+# the memory model says fits for it (`driver.proposal.structure`), so the fraction follows the tree, and
+# fANOVA would credit it with what the tree does.
+SET_PER_TREE = ("mem_fraction_static",)
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
         if p.get("speculative_eagle_topk") == 1 and "speculative_num_draft_tokens" not in p:
             p["speculative_num_draft_tokens"] = int(p["speculative_num_steps"]) + 1  # derived by SGLang
         params.append(p)
-    names = [n for n in SEARCHED_PARAMS if all(n in p for p in params)]
+    names = [n for n in SEARCHED_PARAMS if n not in SET_PER_TREE and all(n in p for p in params)]
     if len({tuple(p[n] for n in names) for p in params}) < 2:
         return Importances((), "Parameter importances need completed trials with different values.")
     dists = {
@@ -92,7 +97,14 @@ def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
     except (RuntimeError, ValueError) as err:
         return Importances((), f"Parameter importances could not be computed: {err}")
     left = "" if len(spec) == len(done) else " The no-speculation baseline is left out."
-    note = f"fANOVA over {len(spec)} completed speculative trials, for the objective (tok/s).{left}"
+    ranked = ", ".join(LABELS.get(n, n) for n in result)
+    apart = ", ".join(SET_PER_TREE)
+    note = (
+        f"fANOVA over {len(spec)} completed speculative trials: the share of the variance in the "
+        f"objective (tok/s) each searched value explains. Ranked: {ranked}. Left out: {apart}, set by the "
+        "memory model for each tree (the highest fraction it says fits), not searched: it follows the tree, "
+        f"and would be credited with what the tree does.{left}"
+    )
     return Importances(tuple(result.items()), note)
 
 

@@ -110,8 +110,10 @@ def render_html(
             "Feasibility map",
             "<p>Where the searched values ran out of memory. Feasible trials are coloured by output "
             "tok/s; an OOM at start-up, under load or from KV pressure is a red cross, a configuration "
-            "the memory model skipped an orange diamond, any other failure a grey square.</p>"
-            + _plot(feasibility_figure(rows), "plot-feasibility"),
+            "the memory model skipped an orange diamond, any other failure a grey square. Where trials "
+            "with different outcomes share a pair of values, their markers stand side by side at that "
+            "value (the hover names each trial), and a number over a marker counts the trials of that "
+            "outcome there.</p>" + _plot(feasibility_figure(rows), "plot-feasibility"),
         ),
         ("latency", "Throughput against tail latency", _plot(latency_figure(rows), "plot-pareto")),
         ("acceptance", "Acceptance length", _plot(acceptance_figure(rows), "plot-acceptance")),

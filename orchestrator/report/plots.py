@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from orchestrator.records import TrialRecord, TrialStatus
+from orchestrator.report import overlap
 from orchestrator.report.data import Outcome, RunReadBack, answer_so_far, pareto_front
 
 LABELS = {
@@ -98,8 +99,18 @@ def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
     shown: set[Outcome] = set()
     for i, (x, y) in enumerate(FEASIBILITY_PAIRS):
         row_i, col_i = divmod(i, 3)
+        cell = {"row": row_i + 1, "col": col_i + 1}
         panel = [r for r in rows if r.value(x) is not None and r.value(y) is not None]
-        for outcome in Outcome:
+        points = [(r.value(x) or 0.0, r.value(y) or 0.0, r.outcome) for r in panel]
+        drawn = dict(
+            zip(
+                (r.number for r in panel),
+                overlap.spread(points, overlap.step([p[0] for p in points])),
+                strict=True,
+            )
+        )
+        # The failures first, the feasible trials last: drawn over anything that is left touching them.
+        for outcome in [*list(Outcome)[1:], Outcome.FEASIBLE]:
             pts = [r for r in panel if r.outcome is outcome]
             if not pts:
                 continue
@@ -111,7 +122,7 @@ def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
                 marker.update(color=style["color"], line={"width": 2, "color": style["color"]})
             fig.add_trace(
                 go.Scatter(
-                    x=[r.value(x) for r in pts],
+                    x=[drawn[r.number] for r in pts],
                     y=[r.value(y) for r in pts],
                     mode="markers",
                     marker=marker,
@@ -121,23 +132,49 @@ def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
                     text=[hover(r) for r in pts],
                     hovertemplate="%{text}<extra></extra>",
                 ),
-                row=row_i + 1,
-                col=col_i + 1,
+                **cell,
             )
             shown.add(outcome)
-        xs = [v for r in panel if (v := r.value(x)) is not None]
-        ys = [v for r in panel if (v := r.value(y)) is not None]
-        cell = {"row": row_i + 1, "col": col_i + 1}
+        _count_labels(fig, overlap.counts(points, [drawn[r.number] for r in panel]), cell)
+        xs = [p[0] for p in points]
+        ys = [p[1] for p in points]
         fig.update_xaxes(title_text=LABELS[x], **cell, **integer_ticks(rows, x), **single_fraction_range(xs))
         fig.update_yaxes(title_text=LABELS[y], **cell, **integer_ticks(rows, y), **single_fraction_range(ys))
     fig.update_layout(
         template=TEMPLATE,
         height=760,
         coloraxis={"colorscale": "Viridis", "colorbar": {"title": {"text": "tok/s"}}},
-        legend={"orientation": "h", "y": -0.12},
+        legend={
+            "orientation": "h",
+            "y": -0.12,
+            "title": {"text": overlap.LEGEND_TITLE, "side": "top"},
+        },
         margin={"t": 40},
     )
     return fig if rows else _empty(fig, "no trial recorded")
+
+
+def _count_labels(
+    fig: go.Figure, counted: Sequence[tuple[float, float, Outcome, int]], cell: dict[str, int]
+) -> None:
+    """The number of trials of each outcome at a point, over its marker, where there is more than one."""
+    for outcome in Outcome:
+        sel = [c for c in counted if c[2] is outcome]
+        if sel:
+            fig.add_trace(
+                go.Scatter(
+                    x=[c[0] for c in sel],
+                    y=[c[1] for c in sel],
+                    mode="text",
+                    text=[str(c[3]) for c in sel],
+                    textposition="top center",
+                    textfont={"size": 13, "color": STYLE[outcome]["color"] or "#333333"},
+                    legendgroup=outcome.value,
+                    showlegend=False,
+                    hoverinfo="skip",
+                ),
+                **cell,
+            )
 
 
 def latency_figure(rows: Sequence[RunReadBack]) -> go.Figure:
@@ -357,7 +394,10 @@ def importance_figure(values: Sequence[tuple[str, float]]) -> go.Figure:
     fig.update_layout(
         template=TEMPLATE,
         height=120 + 40 * len(values),
-        xaxis={"title": {"text": "importance for tok/s (fANOVA, sums to 1)"}, "range": [0, 1]},
+        xaxis={
+            "title": {"text": "importance for tok/s of the searched values (fANOVA, sums to 1)"},
+            "range": [0, 1],
+        },
         margin={"t": 20, "l": 180},
     )
     return fig

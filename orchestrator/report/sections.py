@@ -13,24 +13,8 @@ from orchestrator.engines import engine_for
 from orchestrator.mlflow_schema import Lossless, Metric, Param, run_engine
 from orchestrator.records import TrialStatus
 from orchestrator.report.data import BestConfig, RunReadBack
+from orchestrator.report.memory_rows import account_rows
 from orchestrator.spec.search import SEARCHED_PARAMS
-
-# What the memory figures of a trial mean; a figure not named here is still shown, without a note.
-MEMORY_NOTES = {
-    "avail_at_start_gb": "free GPU memory before the weights",
-    "weights_gb": "target weights",
-    "draft_weights_gb": "draft weights",
-    "avail_after_weights_gb": "free after the weights",
-    "kv_cache_tokens": "KV pool capacity, target",
-    "kv_cache_gb": "KV pool (K + V), target",
-    "draft_kv_cache_tokens": "KV pool capacity, draft",
-    "draft_kv_cache_gb": "KV pool (K + V), draft",
-    "avail_after_kv_gb": "free after the KV pools",
-    "graph_gb": "CUDA graphs, target",
-    "draft_graph_gb": "CUDA graphs, draft",
-    "avail_end_gb": "free once ready: the headroom for activations",
-    "max_total_num_tokens": "tokens SGLang settled on (max_total_num_tokens)",
-}
 
 
 def _e(value: object) -> str:
@@ -149,15 +133,22 @@ def memory_section(best: BestConfig | None) -> str:
     if best is None or not best.memory:
         return '<p class="note">No memory account: no best trial, or its log gave no memory figures.</p>'
     body = []
-    for key, value in best.memory:
+    for key, value, note in account_rows(dict(best.memory)):
         shown, unit = _memory_value(key, value)
-        note = MEMORY_NOTES.get(key) or MEMORY_NOTES.get(key.removesuffix("_gib") + "_gb", "")  # best.json's
         body.append([_e(key), shown, _e(unit), _e(note)])
     intro = (
         f"<p>As the server of trial {best.row.number} reported it at start-up, per GPU (GiB, which "
         'SGLang\'s log prints as "GB").</p>'
     )
     return intro + _table(["figure", "value", "unit", "what it is"], body)
+
+
+def _cut(message: str, limit: int = 600) -> str:
+    """A message as the table shows it (the whole of it in the cell's title): a diagnosis with its advice
+    fits; a longer server message is cut at a word, marked."""
+    if len(message) <= limit:
+        return message
+    return message[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def trials_section(rows: Sequence[RunReadBack]) -> str:
@@ -183,7 +174,7 @@ def trials_section(rows: Sequence[RunReadBack]) -> str:
                 _num(r.metrics.get(Metric.KV_CACHE_TOKENS), ",.0f"),
                 _e(r.config),
                 _e(failure),
-                f'<div class="msg" title="{_e(message)}">{_e(message[:300])}</div>' if message else "",
+                f'<div class="msg" title="{_e(message)}">{_e(_cut(message))}</div>' if message else "",
             ]
         )
     return _table(head, body, [r.outcome.value for r in rows])

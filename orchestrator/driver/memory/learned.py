@@ -340,9 +340,21 @@ class MemoryModel:
                 kv,
                 room,
                 need,
-                f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {fraction_text(f)}",
+                self._graph_reason(graph_width(config), need, room, f),
             )
         return Prediction(True, room is not None and need is not None, None, kv, room, need, "fits")
+
+    def _graph_reason(self, width: float, need: float, room: float, f: float) -> str:
+        """Why the graphs do not fit: the fit of the graph rows, or a launch that ran out, whose room had
+        to hold the graphs and the rest of start-up (workspaces, a draft loaded late)."""
+        floors = [gb for w, gb in self.graph_floor if w <= width]
+        if floors and max(floors) + 0.01 >= need:
+            return (
+                f"a launch at this graph size or below ran out of memory with {max(floors):.2f} GiB free "
+                f"after the KV pools for the CUDA graphs and the rest of start-up; {room:.2f} GiB would be "
+                f"free at fraction {fraction_text(f)}"
+            )
+        return f"CUDA graphs need about {need:.2f} GiB, {room:.2f} GiB left at fraction {fraction_text(f)}"
 
     def fraction_for_room(self, need_gb: float) -> float | None:
         """The fraction at which `need_gb` (plus the safety) fits in the graph room."""

@@ -14,7 +14,15 @@ from pathlib import Path
 
 from orchestrator.driver.memory.learned import GRAPH_SAFETY_GB, MemoryModel, graph_width
 from orchestrator.driver.search import grid
-from orchestrator.records import FailureKind, FailureStage, TrialResult, TrialStatus, fraction_text
+from orchestrator.driver.search.memory_walk import MemoryWalk
+from orchestrator.records import (
+    FailureKind,
+    FailureStage,
+    ServerConfig,
+    TrialResult,
+    TrialStatus,
+    fraction_text,
+)
 from orchestrator.spec.search import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -49,13 +57,8 @@ def diagnose(
         return broken_speculation(result, best_accept_elsewhere) or ""
     if failure is None:
         return status.value
-    head = ""
-    if m.weights_gb is not None and m.avail_at_start_gb:
-        head = (
-            f"the target's weights take {_gb(m.weights_gb)} of {_gb(m.avail_at_start_gb)} per GPU"
-            + (f", the draft's {_gb(m.draft_weights_gb)}" if m.draft_weights_gb else "")
-            + (f", leaving {_gb(m.avail_after_weights_gb)}" if m.avail_after_weights_gb else "")
-        )
+    walk = MemoryWalk(m.as_metrics())
+    head = weights_words(walk)
     f = c.mem_fraction_static
     if status is TrialStatus.OOM and failure.stage is FailureStage.KV_ALLOCATION and m.kv_cache_tokens:
         # The target's pool is in the log: what did not fit came after it, outside the static pool (the
@@ -96,8 +99,9 @@ def diagnose(
         room = m.avail_after_kv_gb
         need = model.graph_need_at(graph_width(c))
         text = f"OOM while capturing {whose} CUDA graphs: {head + '; ' if head else ''}"
-        text += f"at mem_fraction_static {fraction_text(f)} the KV pool leaves {_gb(room)} for graphs"
-        text += f", about {_gb(need + GRAPH_SAFETY_GB)} are needed." if need is not None else "."
+        text += f"at mem_fraction_static {fraction_text(f)}, {_gb(room)} were free after the KV pool"
+        text += f"{'s' if m.draft_kv_cache_gb and not walk.draft_late else ''} for the CUDA graphs and the "
+        text += f"rest of start-up ({walk.rest_words}): not enough. {need_words(model, c)}"
         levers = []
         if need is not None:
             better_f = model.fraction_for_room(need)
@@ -140,6 +144,47 @@ def diagnose(
     if status is TrialStatus.LOST:
         return f"lost: the node or its worker died ({failure.message}); not a property of the configuration"
     return f"{failure.kind.value} at {failure.stage.value}: {failure.message}"
+
+
+def weights_words(walk: MemoryWalk) -> str:
+    """What the weights take and what they leave, "leaving" being what the figures named leave."""
+    start, target, draft = walk.get("avail_at_start_gb"), walk.get("weights_gb"), walk.get("draft_weights_gb")
+    after = walk.get("avail_after_weights_gb")
+    if target is None or not start:
+        return ""
+    if walk.draft_late is False and draft:
+        return (
+            f"the target's weights take {_gb(target)} and the draft's {_gb(draft)} of {_gb(start)} per GPU, "
+            f"leaving {_gb(after)}"
+        )
+    text = f"the target's weights take {_gb(target)} of {_gb(start)} per GPU"
+    if walk.draft_late:
+        text += f", leaving {_gb(after)} (the draft's {_gb(draft)} load later, after the target's graphs)"
+    else:
+        text += f", the draft's {_gb(draft)}" if draft else ""
+        text += f"; {_gb(after)} were free after the weights" if after is not None else ""
+    return text
+
+
+def need_words(model: MemoryModel, config: ServerConfig) -> str:
+    """What the memory model now counts on for the graphs at this launch's width, and from what."""
+    width = graph_width(config)
+    need = model.graph_need_at(width)
+    if need is None:
+        return ""
+    fit = model.graph_need(width) if model.graph_need.known else None
+    floors = [gb for w, gb in model.graph_floor if w <= width]
+    if floors and (fit is None or max(floors) + 0.01 >= fit):
+        floor = max(floors)
+        return (
+            f"A launch at this graph size or below ran out with {_gb(floor)} free there: the memory model "
+            "now asks for "
+            f"{_gb(need + GRAPH_SAFETY_GB)} ({_gb(floor)} + 0.01 + its {_gb(GRAPH_SAFETY_GB)} margin)."
+        )
+    return (
+        f"The CUDA graphs alone are estimated at about {_gb(need)} ({_gb(need + GRAPH_SAFETY_GB)} with the "
+        f"memory model's {_gb(GRAPH_SAFETY_GB)} margin), before the rest of start-up."
+    )
 
 
 def accept_length(result: TrialResult) -> float | None:

@@ -7,6 +7,7 @@ failures are FAIL with a reason and never count as infeasible.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 import optuna
@@ -21,6 +22,7 @@ from orchestrator.spec.sweep_spec import SweepSpec
 __all__ = [
     "finished_elsewhere",
     "launched_count",
+    "objective_name",
     "open_study",
     "status_of",
     "tell",
@@ -65,7 +67,19 @@ def open_study(
         load_if_exists=True,
     )
     study.set_user_attr(StudyAttr.SPEC_NAME, spec.name)
+    if study.metric_names is None:  # and a study made before it was named: named on --resume
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, and what the dashboard reads
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([objective_name(spec)])
     return study
+
+
+def objective_name(spec: SweepSpec) -> str:
+    """The value told for a completed trial, as the dashboard names it (`settle.objective_value`): the
+    best stage's tok/s, among the stages within the spec's latency limits when it sets any."""
+    obj = spec.objective
+    within = obj.itl_p99_ms_max is not None or obj.ttft_p99_ms_max is not None
+    return f"{obj.metric} (best stage{' within the latency limits' if within else ''})"
 
 
 def tell_outcome(

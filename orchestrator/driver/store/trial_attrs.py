@@ -47,3 +47,9 @@ class StudyAttr(StrEnum):
     CLOSED_TRIALS = "closed_trials"  # {trial number: why} for trials closed on a dead driver's behalf
     MLFLOW_RUNS = "mlflow_runs"  # the MLflow parent run of every invocation: the next closes a dead one's
     BUDGET_TRIALS = "budget_trials"  # the trial budget it was last run with: --resume keeps it
+    # The sweep's answer as best.json holds it (Optuna's best trial is the single highest launch; the
+    # answer is a configuration's median over its launches): shown among the dashboard's study attributes.
+    ANSWER_TRIALS = "answer_trials"
+    ANSWER_TOK_PER_S = "answer_tok_per_s"
+    ANSWER_CONFIG = "answer_config"
+    ANSWER_NOTE = "answer_note"

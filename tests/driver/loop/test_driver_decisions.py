@@ -23,7 +23,10 @@ from benchmarks.oracle import Oracle
 from benchmarks.spaces import CASES, case_spec
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.codec import config_from_optuna, optuna_params
+from orchestrator.driver.answer.best_file import BestFile
+from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.driver.answer.confirm import rank
+from orchestrator.driver.answer.study_answer import record_answer
 from orchestrator.driver.dispatch.executor import Handle, TrialError, TrialLost
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.driver.loop.outcome import StopReason
@@ -34,9 +37,9 @@ from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.journal import Journal
-from orchestrator.driver.store.study import launched_count, open_study
+from orchestrator.driver.store.study import launched_count, objective_name, open_study
 from orchestrator.driver.store.tracking import Tracker
-from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr
 from orchestrator.records import (
     FailureKind,
     FailureStage,
@@ -467,3 +470,36 @@ def test_a_tree_that_accepts_nothing_is_a_poor_tree_once_the_draft_worked_in_the
     records = {r.result.config: r for r in sweep.run().records}
     assert records[working].diagnosis == ""
     assert records[poor].diagnosis.startswith("poor_tree") and "3.90" in records[poor].diagnosis
+
+
+def test_the_study_names_its_objective_and_holds_the_answer_best_json_gives(
+    oracle: Oracle, configs: dict[str, ServerConfig], tmp_path: Path
+) -> None:
+    # Seen in optuna-dashboard: the axis read "Objective 0" (no metric names), and the study showed only
+    # Optuna's best trial (one lucky launch) while the answer is the median of repeated launches.
+    spec, storage, good = oracle.spec, InMemoryStorage(), configs["good"]
+    study = open_study(spec, "answer", storage, resume=False)
+    assert study.metric_names == [objective_name(spec)]
+    assert objective_name(spec).startswith("output_tok_per_s")
+    study.enqueue_trial(optuna_params(good))
+    sweep = _sweep(spec, study, InProcessExecutor(oracle), n_trials=4, workdir=tmp_path)
+    sweep.prepare(resume=False)
+    records = sweep.run().records
+    concluded = conclude(records, spec, tmp_path)
+    assert concluded.best is not None
+    record_answer(study, concluded.best)
+    best = BestFile.read(tmp_path)
+    assert best is not None
+    attrs = optuna.load_study(study_name="answer", storage=storage).user_attrs
+    assert attrs[StudyAttr.ANSWER_TRIALS] == best.launches
+    assert attrs[StudyAttr.ANSWER_TOK_PER_S] == best.median_tok_per_s
+    assert attrs[StudyAttr.ANSWER_CONFIG] == best.config_label
+    assert "median" in attrs[StudyAttr.ANSWER_NOTE]
+
+
+def test_a_resumed_study_created_without_metric_names_gets_them(oracle: Oracle) -> None:
+    storage = InMemoryStorage()
+    optuna.create_study(study_name="old", storage=storage, direction="maximize")
+    study = open_study(oracle.spec, "old", storage, resume=True)
+    assert optuna.load_study(study_name="old", storage=storage).metric_names == [objective_name(oracle.spec)]
+    assert study.metric_names == [objective_name(oracle.spec)]
