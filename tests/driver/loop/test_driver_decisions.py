@@ -18,9 +18,9 @@ import pytest
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from benchmarks.driver import NoTracking
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.search.oracle_sweep import NoTracking
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.codec import config_from_optuna, optuna_params
 from orchestrator.driver.answer.confirm import rank

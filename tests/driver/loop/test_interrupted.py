@@ -14,8 +14,8 @@ import mlflow
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator import cli
 from orchestrator.driver.answer.summary import count_line, render_table, table_rows
 from orchestrator.driver.dispatch.executor import Handle

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import NoTracking
+from benchmarks.search.oracle_sweep import NoTracking
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile
 from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.driver.dispatch.executor import Handle
