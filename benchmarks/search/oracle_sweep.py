@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from optuna.storages import InMemoryStorage
 
@@ -27,8 +27,7 @@ from benchmarks.launches.noisy import Launcher
 from benchmarks.truth.oracle import Evaluation
 from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.answer.confirm import measured
-from orchestrator.driver.dispatch.executor import Handle
-from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.executor import Handle, OneNodeExecutor
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import open_study
 from orchestrator.driver.store.tracking import Tracker
@@ -55,30 +54,20 @@ class TrialRef:
         return self.evaluation.result(self.stages_run, node_id=NODE_ID)
 
 
-class OracleExecutor:
+class OracleExecutor(OneNodeExecutor):
     """The driver's `Executor`, answered in the driver's own thread: a submitted trial is a launch drawn
     from the launcher, its stages are reported one at a time, and it runs the next stage only if the
     driver says so, as a trial on a node does. A launch is paid once the sweep has recorded it
     (`recorded`), so the recommendation the launcher notes after it is the sweep's answer with it."""
 
     def __init__(self, launcher: Launcher) -> None:
+        super().__init__(NODE_ID, float(launcher.oracle.gpus))
         self.launcher = launcher
         self.refs: dict[int, TrialRef] = {}
-        gpus = float(launcher.oracle.gpus)
-        self._node = {"NodeID": NODE_ID, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": gpus}}
 
     def clock(self) -> float:
         """The sweep's clock: node seconds the launches have spent (one node: GPU seconds / GPUs)."""
         return self.launcher.spent_s / self.launcher.oracle.gpus
-
-    def open(self) -> None:
-        pass
-
-    def trial_slots(self) -> int:
-        return 1
-
-    def alive_nodes(self) -> list[dict[str, Any]]:
-        return [self._node]
 
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
         ref = TrialRef(request.number, self.launcher.measure(request.config))
@@ -107,15 +96,6 @@ class OracleExecutor:
             ref.step, ref.reported = step + 1, False
         else:
             ref.done = True
-
-    def node_health(self, lines: list[str]) -> None:
-        pass
-
-    def cancel(self, handle: Handle) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
     def recorded(self, record: TrialRecord) -> None:
         """The sweep recorded a trial: pay for its launch (skips and answered repeats launched nothing)
