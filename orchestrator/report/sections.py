@@ -12,7 +12,8 @@ from orchestrator.driver.answer.choose import Call
 from orchestrator.engines import engine_for
 from orchestrator.mlflow_schema import Lossless, Metric, Param, run_engine
 from orchestrator.records import TrialStatus
-from orchestrator.report.data import BestConfig, RunReadBack
+from orchestrator.report.answer import BestConfig
+from orchestrator.report.data import RunReadBack
 from orchestrator.spec.search import SEARCHED_PARAMS
 
 # What the memory figures of a trial mean; a figure not named here is still shown, without a note.

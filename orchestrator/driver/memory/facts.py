@@ -22,7 +22,7 @@ H200_DRIVER_RESERVE_MIB = 615.0  # NVML `used` with no process on the H200 (what
 
 
 class VersionRule(StrEnum):
-    """Which accounting the SGLang version follows (see the module docstring)."""
+    """Which accounting the SGLang version follows (`prior`'s docstring tells both)."""
 
     DRAFT_AFTER = "<=0.5.9"
     BOTH_FIRST = ">=0.5.14"
