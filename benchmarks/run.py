@@ -22,18 +22,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks.client_ceiling import CeilingSettings, run_ceiling
-from benchmarks.giveup import GiveUpSettings, run_giveup
-from benchmarks.overhead import OverheadSettings, run_overhead
-from benchmarks.replay import replay_rows
-from benchmarks.scale import ScaleSettings, run_scale
-from benchmarks.search import METHOD as SEARCH_METHOD
-from benchmarks.search import SearchSettings, run_search
-from benchmarks.search_notes import table_rows
-from benchmarks.table import Row, Table
+from benchmarks.harness.paths import BENCHMARKS, OUT, ROOT
+from benchmarks.harness.table import Row, Table
+from benchmarks.search.efficiency import METHOD as SEARCH_METHOD
+from benchmarks.search.efficiency import SearchSettings, run_search
+from benchmarks.search.notes import table_rows
+from benchmarks.search.replay import replay_rows
+from benchmarks.system.client_ceiling import CeilingSettings, run_ceiling
+from benchmarks.system.giveup import GiveUpSettings, run_giveup
+from benchmarks.system.overhead import OverheadSettings, run_overhead
+from benchmarks.system.scale import ScaleSettings, run_scale
 
 log = logging.getLogger("benchmarks")
-HERE = Path(__file__).resolve().parent
 PARTS = ("search", "giveup", "ceiling", "overhead", "scale")
 
 
@@ -152,8 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="small settings, about two minutes on two cores; writes only under --out, never RESULTS.md",
     )
     p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="run only these benchmarks")
-    p.add_argument("--out", type=Path, default=HERE / "out", help="where results.json and results.md go")
-    p.add_argument("--results-md", type=Path, default=HERE / "RESULTS.md", help="the committed summary")
+    p.add_argument("--out", type=Path, default=OUT, help="where results.json and results.md go")
+    p.add_argument("--results-md", type=Path, default=BENCHMARKS / "RESULTS.md", help="the committed summary")
     p.add_argument("--no-results-md", action="store_true", help="do not rewrite the committed summary")
     p.add_argument(
         "--sglang-path",
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("alembic", "mlflow", "optuna", "ray"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     # Ray and the trial workers import `benchmarks` and `orchestrator` from the repository root.
-    root = str(HERE.parent)
+    root = str(ROOT)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
     t0 = time.monotonic()
     settings = QUICK if args.quick else FULL

@@ -18,7 +18,9 @@ The kinds, by who raises them:
 - a trial's own code raised on the node (`ErrorKind.TRIAL_RAISED`, `TrialError`): a bug, FAILED and never
   re-queued;
 - a lost node (`ErrorKind.NODE_LOST`, `TrialLost`): the worker or the node died under a trial, no result
-  exists, worth one more try.
+  exists, worth one more try;
+- the server under benchmark ran past a stage's deadline (`ErrorKind.SERVER_TIMEOUT`,
+  `bench.client.StageTimeout`, still a `TimeoutError`): the node catches it as one and the trial ends TIMEOUT.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class ErrorKind(StrEnum):
     STUDY_REFUSED = "study_refused"  # the study cannot be run as asked (exit 2)
     TRIAL_RAISED = "trial_raised"  # specsweep's own trial code raised on the node: a bug to report
     NODE_LOST = "node_lost"  # the worker or the node died under a trial
+    # The server under benchmark kept requests past the stage's deadline: the trial's own finding (it ends
+    # TIMEOUT), neither a bug of specsweep's nor the user's input.
+    SERVER_TIMEOUT = "server_timeout"
 
 
 def _rebuild(cls: type[SpecsweepError], args: tuple[Any, ...], state: dict[str, Any]) -> SpecsweepError:

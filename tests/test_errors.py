@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import builtins
 import pickle
 from pathlib import Path
 
 import pytest
 
+from orchestrator.bench.client import RequestOutcome, StageTimeout
 from orchestrator.bench.textdata import DatasetError
 from orchestrator.driver.console.destinations import DestinationError
 from orchestrator.driver.console.study_guard import StudyRefused
@@ -24,9 +26,6 @@ from orchestrator.spec.search import SpecError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "orchestrator"
 SIGNALS = {"BaseException", "KeyboardInterrupt", "SystemExit", "GeneratorExit"}
-# Not a SpecsweepError yet: the benchmark client's stage deadline, caught on the node as the TimeoutError
-# it is (`node.trial_bench`), which no user reads; which kind it would be is still to decide.
-NOT_YET = {"StageTimeout"}
 
 
 def _round_trip(err: SpecsweepError) -> SpecsweepError:
@@ -83,6 +82,18 @@ def test_every_kind_is_one_base_and_pickles_with_its_kind(err: SpecsweepError, k
     assert isinstance(back, SpecsweepError) and back.kind is kind
 
 
+def test_a_stage_timeout_is_a_specsweep_error_and_still_the_timeout_error_the_node_catches() -> None:
+    outcome = RequestOutcome(True, "", 16, 8, 0.1, 0.5, (0.05,) * 7, 4, 0, "length", 0.0, 0)
+    err = StageTimeout(5.0, (outcome,), 2)
+    assert isinstance(err, SpecsweepError) and err.kind is ErrorKind.SERVER_TIMEOUT
+    # `node.trial_bench` catches it as a TimeoutError (asyncio's is the same class) and records a TIMEOUT.
+    assert isinstance(err, TimeoutError) and isinstance(err, asyncio.TimeoutError)
+    assert str(err) == "benchmark stage had 2 unfinished request(s) after 5 s" and not err.hint
+    back = _round_trip(err)
+    assert isinstance(back, StageTimeout) and isinstance(back, TimeoutError)
+    assert (back.timeout_s, back.outcomes, back.pending) == (5.0, (outcome,), 2)
+
+
 def test_a_subclass_whose_init_takes_other_arguments_still_pickles_with_its_fields() -> None:
     err = ShapeError(Path("/m/config.json"), "hidden_size", ShapeErrorKind.MISSING_FIELD, "missing; add it")
     back = _round_trip(err)
@@ -135,4 +146,4 @@ def test_every_exception_the_package_defines_is_a_specsweep_error() -> None:
     # A signal is not an error: `Terminated` is SIGTERM as a KeyboardInterrupt, stopping as Ctrl-C does.
     raised = {n for n in classes if n != "SpecsweepError" and reaches(n, {"Exception"} | builtin - SIGNALS)}
     assert {"DatasetError", "ArgsError", "TierConfigError", "UnmeasuredTree", "ShapeError"} <= raised
-    assert sorted(n for n in raised if not reaches(n, {"SpecsweepError"})) == sorted(NOT_YET)
+    assert sorted(n for n in raised if not reaches(n, {"SpecsweepError"})) == []

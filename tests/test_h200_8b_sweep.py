@@ -12,7 +12,8 @@ import pytest
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
 from orchestrator.driver.answer.noise import NoiseSource, Regime
-from orchestrator.driver.memory.prior import estimate, facts_from_shapes, without_prefill_graphs
+from orchestrator.driver.memory.facts import facts_from_shapes, without_prefill_graphs
+from orchestrator.driver.memory.prior import estimate
 from orchestrator.driver.store.journal import Journal
 from orchestrator.footprint.shape import load_shape
 from orchestrator.records import TrialRecord

@@ -3,9 +3,10 @@
 The floors are read from the page itself (its "## Floors" section), so the page and the code cannot drift
 apart: a module on no floor, an import from a higher floor, a circle, or a driver module that reaches into
 `node/` past `cluster.py` fails here. Every import counts: inside functions and under TYPE_CHECKING too.
-`benchmarks/` stands on the top floor, above the package. Inside `driver/`, its rooms stand on floors of
-their own (the page's order, lowest first): a room imports only from the rooms below it. Ray is imported
-only where the page says.
+`benchmarks/` stands on the top floor, above the package, and reaches an engine only through the registry,
+never an engine's own package. Inside `driver/` and inside `benchmarks/`, the rooms stand on floors of their
+own (the page's order, lowest first): a room imports only from the rooms below it. Ray is imported only
+where the page says.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ BENCHMARKS = ROOT / "benchmarks"
 PAGE = ROOT / "ARCHITECTURE.md"
 FLOOR_LINE = re.compile(r"^(\d+)\. \*\*[^*]+\*\*:")
 ROOMS_LINE = "**The driver's rooms, lowest first**:"
+BENCH_ROOMS_LINE = "**The benchmarks' rooms, lowest first**:"
+# The benchmarks' entry (`python -m benchmarks.run`): above every room, in none.
+BENCH_ENTRY = "benchmarks.run"
 # The one driver module that may import the node: it runs `node.trial.run_trial` as a Ray task.
 NODE_SEAM = "driver.dispatch.cluster"
 # What the simulated server may use above the spec (ARCHITECTURE: "sim/ uses nothing above the spec but").
@@ -241,13 +245,13 @@ def test_importing_the_executor_seam_loads_no_ray() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def rooms_from_page(text: str) -> list[str]:
-    """The driver's rooms, lowest first, as the page's "The driver's rooms" line names them (`driver/x/`)."""
+def rooms_from_page(text: str, heading: str = ROOMS_LINE, folder: str = "driver/") -> list[str]:
+    """A folder's rooms, lowest first, as the page's line `heading` names them (`driver/x/`)."""
     lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(ROOMS_LINE))
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(heading))
     end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
     line = " ".join(lines[start:end])
-    return [name.removeprefix("driver/").rstrip("/") for name in re.findall(r"`([^`]+)`", line)]
+    return [name.removeprefix(folder).rstrip("/") for name in re.findall(r"`([^`]+)`", line)]
 
 
 def room_of(module: str) -> str | None:
@@ -333,8 +337,129 @@ def test_the_loop_and_the_search_benchmark_load_no_ray() -> None:
     # dispatch's, built only when no other is given, and the dashboard's metrics load Ray only under it.
     code = (
         "import sys, orchestrator.driver.loop.sweep, orchestrator.driver.console.progress, "
-        "benchmarks.driver; "
+        "benchmarks.search.oracle_sweep; "
         "print('ray' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def bench_room_of(module: str) -> str | None:
+    """The room of "benchmarks.search.regret" and of "benchmarks.search" is "search"; the entry and the
+    folder's own `__init__` stand in none."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "benchmarks" and module != BENCH_ENTRY else None
+
+
+def bench_rooms_back_up(rooms: list[str], edges: dict[str, set[str]]) -> list[str]:
+    """Every import from a benchmarks room to a room above it, to one on no floor, or to the entry."""
+    order = {room: i for i, room in enumerate(rooms)}
+    wrong = []
+    for module, targets in edges.items():
+        here = bench_room_of(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = bench_room_of(target)
+            if target == BENCH_ENTRY:
+                wrong.append(f"{module} ({here}) -> {target} (the entry)")
+            elif there is None or there == here:
+                continue
+            elif here not in order or there not in order or order[there] > order[here]:
+                wrong.append(f"{module} ({here}) -> {target} ({there})")
+    return sorted(wrong)
+
+
+def bench_rooms() -> list[str]:
+    return rooms_from_page(PAGE.read_text(), BENCH_ROOMS_LINE, "benchmarks/")
+
+
+def test_every_benchmark_stands_in_one_room() -> None:
+    rooms = bench_rooms()
+    on_disk = {p.name for p in BENCHMARKS.iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(rooms) == sorted(on_disk) and len(rooms) == len(set(rooms)) and rooms[0] == "harness"
+    # At the folder's top stand only the entry and the package's own `__init__`.
+    loose = [m for m in modules() if m.startswith("benchmarks") and bench_room_of(m) is None]
+    assert sorted(loose) == ["benchmarks", BENCH_ENTRY]
+
+
+def test_no_import_runs_back_up_inside_the_benchmarks() -> None:
+    assert bench_rooms_back_up(bench_rooms(), graph()) == []
+
+
+def test_the_system_benchmarks_import_only_the_harness() -> None:
+    # They measure the product's own processes, not the search: no case, oracle or strategy of the search.
+    reaching = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph().items()
+        if bench_room_of(m) == "system"
+        for t in targets
+        if bench_room_of(t) not in (None, "system", "harness")
+    )
+    assert reaching == []
+
+
+def test_the_bench_room_checker_sees_an_import_back_up() -> None:
+    rooms = ["harness", "truth", "search"]
+    assert bench_rooms_back_up(rooms, {"benchmarks.search.regret": {"benchmarks.harness.table"}}) == []
+    back = {"benchmarks.truth.oracle": {"benchmarks.search.regret"}}
+    assert bench_rooms_back_up(rooms, back) == [
+        "benchmarks.truth.oracle (truth) -> benchmarks.search.regret (search)"
+    ]
+    entry = {"benchmarks.harness.table": {BENCH_ENTRY}}
+    assert bench_rooms_back_up(rooms, entry) == [
+        "benchmarks.harness.table (harness) -> benchmarks.run (the entry)"
+    ]
+    # The real graph with the page's order turned upside down: the search imports the truth below it.
+    upside_down = list(reversed(bench_rooms()))
+    assert any("(search) -> benchmarks.truth" in line for line in bench_rooms_back_up(upside_down, graph()))
+
+
+def test_nothing_in_the_package_imports_the_benchmarks() -> None:
+    reaching = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph().items()
+        if not m.startswith("benchmarks")
+        for t in targets
+        if t.startswith("benchmarks")
+    )
+    assert reaching == []
+
+
+def engine_packages() -> list[str]:
+    """The engines' own packages (`engines/sglang/`): what only the registry and the engine itself import."""
+    return sorted(p.name for p in (PACKAGE / "engines").iterdir() if (p / "__init__.py").is_file())
+
+
+def engine_internals(edges: dict[str, set[str]], engines: list[str]) -> list[str]:
+    """Every import by a benchmark of a module inside an engine's own package."""
+    inside = tuple(f"engines.{name}" for name in engines)
+    return sorted(
+        f"{m} -> {t}"
+        for m, targets in edges.items()
+        if m.startswith("benchmarks")
+        for t in targets
+        if t in inside or t.startswith(tuple(f"{p}." for p in inside))
+    )
+
+
+def test_no_benchmark_imports_an_engines_internals() -> None:
+    # A benchmark reaches an engine as the node does, through `engines.engine_for` and the `Engine`
+    # protocol: a benchmark written against SGLang's modules would not measure another engine.
+    engines = engine_packages()
+    assert "sglang" in engines
+    assert engine_internals(graph(), engines) == []
+
+
+def test_the_engine_checker_sees_a_benchmark_import_an_engines_module() -> None:
+    edges = {
+        "benchmarks.truth.oracle": {"engines.sglang.command", "engines.engine"},
+        "benchmarks.system.giveup": {"engines", "engines.logrecords"},
+        "driver.loop.sweep": {"engines.sglang.command"},  # the package's own imports are the floors' test's
+    }
+    assert engine_internals(edges, ["sglang"]) == ["benchmarks.truth.oracle -> engines.sglang.command"]
+    # And on the real graph: each module of SGLang's package, imported by a benchmark, is seen.
+    sglang = sorted(m for m in modules() if m.startswith("engines.sglang."))
+    assert sglang and engine_internals({"benchmarks.x": set(sglang)}, ["sglang"]) == [
+        f"benchmarks.x -> {m}" for m in sglang
+    ]

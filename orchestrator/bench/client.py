@@ -24,6 +24,7 @@ import aiohttp
 
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.engines.api import ServerApi, StreamReader, describe_error
+from orchestrator.errors import ErrorKind, SpecsweepError
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +50,22 @@ class RequestOutcome:
     request_index: int | None = None  # which of the stage's requests it served (a stage may cycle them)
 
 
-class StageTimeout(TimeoutError):
+class StageTimeout(SpecsweepError, TimeoutError):
     """A stage ran past its deadline: its unfinished requests (in flight or queued) were cancelled.
 
-    A ``TimeoutError`` (so also ``asyncio.TimeoutError``) that keeps what had finished, so the caller
-    can tell a server that hung mid-benchmark from one that was merely slow.
+    A ``TimeoutError`` (so also ``asyncio.TimeoutError``), which is how `node.trial_bench` catches it, that
+    keeps what had finished, so the caller can tell a server that hung mid-benchmark from one that was
+    merely slow. Its fields survive pickling as every `SpecsweepError`'s do (Ray moves exceptions between
+    processes).
     """
+
+    kind = ErrorKind.SERVER_TIMEOUT
 
     def __init__(self, timeout_s: float, outcomes: Sequence[RequestOutcome] = (), pending: int = 0) -> None:
         super().__init__(f"benchmark stage had {pending} unfinished request(s) after {timeout_s:g} s")
         self.timeout_s = timeout_s
         self.outcomes = tuple(outcomes)
         self.pending = pending
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keep the fields across pickling (Ray moves exceptions between processes).
-        return (StageTimeout, (self.timeout_s, self.outcomes, self.pending))
 
 
 class StreamAccumulator:

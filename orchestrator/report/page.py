@@ -22,13 +22,11 @@ from plotly.offline import get_plotlyjs
 
 from orchestrator.driver.store.commands import module_command
 from orchestrator.records import TrialRecord
+from orchestrator.report.answer import BestConfig, find_best, journal_records
 from orchestrator.report.data import (
-    BestConfig,
     ReportError,
     RunReadBack,
     best_so_far,
-    find_best,
-    journal_records,
     load_trials,
     load_workload,
     pareto_front,

@@ -10,7 +10,8 @@ from plotly.subplots import make_subplots
 
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.report import overlap
-from orchestrator.report.data import Outcome, RunReadBack, answer_so_far, pareto_front
+from orchestrator.report.answer import answer_so_far
+from orchestrator.report.data import Outcome, RunReadBack, pareto_front
 
 LABELS = {
     "mem_fraction_static": "mem_fraction_static",

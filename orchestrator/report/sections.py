@@ -12,7 +12,8 @@ from orchestrator.driver.answer.choose import Call
 from orchestrator.engines import engine_for
 from orchestrator.mlflow_schema import Lossless, Metric, Param, run_engine
 from orchestrator.records import TrialStatus
-from orchestrator.report.data import BestConfig, RunReadBack
+from orchestrator.report.answer import BestConfig
+from orchestrator.report.data import RunReadBack
 from orchestrator.report.memory_rows import account_rows
 from orchestrator.spec.search import SEARCHED_PARAMS
 

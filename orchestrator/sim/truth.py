@@ -122,7 +122,7 @@ def step_from_wave(wave_s: float, accept: float, output_len: int, prefill_s: flo
     A stage runs its requests in waves of the running batch: a prefill of the wave's prompts
     (``prefill_s``), then ``(output_len - 1) / accept`` steps; the step is what is left of the wave after
     the prefill. (Not from the stage's tok/s: the client's steady figure is not one wave's rate,
-    `benchmarks.measured.wave_s`.)
+    `benchmarks.truth.measured_steps.wave_s`.)
     """
     steps = max(1.0, (output_len - 1) / accept)
     step = (wave_s - prefill_s) / steps

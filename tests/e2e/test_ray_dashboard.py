@@ -25,7 +25,7 @@ from e2ehelp import HEADLESS, chromium, require_chromium
 from ray._raylet import Config
 from ray.cluster_utils import Cluster
 
-from benchmarks.live import run_sweep
+from benchmarks.system.live import run_sweep
 from orchestrator.cli import resolve_profile
 from orchestrator.driver.dispatch import cluster
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.measured import MEASURED_PROFILE, SPEC, MeasuredCell, measured_cells
+from benchmarks.truth.measured_steps import MEASURED_PROFILE, SPEC, MeasuredCell, measured_cells
 from orchestrator.cli import resolve_profile
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun

@@ -15,14 +15,8 @@ from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.engines.shell import shell_command, shell_script
 from orchestrator.mlflow_schema import Metric, memory_from_metrics, parse_param
 from orchestrator.report import best_so_far, load_trials, pareto_front, write_report
-from orchestrator.report.data import (
-    Outcome,
-    RunReadBack,
-    current_sweeps,
-    find_best,
-    outcome_of,
-    script_command,
-)
+from orchestrator.report.answer import find_best, script_command
+from orchestrator.report.data import Outcome, RunReadBack, current_sweeps, outcome_of
 from orchestrator.report.importances import importances_of
 from orchestrator.report.plots import LABELS, STYLE, feasibility_figure, history_figure, latency_figure
 from orchestrator.spec.search import make_config
@@ -225,7 +219,7 @@ def test_the_no_speculation_note_says_why_by_its_verdict(
     verdict = Verdict(
         call=call, statement="...", noise_source=NoiseSource.PRIOR, regime=Regime.GPU_BOUND, launch_sd=0.01
     )
-    best = report.data.BestConfig(
+    best = report.answer.BestConfig(
         rows[0], "python -m sglang.launch_server", "", (), verdict=verdict, nospec=True
     )
     note = re.search(r'<p class="note" id="nospec">(.*?)</p>', best_section(best))

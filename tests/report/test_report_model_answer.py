@@ -1,5 +1,5 @@
 """The report ranks the answer as the sweep did: with the sweep's journal of its runs, the speculation
-model's predictions are part of the ranking (`report.data.journal_records`), so the history's "best so
+model's predictions are part of the ranking (`report.answer.journal_records`), so the history's "best so
 far" line ends at the figure the console, best.json and MLflow state, not at another configuration's."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.store.journal import Journal
 from orchestrator.mlflow_schema import Metric
 from orchestrator.records import TrialRecord
-from orchestrator.report.data import RunReadBack, answer_from_rows, answer_so_far, journal_records
+from orchestrator.report.answer import answer_from_rows, answer_so_far, journal_records
+from orchestrator.report.data import RunReadBack
 from tests.driver.answer.test_model_ranking import config, sweep
 
 

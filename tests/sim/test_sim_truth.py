@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks.measured import MEASURED_PROFILE, SPEC, measured_cells, profile_mapping
-from benchmarks.oracle import Oracle
+from benchmarks.truth.measured_steps import MEASURED_PROFILE, SPEC, measured_cells, profile_mapping
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.records import ServerConfig
 from orchestrator.sim.profile import PROFILE_DIR, load_profile
@@ -81,7 +81,8 @@ def test_an_accept_length_beyond_what_the_tree_holds_saturates() -> None:
 
 
 def test_the_measured_profile_is_the_records_of_the_h200_sweep() -> None:
-    """Written by `python -m benchmarks.measured` from the fixtures; a hand edit or a new record fails."""
+    """Written by `python -m benchmarks.truth.measured_steps` from the fixtures; a hand edit or a new record
+    fails."""
     on_disk = yaml.safe_load((PROFILE_DIR / f"{MEASURED_PROFILE}.yaml").read_text())
     assert on_disk == yaml.safe_load(yaml.safe_dump(profile_mapping(measured_cells())))
     trees = {tree_key(c.tree) for c in measured_cells()}

@@ -257,8 +257,21 @@ def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
     )
 
 
-def _percent(x: float) -> str:
+def percent(x: float) -> str:
+    """A relative figure as the verdicts print it: 0.123 -> "12.3 %"."""
     return f"{100 * x:.1f} %"
+
+
+def lead(a: float, b: float) -> float:
+    """``a``'s relative lead over ``b`` (negative: behind; infinite over a figure of nothing)."""
+    return a / b - 1 if b > 0 else float("inf")
+
+
+def clearly_ahead(a: float, b: float, limit: float) -> bool:
+    """Whether ``a`` leads ``b`` by more than ``limit``, the gap noise alone opens between them at 95 %: the
+    one test every comparison of the answer makes, the verdict's and each concurrency level's
+    (`answer.levels`), from either side."""
+    return lead(a, b) > limit
 
 
 def _counts(a: Group, b: Group) -> str:
@@ -290,31 +303,31 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
             ci95=ci,
         )
     runner = groups[1]
-    gap = best.median / runner.median - 1 if runner.median > 0 else float("inf")
+    gap = lead(best.median, runner.median)
     limit = noise.gap_noise(n, len(runner.numbers))
-    call = Call.CLEARLY_AHEAD if gap > limit else Call.TOO_CLOSE
-    lead = f"{_percent(gap)} ahead of"
+    call = Call.CLEARLY_AHEAD if clearly_ahead(best.median, runner.median, limit) else Call.TOO_CLOSE
+    standing = f"{percent(gap)} ahead of"
     if gap < 0 and best.predicted:  # ranked first on its estimate, which the model's prediction moved
-        lead = (
-            f"{_percent(-gap)} behind {runner.subject()} by median but ranked first, the speculation model "
+        standing = (
+            f"{percent(-gap)} behind {runner.subject()} by median but ranked first, the speculation model "
             "fitted on every launch predicting it ahead (each figure pulled toward the model's by the "
             "noise of its own launches); the gap to"
         )
     elif gap < 0:  # ranked first on its estimate: the runner-up's higher median stands on fewer launches
-        lead = (
-            f"{_percent(-gap)} behind {runner.subject()} by median but ranked first, its figure the surer "
+        standing = (
+            f"{percent(-gap)} behind {runner.subject()} by median but ranked first, its figure the surer "
             "of the two, the runner-up's pulled toward the rest by its fewer launches; the gap to"
         )
     close = [
         g.numbers[0]
         for g in groups[1:]
-        if g.median > 0 and best.median / g.median - 1 <= noise.gap_noise(n, len(g.numbers))
+        if g.median > 0 and not clearly_ahead(best.median, g.median, noise.gap_noise(n, len(g.numbers)))
     ]
     # The figure is the threshold of this comparison (what noise alone opens between these two at 95 %,
     # with their launch counts), not the node's noise: it was once labelled so, and read as such.
     statement = (
-        f"{_counts(best, runner)}: {best.subject()} is {lead} {runner.subject()}; noise "
-        f"alone opens gaps of up to {_percent(limit)} in this comparison ({noise.describe()}), so "
+        f"{_counts(best, runner)}: {best.subject()} is {standing} {runner.subject()}; noise "
+        f"alone opens gaps of up to {percent(limit)} in this comparison ({noise.describe()}), so "
         f"{call.value}"
     )
     # Each by all its launches: a configuration launched three times named by its first read as one launch.

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.config.adaptive import CONFIG_FILE
-from orchestrator.driver.answer.choose import Group, NospecComparison
+from orchestrator.driver.answer.choose import Group, NospecComparison, clearly_ahead, lead, percent
 from orchestrator.records import ServerConfig, TrialRecord
 
 
@@ -47,8 +47,8 @@ class LevelComparison(BaseModel):
         sign = "+" if self.gap >= 0 else ""
         return (
             f"{self.concurrency} concurrent: {self.speculative_tok_per_s:.1f} against "
-            f"{self.baseline_tok_per_s:.1f} tok/s ({sign}{100 * self.gap:.1f} %, noise up to "
-            f"{100 * self.noise:.1f} %): {self.call.value}"
+            f"{self.baseline_tok_per_s:.1f} tok/s ({sign}{percent(self.gap)}, noise up to "
+            f"{percent(self.noise)}): {self.call.value}"
         )
 
 
@@ -75,19 +75,18 @@ def level_calls(records: Sequence[TrialRecord], comparison: NospecComparison) ->
         a, b = _at(records, spec, concurrency), _at(records, base, concurrency)
         if a is None or b is None or b <= 0:
             continue
-        gap = a / b - 1
-        # The same two-sided test as the verdict, from either side.
+        # The verdict's own test, from either side.
         call = LevelCall.TOO_CLOSE
-        if gap > limit:
+        if clearly_ahead(a, b, limit):
             call = LevelCall.PAYS
-        elif b / a - 1 > limit:
+        elif clearly_ahead(b, a, limit):
             call = LevelCall.LOSES
         out.append(
             LevelComparison(
                 concurrency=concurrency,
                 speculative_tok_per_s=a,
                 baseline_tok_per_s=b,
-                gap=gap,
+                gap=lead(a, b),
                 noise=limit,
                 call=call,
             )

@@ -2,7 +2,8 @@
 
 `Sweep` decides what to launch, where, whether to prune, and what a result means; an `Executor` only runs
 trials and carries their reports. `cluster.RayExecutor` runs them as Ray tasks, one per whole node; a test
-or a benchmark can run the same `Sweep` on an in-process executor (no Ray, no wall clock).
+or a benchmark can run the same `Sweep` on an in-process executor (no Ray, no wall clock), built on
+`OneNodeExecutor`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
+from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.errors import TrialError, TrialLost
 from orchestrator.records import TrialResult
 from orchestrator.trial_events import TrialEvent, TrialRequest
 
 # How a trial ends without a result, as `Executor.result` raises it (`orchestrator.errors`).
-__all__ = ["Executor", "Handle", "TrialError", "TrialLost"]
+__all__ = ["Executor", "Handle", "OneNodeExecutor", "TrialError", "TrialLost"]
 
 Handle = Hashable  # what `submit` returns: the executor's name for one running trial
 
@@ -54,3 +56,35 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """After a `Sweep.run`: release what `open` took."""
+
+
+class OneNodeExecutor:
+    """What every in-process `Executor` on one node with one trial slot does alike: a subclass runs trials
+    in the driver's own process (`submit`, `wait`, `result`), so there is no event channel to open or
+    close, no node health to show and nothing to cancel, and a trial that is not stage by stage has no
+    verdict to hear. The tests and the search benchmark build theirs on it."""
+
+    def __init__(self, node_id: str, gpus: float) -> None:
+        self.node_id = node_id
+        self.gpus = gpus
+
+    def open(self) -> None:
+        pass
+
+    def trial_slots(self) -> int:
+        return 1
+
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        return [{"NodeID": self.node_id, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": self.gpus}}]
+
+    def decide(self, number: int, step: int, keep_going: bool) -> None:
+        pass
+
+    def node_health(self, lines: list[str]) -> None:
+        pass
+
+    def cancel(self, handle: Handle) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -5,6 +5,7 @@ which loads a simulated node's profile, is `driver.loop.node_memory.memory_model
 
 from __future__ import annotations
 
+from orchestrator.driver.memory.facts import MemoryFacts, without_prefill_graphs
 from orchestrator.driver.memory.node_facts import (
     driver_gpu_memory_mib,
     facts_from_profile,
@@ -12,7 +13,6 @@ from orchestrator.driver.memory.node_facts import (
     shaped_facts,
 )
 from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
-from orchestrator.driver.memory.prior import MemoryFacts, without_prefill_graphs
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.memory.serving import ServingWorkload
 from orchestrator.footprint.shape import ShapeError

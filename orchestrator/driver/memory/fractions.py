@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from orchestrator.driver.memory.prior import MemoryFacts, graph_need, graphs_fit, kv_tokens, room_after_pools
+from orchestrator.driver.memory.facts import MemoryFacts
+from orchestrator.driver.memory.prior import graph_need, graphs_fit, kv_tokens, room_after_pools
 from orchestrator.records import ServerConfig
 
 LOWEST, HIGHEST = 0.0001, 0.9999  # the fractions SGLang's flag takes, inside (0, 1)

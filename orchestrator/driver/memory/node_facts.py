@@ -1,4 +1,4 @@
-"""The prior's facts of a node (`prior.MemoryFacts`): where its figures come from.
+"""The prior's facts of a node (`facts.MemoryFacts`): where its figures come from.
 
 On the simulated backend from the node's profile (a `SimulatedNodeMemory`, which names its models' config.json
 where it has them, `sim.shape_memory`, and its GPU's memory as the fake NVML shows it); on real nodes from the
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
-from orchestrator.driver.memory.prior import (
+from orchestrator.driver.memory.facts import (
     MemoryFacts,
     VersionRule,
     facts_from_shapes,
     without_prefill_graphs,
 )
+from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
 from orchestrator.driver.memory.serving import simulated_costs
 from orchestrator.footprint.graph_costs import GraphCosts
 from orchestrator.footprint.shape import ModelShape, kv_shards, load_shape

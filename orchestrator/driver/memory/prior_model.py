@@ -21,18 +21,16 @@ import logging
 from dataclasses import replace
 
 from orchestrator.driver.memory.bounds import BoundedMemoryModel
+from orchestrator.driver.memory.facts import MemoryFacts, VersionRule, with_graph_scale
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.driver.memory.learned import Correction, Prediction, started
 from orchestrator.driver.memory.node_facts import shaped_facts
 from orchestrator.driver.memory.prior import (
     Estimate,
-    MemoryFacts,
-    VersionRule,
     capture_sizes,
     embed_freed_gib,
     estimate,
     left_after_start,
-    with_graph_scale,
 )
 from orchestrator.driver.memory.serving import ServingPeak, ServingWorkload, serving_ceiling, serving_peak
 from orchestrator.footprint.shape import ModelShape

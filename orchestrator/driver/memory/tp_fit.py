@@ -10,13 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.driver.memory.prior import (
-    MemoryFacts,
-    estimate,
-    facts_from_shapes,
-    floor_fraction,
-    without_prefill_graphs,
-)
+from orchestrator.driver.memory.facts import MemoryFacts, facts_from_shapes, without_prefill_graphs
+from orchestrator.driver.memory.prior import estimate, floor_fraction
 from orchestrator.footprint.shape import ModelShape
 from orchestrator.records import ServerConfig
 from orchestrator.spec.launch_rules import valid_tps

@@ -19,9 +19,9 @@ from typing import cast
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import NoTracking
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.search.oracle_sweep import NoTracking
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.confirm import time_to_confirm
 from orchestrator.driver.dispatch.executor import Handle

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import ray
 
+from orchestrator.driver.dispatch.executor import OneNodeExecutor
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT, pick_node, pinned_to
 
 
@@ -75,3 +76,13 @@ def _where() -> str:
 @pytest.mark.slow  # starts a local Ray
 def test_pinned_options_steer_a_real_task(node_id: str) -> None:
     assert ray.get(_where.options(**pinned_to(node_id)).remote(), timeout=30) == node_id
+
+
+def test_an_in_process_executor_offers_its_one_node_with_one_slot_and_its_gpus() -> None:
+    # The tests and the search benchmark run the sweep on `OneNodeExecutor`s: the driver must place
+    # their trials exactly as on a Ray node that declares one trial slot.
+    one = OneNodeExecutor("node-a", 8.0)
+    assert one.trial_slots() == 1
+    assert pick_node(one.alive_nodes(), set(), set(), gpus=8) == "node-a"
+    assert pick_node(one.alive_nodes(), set(), set(), gpus=9) is None
+    assert pick_node(one.alive_nodes(), {"node-a"}, set()) is None

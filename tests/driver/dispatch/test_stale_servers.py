@@ -16,7 +16,7 @@ import psutil
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.oracle import Oracle
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.codec import optuna_params
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.dispatch.stale_servers import LaunchedServers, StaleVerdict, stop_server

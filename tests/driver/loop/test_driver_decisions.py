@@ -11,24 +11,23 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import optuna
 import pytest
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from benchmarks.driver import NoTracking
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.search.oracle_sweep import NoTracking
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.codec import config_from_optuna, optuna_params
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.driver.answer.confirm import rank
 from orchestrator.driver.answer.study_answer import record_answer
-from orchestrator.driver.dispatch.executor import Handle, TrialError, TrialLost
-from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.executor import Handle, OneNodeExecutor, TrialError, TrialLost
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.restore import restore
 from orchestrator.driver.loop.settle import settle
@@ -55,7 +54,7 @@ from orchestrator.trial_events import TrialEvent, TrialRequest
 NODE = "node-a"
 
 
-class InProcessExecutor:
+class InProcessExecutor(OneNodeExecutor):
     """One node, one slot; a submitted trial is finished at once with the oracle's result. `lose` maps a
     configuration to how many of its launches die with their node (`TrialLost`); `fail_every` makes
     every launch raise instead (`TrialLost` for a node that keeps dying, `TrialError` for a bug)."""
@@ -66,21 +65,12 @@ class InProcessExecutor:
         lose: dict[ServerConfig, int] | None = None,
         fail_every: type[Exception] | None = None,
     ) -> None:
+        super().__init__(NODE, float(oracle.gpus))
         self.oracle = oracle
         self.lose = dict(lose or {})
         self.fail_every = fail_every
         self.submitted: list[TrialRequest] = []
         self._requests: dict[int, TrialRequest] = {}
-
-    def open(self) -> None:
-        pass
-
-    def trial_slots(self) -> int:
-        return 1
-
-    def alive_nodes(self) -> list[dict[str, Any]]:
-        gpus = float(self.oracle.gpus)
-        return [{"NodeID": NODE, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": gpus}}]
 
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
         self.submitted.append(request)
@@ -98,18 +88,6 @@ class InProcessExecutor:
             self.lose[config] -= 1
             raise TrialLost("the node died under the trial")
         return self.oracle.evaluate(config).result(node_id=NODE)
-
-    def decide(self, number: int, step: int, keep_going: bool) -> None:
-        pass
-
-    def node_health(self, lines: list[str]) -> None:
-        pass
-
-    def cancel(self, handle: Handle) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
     def launched(self, config: ServerConfig) -> int:
         return sum(1 for r in self.submitted if r.config == config)

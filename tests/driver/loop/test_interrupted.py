@@ -14,12 +14,11 @@ import mlflow
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator import cli
 from orchestrator.driver.answer.summary import count_line, render_table, table_rows
-from orchestrator.driver.dispatch.executor import Handle
-from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.executor import Handle, OneNodeExecutor
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.commands import module_command
 from orchestrator.driver.store.study import launched_count, open_study
@@ -36,27 +35,18 @@ NODE = "node-a"
 BUDGET = 4
 
 
-class Interrupting:
+class Interrupting(OneNodeExecutor):
     """One node, one slot: a trial finishes at once with the oracle's figures, until trial
     `interrupt_at` is benchmarking; then the driver's wait raises KeyboardInterrupt (Ctrl-C). With
     `ray_gone`, cancelling and closing raise too, as when the same Ctrl-C took Ray down first."""
 
     def __init__(self, oracle: Oracle, interrupt_at: int | None = None, ray_gone: bool = False) -> None:
+        super().__init__(NODE, float(oracle.gpus))
         self.oracle = oracle
         self.interrupt_at = interrupt_at
         self.ray_gone = ray_gone
         self._requests: dict[int, TrialRequest] = {}
         self.submitted: list[int] = []
-
-    def open(self) -> None:
-        pass
-
-    def trial_slots(self) -> int:
-        return 1
-
-    def alive_nodes(self) -> list[dict[str, Any]]:
-        resources = {TRIAL_SLOT: 1.0, "GPU": float(self.oracle.gpus)}
-        return [{"NodeID": NODE, "Alive": True, "Resources": resources}]
 
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
         self._requests[request.number] = request
@@ -75,12 +65,6 @@ class Interrupting:
 
     def result(self, handle: Handle) -> TrialResult:
         return self.oracle.evaluate(self._requests[cast(int, handle)].config).result(node_id=NODE)
-
-    def decide(self, number: int, step: int, keep_going: bool) -> None:
-        pass
-
-    def node_health(self, lines: list[str]) -> None:
-        pass
 
     def cancel(self, handle: Handle) -> None:
         if self.ray_gone:

@@ -16,9 +16,9 @@ from typing import cast
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import NoTracking
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.search.oracle_sweep import NoTracking
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile
 from orchestrator.driver.answer.conclusion import conclude, sweep_answer
 from orchestrator.driver.answer.levels import LevelCall

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.oracle import Oracle
+from benchmarks.truth.oracle import Oracle
 from orchestrator import cli
 from orchestrator.config.codec import optuna_params
 from orchestrator.driver.console.progress import ProgressPrinter

@@ -8,7 +8,7 @@ from typing import Any
 import optuna
 from optuna.storages import InMemoryStorage
 
-from benchmarks.oracle import Oracle
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.codec import optuna_params
 from orchestrator.driver.loop.restore import restore
 from orchestrator.driver.store.journal import Journal

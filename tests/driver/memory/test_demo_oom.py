@@ -13,9 +13,9 @@ from pathlib import Path
 
 import optuna
 
-from benchmarks.driver import oracle_sweep, run_on_oracle
-from benchmarks.noise import Launcher
-from benchmarks.oracle import Oracle
+from benchmarks.launches.noisy import Launcher
+from benchmarks.search.oracle_sweep import oracle_sweep, run_on_oracle
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.records import FailureStage, TrialRecord, TrialStatus
 from orchestrator.sim.profile import load_profile

@@ -19,12 +19,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.driver.loop.node_memory import memory_model_for
-from orchestrator.driver.memory.prior import (
-    MemoryFacts,
-    capture_sizes,
-    decode_graphs_gib,
-    left_after_start,
-)
+from orchestrator.driver.memory.facts import MemoryFacts
+from orchestrator.driver.memory.prior import capture_sizes, decode_graphs_gib, left_after_start
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.sglang.logparse import parse_log

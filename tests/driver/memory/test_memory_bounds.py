@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.memory.bounds import BoundedMemoryModel
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.search.space import space_configs

@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.driver.memory.facts import MemoryFacts, facts_from_shapes, without_prefill_graphs
 from orchestrator.driver.memory.node_facts import kv_dtype_bytes_from_flags, prefill_disabled
-from orchestrator.driver.memory.prior import (
-    MemoryFacts,
-    estimate,
-    facts_from_shapes,
-    without_prefill_graphs,
-)
+from orchestrator.driver.memory.prior import estimate
 from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
 from orchestrator.footprint.shape import ModelShape, ShapeError, load_shape, read_config
 from orchestrator.records import FailureStage, ServerConfig

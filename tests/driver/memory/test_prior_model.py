@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.driver import oracle_sweep, run_on_oracle
-from benchmarks.noise import Launcher
-from benchmarks.oracle import Oracle
+from benchmarks.launches.noisy import Launcher
+from benchmarks.search.oracle_sweep import oracle_sweep, run_on_oracle
+from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.memory.build import build_memory_model
+from orchestrator.driver.memory.facts import facts_from_shapes
 from orchestrator.driver.memory.learned import Prediction
-from orchestrator.driver.memory.prior import estimate, facts_from_shapes
+from orchestrator.driver.memory.prior import estimate
 from orchestrator.driver.memory.prior_model import PriorMemoryModel, from_prior
 from orchestrator.footprint.shape import load_shape
 from orchestrator.records import (

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from benchmarks.noise import Launcher
-from benchmarks.oracle import Oracle
-from benchmarks.real_derived import real_derived_cases
-from benchmarks.replay import GRID_FOLDER, GRID_SPEC, ReplayOracle, load_records, same_start
-from benchmarks.search import optimum
-from benchmarks.spaces import case_spec
-from benchmarks.specsweep_runs import VARIANTS, run_sweep
+from benchmarks.launches.noisy import Launcher
+from benchmarks.search.efficiency import optimum
+from benchmarks.search.specsweep import VARIANTS, run_sweep
+from benchmarks.truth.cases import case_spec
+from benchmarks.truth.measured_grid import GRID_FOLDER, GRID_SPEC, ReplayOracle, load_records, same_start
+from benchmarks.truth.oracle import Oracle
+from benchmarks.truth.real_derived import real_derived_cases
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.loop.outcome import StopReason

@@ -12,10 +12,10 @@ from typing import cast
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import NoTracking, oracle_sweep, run_on_oracle
-from benchmarks.noise import Launcher
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.launches.noisy import Launcher
+from benchmarks.search.oracle_sweep import NoTracking, oracle_sweep, run_on_oracle
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
 from orchestrator.driver.dispatch.executor import Handle

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.proposal.policy import ProposalPolicy
 from orchestrator.driver.proposal.prospects import predict_prospects

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import Call, Verdict, answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.noise import NoiseSource

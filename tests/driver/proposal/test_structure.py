@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.proposal.structure import choose_structure, config_for, covering, fitting_config

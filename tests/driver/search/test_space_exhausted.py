@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import run_on_oracle
-from benchmarks.oracle import Oracle
-from benchmarks.spaces import CASES, case_spec
+from benchmarks.search.oracle_sweep import run_on_oracle
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.study import open_study

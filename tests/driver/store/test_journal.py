@@ -78,10 +78,10 @@ def test_the_search_benchmarks_sweeps_write_no_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # They once wrote ./unused/records/*.json into the working tree on every run of the suite.
-    from benchmarks.driver import oracle_sweep
-    from benchmarks.noise import Launcher
-    from benchmarks.oracle import Oracle
-    from benchmarks.spaces import CASES, case_spec
+    from benchmarks.launches.noisy import Launcher
+    from benchmarks.search.oracle_sweep import oracle_sweep
+    from benchmarks.truth.cases import CASES, case_spec
+    from benchmarks.truth.oracle import Oracle
     from orchestrator.sim.profile import load_profile
 
     monkeypatch.chdir(tmp_path)

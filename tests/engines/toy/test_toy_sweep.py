@@ -9,15 +9,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from optuna.storages import InMemoryStorage
 
-from benchmarks.driver import NoTracking
+from benchmarks.search.oracle_sweep import NoTracking
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile
 from orchestrator.driver.answer.conclusion import conclude
-from orchestrator.driver.dispatch.executor import Handle
-from orchestrator.driver.dispatch.placement import TRIAL_SLOT
+from orchestrator.driver.dispatch.executor import Handle, OneNodeExecutor
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import open_study
 from orchestrator.driver.store.tracking import Tracker
@@ -31,21 +30,13 @@ from tests.engines.toy.toy_spec import ToyNode, toy_data
 NODE = "toy-node"
 
 
-class ToyExecutor:
+class ToyExecutor(OneNodeExecutor):
     """One node, one slot: each trial runs in this process, its server a child of it."""
 
     def __init__(self) -> None:
+        super().__init__(NODE, 1.0)
         self.results: dict[int, TrialResult] = {}
         self.pending: dict[int, TrialRequest] = {}
-
-    def open(self) -> None:
-        pass
-
-    def trial_slots(self) -> int:
-        return 1
-
-    def alive_nodes(self) -> list[dict[str, Any]]:
-        return [{"NodeID": NODE, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": 1.0}}]
 
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
         self.pending[request.number] = request
@@ -60,18 +51,6 @@ class ToyExecutor:
 
     def result(self, handle: Handle) -> TrialResult:
         return self.results[cast(int, handle)]
-
-    def decide(self, number: int, step: int, keep_going: bool) -> None:
-        pass
-
-    def node_health(self, lines: list[str]) -> None:
-        pass
-
-    def cancel(self, handle: Handle) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def test_a_whole_sweep_runs_on_the_toy_engine(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""The strategies specsweep is scored against, and their one registry (`peers.registry`)."""

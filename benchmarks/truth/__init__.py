@@ -1,0 +1,2 @@
+"""What a configuration gives, known without a launch: the cases, the oracle, and the truth measured on real
+hardware."""
