@@ -192,18 +192,30 @@ def _event(number: int, phase: Phase, at: float, step: int | None = None) -> Pha
 def test_off_a_terminal_each_event_is_one_plain_line() -> None:
     out: list[str] = []
     printer = ProgressPrinter(4, tty=False, write=out.append)
-    p = Progress(running=1, phases={0: _event(0, Phase.GPU_CHECK, 0.0)})
+    p = Progress(running=1)
+
+    def came(event: PhaseEvent) -> None:  # as the loop files an event (`driver.loop.pruning`)
+        p.phases[event.number] = event
+        p.unshown.append(event)
+
+    came(_event(0, Phase.GPU_CHECK, 0.0))
     printer.show(p)
     printer.show(p)  # nothing new: nothing printed
-    p.phases[0] = _event(0, Phase.LOADING_WEIGHTS, 1.5)
+    came(_event(0, Phase.LOADING_WEIGHTS, 1.5))
     printer.show(p)
-    p.phases[0] = _event(0, Phase.BENCHMARK, 9.0, step=1)
+    # Two events between prints (a quick start-up): both printed, in order, not the latest alone.
+    came(_event(0, Phase.CUDA_GRAPHS, 2.0))
+    came(_event(0, Phase.WARMUP, 2.1))
+    printer.show(p)
+    came(_event(0, Phase.BENCHMARK, 9.0, step=1))
     printer.show(p)
     text = "".join(out)
     assert "\r" not in text
     assert text.splitlines() == [
         "  trial   0 started on node abcdef012345: checking GPUs",
         "  trial   0 loading weights (at 1.5 s)",
+        "  trial   0 capturing CUDA graphs (at 2.0 s)",
+        "  trial   0 warming up (at 2.1 s)",
         "  trial   0 benchmarking stage 2 of 2 (at 9.0 s)",
     ]
 
