@@ -14,7 +14,18 @@
 #                                                 background (its own session, log in $PAIR/run.log), so one
 #                                                 call's time limit never cuts it
 #   bash tools/pair/on-node.sh wait [SECONDS]     follow that run until it ends or SECONDS pass (default 560),
-#                                                 then copy what it has so far into $OUT
+#                                                 then copy what it has so far into $OUT (the draft too, in
+#                                                 pieces, once the run has ended)
+#   bash tools/pair/on-node.sh sweep SPEC DIR BUDGET [--resume]
+#                                                 the product's sweep of SPEC into DIR in the background (its
+#                                                 own session), starting no trial after BUDGET seconds
+#   bash tools/pair/on-node.sh sweep-wait DIR [SECONDS]
+#                                                 follow that sweep, then copy its console and its folder
+#                                                 (stores, logs, records; a tar under the transfer's limits)
+#                                                 into $OUT, to be carried back for --resume on a later node
+#   bash tools/pair/on-node.sh sweep-in DIR       a sweep's folder brought back by sweep-wait, put back in DIR
+#   bash tools/pair/on-node.sh draft-in           the draft brought back by `wait` (.pair/draft.tar.NN), put
+#                                                 where `prepare` looks, so that `prepare` skips retraining
 # Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
 #
 # Settings: PAIR (default /tmp/pair), SEED (0), TRAIN_PROMPTS (4000), TTT_STEPS (6), EPOCHS (10), LR (5e-4),
@@ -116,8 +127,47 @@ case "$stage" in
         if [ -f "$PAIR/$f" ]; then cp "$PAIR/$f" "$OUT/"; fi
       done
       if [ -d "$PAIR/accept" ]; then tar -C "$PAIR/accept" -czf "$OUT/accept-logs.tgz" . 2>/dev/null || true; fi
+      # The draft itself (never committed) in pieces under the transfer's file limit, so that a later node
+      # serves the same weights instead of training again.
+      if [ -f "$PAIR/run.rc" ] && [ -f "$PAIR/draft/model.safetensors" ]; then
+        tar -C "$PAIR" -cf - draft | split -b 12000000 -d - "$OUT/draft.tar."
+      fi
     fi
     if [ -f "$PAIR/run.rc" ]; then echo "run ended: rc $(cat "$PAIR/run.rc")"; else echo "still running"; fi
+    ;;
+  draft-in)
+    mkdir -p "$PAIR"
+    cat .pair/draft.tar.[0-9][0-9] | tar -C "$PAIR" -xf -
+    sha256sum "$PAIR/draft/model.safetensors"
+    ;;
+  sweep-in)
+    # A sweep's folder brought back by sweep-wait (.pair/sweep-out.tgz.NN), where it was, for --resume.
+    dir=${2:?sweep-in needs DIR}
+    mkdir -p "$(dirname "$dir")"
+    cat .pair/sweep-out.tgz.[0-9][0-9] | tar -C "$(dirname "$dir")" -xzf -
+    ls "$dir"
+    ;;
+  sweep)
+    spec=${2:?sweep needs SPEC DIR BUDGET}
+    dir=${3:?sweep needs SPEC DIR BUDGET}
+    budget=${4:?sweep needs SPEC DIR BUDGET}
+    mkdir -p "$dir"
+    rm -f "$dir.rc"
+    setsid bash -c "$PY -m orchestrator.sweep '$spec' --no-dashboard --out '$dir' --time-budget '$budget' ${5:-}; \
+      echo \$? > '$dir.rc'" >> "$dir.console" 2>&1 < /dev/null &
+    echo "sweep started in the background (pid $!), console $dir.console"
+    ;;
+  sweep-wait)
+    dir=${2:?sweep-wait needs DIR}
+    limit=${3:-560}
+    end=$(( $(date +%s) + limit ))
+    while [ ! -f "$dir.rc" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
+    tail -60 "$dir.console" || true
+    if [ -n "${OUT:-}" ]; then
+      cp "$dir.console" "$OUT/sweep-console.txt" 2>/dev/null || true
+      tar -C "$(dirname "$dir")" -czf - "$(basename "$dir")" | split -b 15000000 -d - "$OUT/sweep-out.tgz."
+    fi
+    if [ -f "$dir.rc" ]; then echo "sweep ended: rc $(cat "$dir.rc")"; else echo "sweep still running"; fi
     ;;
   *)
     echo "on-node: unknown stage $stage" >&2; exit 2 ;;
