@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 from orchestrator.records import TrialRecord, TrialStatus
 from orchestrator.report import overlap
 from orchestrator.report.answer import answer_so_far
+from orchestrator.report.axes import integer_ticks, single_fraction_range
 from orchestrator.report.data import Outcome, RunReadBack, pareto_front
 
 LABELS = {
@@ -72,26 +73,6 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
 
 def _ok(rows: Sequence[RunReadBack]) -> list[RunReadBack]:
     return [r for r in rows if r.status == TrialStatus.OK.value and r.tok_s is not None]
-
-
-def integer_ticks(rows: Sequence[RunReadBack], name: str) -> dict[str, object]:
-    """Ticks at the values tried for a value that only takes integers (top-k 1.5 means nothing);
-    nothing for a fraction, whose axis plotly ticks well by itself."""
-    values = sorted({v for r in rows if (v := r.value(name)) is not None})
-    if not values or any(v != int(v) for v in values):
-        return {}
-    if len(values) > 12:  # a wide range: plotly's own spacing, kept to whole numbers
-        return {"tickformat": "d", "dtick": max(1, round((values[-1] - values[0]) / 8))}
-    return {"tickmode": "array", "tickvals": [int(v) for v in values]}
-
-
-def single_fraction_range(values: Sequence[float]) -> dict[str, object]:
-    """A narrow range for a fraction every point of a panel shares (the trees all launched at one
-    memory fraction): plotly ranges a single value +- 1, the point alone between 0 and 2."""
-    distinct = set(values)
-    if len(distinct) != 1 or (value := distinct.pop()) == int(value):
-        return {}
-    return {"range": [value - 0.02, value + 0.02]}
 
 
 def feasibility_figure(rows: Sequence[RunReadBack]) -> go.Figure:
