@@ -20,7 +20,7 @@ from orchestrator.driver.search.space import suggest_config
 from orchestrator.driver.store.study import tell
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import command_argv
 from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
 from orchestrator.records import (
@@ -121,7 +121,7 @@ LAUNCH = LaunchSettings(
 
 
 def _command(config: ServerConfig) -> tuple[str, ...]:
-    return command_argv(LAUNCH, config, version="0.5.9", port=30000, tp_size=1)
+    return command_argv(TrialLaunch(LAUNCH, config, version="0.5.9", port=30000, tp_size=1))
 
 
 def result_of(p: Planned) -> TrialResult:

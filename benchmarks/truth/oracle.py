@@ -26,7 +26,7 @@ from benchmarks.truth.lockstep import client_view
 from orchestrator.config import adaptive
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.engines import engine_for
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.footprint.sglang_defaults import INIT_NEW_TOKEN_RATIO
 from orchestrator.records import (
     Failure,
@@ -171,12 +171,14 @@ class Oracle:
         """The launch's flags as the trial renders them, resolved by SGLang's rules as the server does."""
         argv = [
             *self._engine.flags(
-                LaunchSettings.from_spec(self.spec),
-                config,
-                version=self.profile.sglang_version,
-                port=30000,
-                tp_size=self.gpus,
-                adaptive_config_path=adaptive.CONFIG_FILE,
+                TrialLaunch(
+                    LaunchSettings.from_spec(self.spec),
+                    config,
+                    version=self.profile.sglang_version,
+                    port=30000,
+                    tp_size=self.gpus,
+                    adaptive_config_path=adaptive.CONFIG_FILE,
+                )
             ),
             "--sim-profile",
             self.profile.name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from orchestrator.config import adaptive
 from orchestrator.engines.api import ServerApi
 from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
 from orchestrator.records import ServerConfig
@@ -22,7 +23,7 @@ from orchestrator.spec.sweep_spec import SweepSpec
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["Engine", "EngineName", "LaunchSettings", "LogReader", "read_all"]
+__all__ = ["Engine", "EngineName", "LaunchSettings", "LogReader", "TrialLaunch", "read_all"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,20 @@ class LaunchSettings:
             python=spec.server.python,
             secret_flags=tuple(spec.server.secret_flags),
         )
+
+
+@dataclass(frozen=True)
+class TrialLaunch:
+    """One launch of one configuration, all its command is rendered from: the configuration, what the
+    spec launches it with, the engine's version on the node (flags are spelled per version), the port and
+    the tensor-parallel size the sweep gives it, and where adaptive speculation's tiers file lies."""
+
+    settings: LaunchSettings
+    config: ServerConfig
+    version: str
+    port: int
+    tp_size: int
+    adaptive_config_path: str = adaptive.CONFIG_FILE
 
 
 class LogReader(Protocol):
@@ -105,16 +120,7 @@ class Engine(Protocol):
         """Why ``config`` cannot launch on this version of the engine; '' when it can."""
         ...
 
-    def flags(
-        self,
-        settings: LaunchSettings,
-        config: ServerConfig,
-        *,
-        version: str,
-        port: int,
-        tp_size: int,
-        adaptive_config_path: str,
-    ) -> list[str]:
+    def flags(self, launch: TrialLaunch) -> list[str]:
         """The engine's own flags for one trial, in a stable order (`engines.launch.command_argv` puts
         them after the module)."""
         ...

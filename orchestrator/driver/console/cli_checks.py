@@ -83,17 +83,17 @@ def check_weights_fit(spec: SweepSpec) -> None:
     target = readable_shape(spec.model.path)
     if target is None:
         return
-    from orchestrator.driver.memory.node_facts import kv_dtype_bytes_from_flags, prefill_disabled
+    from orchestrator.driver.memory.node_facts import kv_dtype_bytes
     from orchestrator.driver.memory.tp_fit import NodeShape, smallest_tp, weights_exceed
 
     draft = readable_shape(spec.model.draft_path)
-    flags = spec.server.flags
+    fixed = spec.server.fixed
     node = NodeShape(
         target,
         draft,
         gpu_mib,
-        prefill_graphs=not prefill_disabled(flags),
-        kv_dtype_bytes=kv_dtype_bytes_from_flags(flags),
+        prefill_graphs=fixed.prefill_graphs,
+        kv_dtype_bytes=kv_dtype_bytes(fixed.kv_cache_dtype),
     )
     search = spec.search
     # The lightest point of the space: the weights decide, not the memory flags.

@@ -16,15 +16,13 @@ from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.memory.serving import ServingWorkload
 from orchestrator.footprint.shape import ShapeError
-from orchestrator.secrets import flag_value
 from orchestrator.spec.sweep_spec import SweepSpec
 
 
 def serving_workload_of(spec: SweepSpec, profile: SimulatedNodeMemory | None) -> ServingWorkload:
     """The load the forwards must fit: the workload's highest concurrency and prompt length, with the
     chunked prefill size of the server's flags, else the simulated node's, else SGLang's default."""
-    chunk = flag_value(spec.server.flags, "--chunked-prefill-size")
-    size = int(chunk) if chunk is not None and chunk.lstrip("-").isdigit() and int(chunk) > 0 else None
+    size = spec.server.fixed.chunked_prefill_size
     if size is None and profile is not None:
         size = profile.chunked_prefill_size
     return ServingWorkload(max(spec.workload.concurrency), spec.workload.input_len, size)

@@ -8,7 +8,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from orchestrator.config import adaptive
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import TrialLaunch
 from orchestrator.engines.sglang import command
 from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.engines.sglang.wire import SGLANG_API, SglangApi
@@ -51,24 +51,8 @@ class SglangEngine:
     def unsupported(self, config: ServerConfig, version: str) -> str:
         return adaptive.unsupported(config, version, command.parse_version(version))
 
-    def flags(
-        self,
-        settings: LaunchSettings,
-        config: ServerConfig,
-        *,
-        version: str,
-        port: int,
-        tp_size: int,
-        adaptive_config_path: str,
-    ) -> list[str]:
-        return command.sglang_flags(
-            settings,
-            config,
-            version=version,
-            port=port,
-            tp_size=tp_size,
-            adaptive_config_path=adaptive_config_path,
-        )
+    def flags(self, launch: TrialLaunch) -> list[str]:
+        return command.render_flags(launch)
 
     def flag_name(self, param: str, version: str) -> str:
         return command.flag_name(param, version)

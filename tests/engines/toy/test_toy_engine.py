@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engines import engine_for
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import launch_plan
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialStatus
@@ -63,12 +63,14 @@ def test_the_launch_plan_is_the_toys_module_and_flags() -> None:
     plan = launch_plan(spec, config, version="1.2", port=4321, tp_size=1, adaptive_config_path="a.json")
     assert plan.argv[:3] == (sys.executable, "-m", "toy_server")
     flags = TOY.flags(
-        LaunchSettings.from_spec(spec),
-        config,
-        version="1.2",
-        port=4321,
-        tp_size=1,
-        adaptive_config_path="a.json",
+        TrialLaunch(
+            LaunchSettings.from_spec(spec),
+            config,
+            version="1.2",
+            port=4321,
+            tp_size=1,
+            adaptive_config_path="a.json",
+        )
     )
     assert plan.argv[3:] == tuple(flags)
     assert "--toy-batch" in flags and not [f for f in flags if f.startswith(("--model-path", "--tp-size"))]

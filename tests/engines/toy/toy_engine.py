@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import engines
 from orchestrator.engines.api import Endpoints, StreamEnd
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import TrialLaunch
 from orchestrator.engines.logrecords import LogEvent, LogReport
 from orchestrator.records import (
     Failure,
@@ -209,21 +209,13 @@ class ToyEngine:
     def unsupported(self, config: ServerConfig, version: str) -> str:
         return "the toy has no adaptive speculation" if config.speculative_adaptive else ""
 
-    def flags(
-        self,
-        settings: LaunchSettings,
-        config: ServerConfig,
-        *,
-        version: str,
-        port: int,
-        tp_size: int,
-        adaptive_config_path: str,
-    ) -> list[str]:
+    def flags(self, launch: TrialLaunch) -> list[str]:
+        settings, config = launch.settings, launch.config
         return [
             "--toy-model",
             settings.model_path,
             "--toy-gpus",
-            str(tp_size),
+            str(launch.tp_size),
             PARAM_FLAGS["max_running_requests"],
             str(config.max_running_requests),
             PARAM_FLAGS["mem_fraction_static"],
@@ -232,7 +224,7 @@ class ToyEngine:
             "--toy-host",
             settings.host,
             "--toy-port",
-            str(port),
+            str(launch.port),
         ]
 
     def flag_name(self, param: str, version: str) -> str:
