@@ -193,7 +193,11 @@ class Oracle:
         p = self.profile
         account = memory_account(plan)
         resolved = ResolvedLaunch(
-            mem_fraction_static=args.mem_fraction_static, cuda_graph_max_bs=args.cuda_graph_max_bs
+            mem_fraction_static=args.mem_fraction_static,
+            cuda_graph_max_bs=args.cuda_graph_max_bs,
+            speculative_num_steps=args.speculative_num_steps,
+            speculative_eagle_topk=args.speculative_eagle_topk,
+            speculative_num_draft_tokens=args.speculative_num_draft_tokens,
         )
         startup = p.import_s + sum(s.real_s for s in plan.steps)
         if plan.failure is not None:
