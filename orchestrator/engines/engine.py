@@ -3,9 +3,10 @@
 A trial asks the spec's engine (`engines.engine_for(spec.engine)`) for everything that is the engine's
 own: the module a node launches and the flags it renders, which flags it owns, which configurations its
 version can run, the reader that follows its log into a `LogReport`, its HTTP API as the benchmark
-client speaks it (`engines.api.ServerApi`) and its cache flush. The memory prior (`driver/memory/`) and
-the search-space rules (`spec.search`, `driver/search/space.py`) stay SGLang's for now: they are fitted on
-SGLang's accounting and not routed through the engine.
+client speaks it (`engines.api.ServerApi`), its cache flush, and its search space (`Engine.space`: the
+fields it can be searched in, which the spec's search block is checked against, and whether the memory
+prior, fitted on SGLang's accounting, applies to it). The configuration record and the search-space rules
+(`spec.search`, `driver/search/space.py`) stay SGLang's for now.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from orchestrator.engines.api import ServerApi
 from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
 from orchestrator.records import ServerConfig
 from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.engine_space import EngineSpace
 from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -108,6 +110,11 @@ class Engine(Protocol):
 
     @property
     def api(self) -> ServerApi: ...
+
+    @property
+    def space(self) -> EngineSpace:
+        """What the engine is searched in: its fields and flags, and whether the memory prior applies."""
+        ...
 
     def installed_version(self, python: str) -> str:
         """The engine's version on this node ('' or 'unknown' when unreadable); ``python`` is the spec's

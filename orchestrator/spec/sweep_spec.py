@@ -26,6 +26,7 @@ from orchestrator.spec.search import (
     SpecError,
     SpecModel,
     known_good_problems,
+    searched_fields,
 )
 from orchestrator.spec.server_spec import ServerSpec as ServerSpec
 from orchestrator.spec.unique_yaml import DuplicateKeyError, load_yaml
@@ -236,6 +237,20 @@ class SweepSpec(SpecModel):
             raise ValueError(
                 f"backend 'sglang' means SGLang on real GPUs, and engine is {self.engine!r}; "
                 "write backend: real"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _searched_by_the_engine(self) -> SweepSpec:
+        """A value searched over several values that the engine has no flag for would launch one server
+        under several names; refused, naming the engine's own fields."""
+        space = catalog.space(self.engine)
+        unknown = space.unknown(searched_fields(self.search)) if space is not None else []
+        if space is not None and unknown:
+            raise ValueError(
+                f"search: the {self.engine} engine has no {', '.join(unknown)}; give "
+                f"{'it one value' if len(unknown) == 1 else 'each one value'} (choices: [x]), or search only "
+                f"the engine's fields: {', '.join(space.names)}"
             )
         return self
 

@@ -77,8 +77,10 @@ def check_draft_algorithm(spec: SweepSpec) -> None:
 def check_weights_fit(spec: SweepSpec) -> None:
     """Weights that alone exceed the node's GPUs at its tp, refused before anything starts with the tp
     that would hold them. Only with `memory.gpu_memory_mib`: the driver's own GPU may not be the nodes'."""
+    from orchestrator.driver.memory.build import prior_applies
+
     gpu_mib = spec.memory.gpu_memory_mib
-    if spec.node_kind is not NodeKind.REAL or not spec.memory.prior or gpu_mib is None:
+    if spec.node_kind is not NodeKind.REAL or not prior_applies(spec) or gpu_mib is None:
         return
     target = readable_shape(spec.model.path)
     if target is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.driver.memory.build import build_memory_model, serving_workload_of
+from orchestrator.driver.memory.build import build_memory_model, prior_applies, serving_workload_of
 from orchestrator.driver.memory.learned import kv_heads_of
 from orchestrator.driver.memory.node_facts import kv_dtype_bytes
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
@@ -30,7 +30,7 @@ def memory_model_for(
     return build_memory_model(
         spec.node.gpus,
         kv_heads_of(spec.model.path),
-        use_prior=spec.memory.prior,
+        use_prior=prior_applies(spec),
         profile=profile,
         target_dir=spec.model.path,
         draft_dir=spec.model.draft_path,

@@ -15,8 +15,16 @@ from orchestrator.driver.memory.node_facts import (
 from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.memory.serving import ServingWorkload
+from orchestrator.engines import engine_for
 from orchestrator.footprint.shape import ShapeError
 from orchestrator.spec.sweep_spec import SweepSpec
+
+
+def prior_applies(spec: SweepSpec) -> bool:
+    """The spec asks for the prior and its engine's space has the defaults the prior is fitted on
+    (SGLang's graph and scheduler constants, its memory account); another engine is searched from its
+    launches alone."""
+    return spec.memory.prior and engine_for(spec.engine).space.memory_defaults
 
 
 def serving_workload_of(spec: SweepSpec, profile: SimulatedNodeMemory | None) -> ServingWorkload:

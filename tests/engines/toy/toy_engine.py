@@ -27,6 +27,7 @@ from orchestrator.records import (
     ResolvedLaunch,
     ServerConfig,
 )
+from orchestrator.spec.engine_space import EngineSpace, FieldKind, SpaceField
 
 if TYPE_CHECKING:
     import aiohttp
@@ -39,6 +40,17 @@ TOY_ENDPOINTS = Endpoints(
 )
 # The flags the toy's searched values go by (`ToyEngine.flag_name`, the rendered command, the report).
 PARAM_FLAGS = {"mem_fraction_static": "--toy-fraction", "max_running_requests": "--toy-batch"}
+
+# The toy is searched in its fraction and its batch alone, under its own flags; the memory prior, fitted on
+# SGLang's accounting, does not apply to it (no memory defaults).
+TOY_SPACE = EngineSpace(
+    fields=(
+        SpaceField(
+            "mem_fraction_static", FieldKind.FLOAT, PARAM_FLAGS["mem_fraction_static"], low=0.0, high=1.0
+        ),
+        SpaceField("max_running_requests", FieldKind.INT, PARAM_FLAGS["max_running_requests"], low=1.0),
+    ),
+)
 
 _STARTING = re.compile(r"^[\d.]+ starting: ")
 _WEIGHTS = re.compile(r"^weights loaded: (?P<gib>[\d.]+) GiB, (?P<free>[\d.]+) GiB free")
@@ -199,6 +211,7 @@ class ToyEngine:
         {"--toy-model", "--toy-gpus", "--toy-batch", "--toy-fraction", "--toy-host", "--toy-port"}
     )
     api: ToyApi = ToyApi()
+    space: EngineSpace = TOY_SPACE
 
     def installed_version(self, python: str) -> str:
         return "1.2"
