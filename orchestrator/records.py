@@ -226,13 +226,20 @@ class MemoryAccount:
 
 @dataclass(frozen=True)
 class ResolvedLaunch:
-    """The launch values the sweep sets, as SGLang settled on them (its log); None where not printed."""
+    """The launch values the sweep sets, as SGLang settled on them (its log); None where not printed.
+
+    They may differ from the configuration asked (`TrialResult.config`): SGLang adjusts the draft tokens to
+    steps + 1 under top-k 1, picks its own tree when none is given, resets the running requests under
+    speculation. The record keeps both, so a result says which server actually ran."""
 
     mem_fraction_static: float | None = None
     cuda_graph_max_bs: int | None = None
     max_running_requests: int | None = None
     effective_max_running_requests: int | None = None  # from the max_total_num_tokens=... line
     max_running_requests_reset_to: int | None = None  # "Max running requests is reset to 48 ..."
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
 
     def as_dict(self) -> dict[str, float | int]:
         """The values that are set, under the field names (MLflow metrics, JSON)."""

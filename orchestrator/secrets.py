@@ -38,14 +38,6 @@ def secret_values(flags: Sequence[str], extra_flags: Iterable[str] = ()) -> tupl
     return tuple(sorted({v for v in values if v}, key=len, reverse=True))
 
 
-def flag_value(flags: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(flags):
-        name, eq, value = arg.partition("=")
-        if name == flag:
-            return value if eq else (flags[i + 1] if i + 1 < len(flags) else None)
-    return None
-
-
 def mask_argv(argv: Sequence[str], extra_flags: Iterable[str] = ()) -> tuple[str, ...]:
     """The argument list with every secret flag's value replaced by the mask."""
     names = SECRET_FLAGS | set(extra_flags)

@@ -13,14 +13,13 @@ import optuna
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.config.codec import optuna_params
 from orchestrator.driver.loop import observers as obs
 from orchestrator.driver.loop.settle import settle
-from orchestrator.driver.search.space import suggest_config
+from orchestrator.driver.search.space import params_for, suggest_config
 from orchestrator.driver.store.study import tell
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import command_argv
 from orchestrator.mlflow_schema import SWEEP_KIND, Param, Tag, sweep_tags
 from orchestrator.records import (
@@ -121,7 +120,7 @@ LAUNCH = LaunchSettings(
 
 
 def _command(config: ServerConfig) -> tuple[str, ...]:
-    return command_argv(LAUNCH, config, version="0.5.9", port=30000, tp_size=1)
+    return command_argv(TrialLaunch(LAUNCH, config, version="0.5.9", port=30000, tp_size=1))
 
 
 def result_of(p: Planned) -> TrialResult:
@@ -168,7 +167,7 @@ def run_plan(study: optuna.Study, tracker: Tracker, plan: tuple[Planned, ...]) -
     speedup = obs.Speedup()
     records = []
     for p in plan:
-        study.enqueue_trial(optuna_params(p.config, spec.search), user_attrs={TrialAttr.BASELINE: p.baseline})
+        study.enqueue_trial(params_for(p.config, spec.search), user_attrs={TrialAttr.BASELINE: p.baseline})
         trial = study.ask()
         assert trial.number == p.number and suggest_config(trial, spec.search) == p.config
         settled = settle(result_of(p), spec, p.pruned_at)

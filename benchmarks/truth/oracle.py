@@ -26,7 +26,7 @@ from benchmarks.truth.lockstep import client_view
 from orchestrator.config import adaptive
 from orchestrator.driver.memory.kv_admission import retracts
 from orchestrator.engines import engine_for
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.footprint.sglang_defaults import INIT_NEW_TOKEN_RATIO
 from orchestrator.records import (
     Failure,
@@ -171,12 +171,14 @@ class Oracle:
         """The launch's flags as the trial renders them, resolved by SGLang's rules as the server does."""
         argv = [
             *self._engine.flags(
-                LaunchSettings.from_spec(self.spec),
-                config,
-                version=self.profile.sglang_version,
-                port=30000,
-                tp_size=self.gpus,
-                adaptive_config_path=adaptive.CONFIG_FILE,
+                TrialLaunch(
+                    LaunchSettings.from_spec(self.spec),
+                    config,
+                    version=self.profile.sglang_version,
+                    port=30000,
+                    tp_size=self.gpus,
+                    adaptive_config_path=adaptive.CONFIG_FILE,
+                )
             ),
             "--sim-profile",
             self.profile.name,
@@ -191,7 +193,11 @@ class Oracle:
         p = self.profile
         account = memory_account(plan)
         resolved = ResolvedLaunch(
-            mem_fraction_static=args.mem_fraction_static, cuda_graph_max_bs=args.cuda_graph_max_bs
+            mem_fraction_static=args.mem_fraction_static,
+            cuda_graph_max_bs=args.cuda_graph_max_bs,
+            speculative_num_steps=args.speculative_num_steps,
+            speculative_eagle_topk=args.speculative_eagle_topk,
+            speculative_num_draft_tokens=args.speculative_num_draft_tokens,
         )
         startup = p.import_s + sum(s.real_s for s in plan.steps)
         if plan.failure is not None:

@@ -21,9 +21,10 @@ _REGISTRY: dict[str, Engine] = {}
 
 
 def register(engine: Engine) -> None:
-    """Make ``engine`` the one named ``engine.name``: the spec accepts `engine: <name>` from now on."""
+    """Make ``engine`` the one named ``engine.name``: the spec accepts `engine: <name>` from now on, and
+    checks its search block against the engine's space."""
     _REGISTRY[str(engine.name)] = engine
-    catalog.declare(engine.name, engine.owned_flags)
+    catalog.declare(engine.name, engine.owned_flags, engine.space)
 
 
 def engine_for(name: str) -> Engine:

@@ -3,9 +3,10 @@
 A trial asks the spec's engine (`engines.engine_for(spec.engine)`) for everything that is the engine's
 own: the module a node launches and the flags it renders, which flags it owns, which configurations its
 version can run, the reader that follows its log into a `LogReport`, its HTTP API as the benchmark
-client speaks it (`engines.api.ServerApi`) and its cache flush. The memory prior (`driver/memory/`) and
-the search-space rules (`spec.search`, `driver/search/space.py`) stay SGLang's for now: they are fitted on
-SGLang's accounting and not routed through the engine.
+client speaks it (`engines.api.ServerApi`), its cache flush, and its search space (`Engine.space`: the
+fields it can be searched in, which the spec's search block is checked against, and whether the memory
+prior, fitted on SGLang's accounting, applies to it). The configuration record and the search-space rules
+(`spec.search`, `driver/search/space.py`) stay SGLang's for now.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from orchestrator.config import adaptive
 from orchestrator.engines.api import ServerApi
 from orchestrator.engines.logrecords import LogEvent, LogReport, ResolvedArgs
 from orchestrator.records import ServerConfig
 from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.engine_space import EngineSpace
 from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["Engine", "EngineName", "LaunchSettings", "LogReader", "read_all"]
+__all__ = ["Engine", "EngineName", "LaunchSettings", "LogReader", "TrialLaunch", "read_all"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,20 @@ class LaunchSettings:
             python=spec.server.python,
             secret_flags=tuple(spec.server.secret_flags),
         )
+
+
+@dataclass(frozen=True)
+class TrialLaunch:
+    """One launch of one configuration, all its command is rendered from: the configuration, what the
+    spec launches it with, the engine's version on the node (flags are spelled per version), the port and
+    the tensor-parallel size the sweep gives it, and where adaptive speculation's tiers file lies."""
+
+    settings: LaunchSettings
+    config: ServerConfig
+    version: str
+    port: int
+    tp_size: int
+    adaptive_config_path: str = adaptive.CONFIG_FILE
 
 
 class LogReader(Protocol):
@@ -94,6 +111,11 @@ class Engine(Protocol):
     @property
     def api(self) -> ServerApi: ...
 
+    @property
+    def space(self) -> EngineSpace:
+        """What the engine is searched in: its fields and flags, and whether the memory prior applies."""
+        ...
+
     def installed_version(self, python: str) -> str:
         """The engine's version on this node ('' or 'unknown' when unreadable); ``python`` is the spec's
         interpreter ('' = the worker's own)."""
@@ -105,16 +127,7 @@ class Engine(Protocol):
         """Why ``config`` cannot launch on this version of the engine; '' when it can."""
         ...
 
-    def flags(
-        self,
-        settings: LaunchSettings,
-        config: ServerConfig,
-        *,
-        version: str,
-        port: int,
-        tp_size: int,
-        adaptive_config_path: str,
-    ) -> list[str]:
+    def flags(self, launch: TrialLaunch) -> list[str]:
         """The engine's own flags for one trial, in a stable order (`engines.launch.command_argv` puts
         them after the module)."""
         ...

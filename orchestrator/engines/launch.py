@@ -1,7 +1,8 @@
 """A trial's command line, rendered once: the spec's engine renders its flags after the module the node runs.
 
-`command_argv` is the one rendering of a configuration's command, from structured data (the configuration
-and its `engines.engine.LaunchSettings`): the launch plan, the answer's best_command.sh and a command read
+`command_argv` is the one rendering of a configuration's command, from structured data (an
+`engines.engine.TrialLaunch`: the configuration, its `engines.engine.LaunchSettings`, the version, port and
+tensor-parallel size): the launch plan, the answer's best_command.sh and a command read
 back from an MLflow run all take it, and none reads a command line back. A real node runs the engine's own
 module (`Engine.launch_module`); the simulated node runs the simulated SGLang server with the same flags and
 its own (`SIM_FLAG_PREFIX`) after them.
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from orchestrator.config import adaptive
 from orchestrator.engines import engine_for
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.records import ServerConfig
 from orchestrator.secrets import mask_argv
 from orchestrator.spec.sweep_spec import NodeKind, SweepSpec
@@ -44,28 +45,12 @@ class LaunchPlan:
         return mask_argv(self.argv, self.secret_flags)
 
 
-def command_argv(
-    settings: LaunchSettings,
-    config: ServerConfig,
-    *,
-    version: str,
-    port: int,
-    tp_size: int,
-    adaptive_config_path: str = adaptive.CONFIG_FILE,
-    sim_flags: Sequence[str] | None = None,
-) -> tuple[str, ...]:
-    """The command that serves ``config``: the engine's module and flags (with ``sim_flags``, the simulated
+def command_argv(launch: TrialLaunch, sim_flags: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The command that serves ``launch``: the engine's module and flags (with ``sim_flags``, the simulated
     server's module, those flags and then its own), unmasked."""
-    engine = engine_for(settings.engine)
-    python = settings.python or sys.executable
-    flags = engine.flags(
-        settings,
-        config,
-        version=version,
-        port=port,
-        tp_size=tp_size,
-        adaptive_config_path=adaptive_config_path,
-    )
+    engine = engine_for(launch.settings.engine)
+    python = launch.settings.python or sys.executable
+    flags = engine.flags(launch)
     if sim_flags is None:
         return (python, "-m", engine.launch_module, *flags)
     return (python, "-m", SIM_SERVER_MODULE, *flags, *sim_flags)
@@ -90,15 +75,8 @@ def launch_plan(
             f"{SIM_FLAG_PREFIX}state-dir",
             sim_state_dir,
         ]
-    argv = command_argv(
-        LaunchSettings.from_spec(spec),
-        config,
-        version=version,
-        port=port,
-        tp_size=tp_size,
-        adaptive_config_path=adaptive_config_path,
-        sim_flags=sim_flags,
-    )
+    launch = TrialLaunch(LaunchSettings.from_spec(spec), config, version, port, tp_size, adaptive_config_path)
+    argv = command_argv(launch, sim_flags)
     return LaunchPlan(
         argv=argv,
         host=spec.server.host,

@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.config.codec import config_from_mlflow
 from orchestrator.config.fields import SearchedField
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import command_argv
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema.names import (
@@ -117,7 +117,7 @@ def command_from_params(params: Mapping[str, float | str], version: str, engine_
     config = config_from_mlflow({k: str(v) for k, v in params.items()})
     if config is None:
         return ""
-    argv = command_argv(
+    launch = TrialLaunch(
         launch_settings(params, engine_name),
         config,
         version=version,
@@ -125,4 +125,5 @@ def command_from_params(params: Mapping[str, float | str], version: str, engine_
         tp_size=int(params.get(Param.TP_SIZE) or 1),
         adaptive_config_path=Artifact.ADAPTIVE_CONFIG.value,  # the run's artifact, by its file name
     )
+    argv = command_argv(launch)
     return shell_command(argv)

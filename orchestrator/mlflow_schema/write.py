@@ -7,7 +7,7 @@ alone takes (its profile, its state folder) becomes a param.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import asdict, dataclass
 
 from orchestrator.config.codec import mlflow_params
@@ -27,8 +27,9 @@ from orchestrator.mlflow_schema.names import (
     per_dataset,
 )
 from orchestrator.records import TrialRecord, TrialResult
-from orchestrator.secrets import mask_argv
+from orchestrator.secrets import MASK, SECRET_FLAGS, mask_argv
 from orchestrator.spec.dataset_ref import DatasetCounts
+from orchestrator.spec.fixed_flags import FixedFlags
 from orchestrator.spec.sweep_spec import SweepSpec
 
 
@@ -82,7 +83,7 @@ class LaunchParams:
     @classmethod
     def from_spec(cls, spec: SweepSpec) -> LaunchParams:
         flags = mask_argv(spec.server.flags, spec.server.secret_flags)
-        fixed = _flag_params(flags)
+        fixed = _flag_params(spec.server.fixed, SECRET_FLAGS | set(spec.server.secret_flags))
         if spec.server.enable_metrics:
             fixed[Param.ENABLE_METRICS] = FLAG_SET
         return cls(
@@ -97,22 +98,16 @@ class LaunchParams:
         )
 
 
-def _flag_params(flags: Sequence[str]) -> dict[str, str]:
+def _flag_params(fixed: FixedFlags, secret: Set[str]) -> dict[str, str]:
     """`--trust-remote-code --page-size=16` -> {"trust_remote_code": "true", "page_size": "16"}, less
-    the simulator's own flags (no SGLang setting): the spec's fixed flags, named for MLflow's compare
-    view (a command read back from the run renders `Param.FIXED_FLAGS`, never these)."""
+    the simulator's own flags (no SGLang setting) and with secrets masked: the spec's fixed flags, named
+    for MLflow's compare view (a command read back from the run renders `Param.FIXED_FLAGS`, never these)."""
     params: dict[str, str] = {}
-    i = 0
-    while i < len(flags):
-        arg = flags[i]
-        if arg.startswith("--"):
-            name, eq, value = arg.partition("=")
-            if not eq and i + 1 < len(flags) and not flags[i + 1].startswith("--"):
-                value, eq = flags[i + 1], "="
-                i += 1
-            if not name.startswith(SIM_FLAG_PREFIX):
-                params[name[2:].replace("-", "_")] = value if eq else FLAG_SET
-        i += 1
+    for option in fixed.options:
+        if option.name.startswith(SIM_FLAG_PREFIX):
+            continue
+        value = FLAG_SET if option.value is None else MASK if option.name in secret else option.value
+        params[option.name[2:].replace("-", "_")] = value
     return params
 
 

@@ -1,4 +1,5 @@
-"""What the spec knows of each engine before any engine's code loads: its name and the flags it owns.
+"""What the spec knows of each engine before any engine's code loads: its name, the flags it owns and,
+for an engine registered with one, its search space (`spec.engine_space.EngineSpace`).
 
 The spec validates `engine:` and refuses a fixed flag the engine owns; it stands on a lower floor than the
 engines' own code (`engines/`, which reads the spec), so these facts live here, outside that folder, and
@@ -11,6 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from orchestrator.config.fields import SEARCHED_FLAGS
+from orchestrator.spec.engine_space import EngineSpace
 
 # The SGLang flags the sweep owns: a fixed flag may not set them, or the trial would not be what the
 # study thinks it measured.
@@ -34,11 +36,22 @@ class EngineName(StrEnum):
 
 
 _OWNED: dict[str, frozenset[str]] = {EngineName.SGLANG.value: SGLANG_OWNED_FLAGS}
+# SGLang's space is the spec's own search section (its fields are SGLang's), so it is checked by that
+# section's model; it is declared here when SGLang's engine registers, as any engine's is.
+_SPACES: dict[str, EngineSpace] = {}
 
 
-def declare(name: str, owned_flags: frozenset[str]) -> None:
-    """Make ``name`` a valid `engine:` whose fixed flags may not set ``owned_flags``."""
+def declare(name: str, owned_flags: frozenset[str], space: EngineSpace | None = None) -> None:
+    """Make ``name`` a valid `engine:` whose fixed flags may not set ``owned_flags``, and whose search
+    block is checked against ``space``."""
     _OWNED[str(name)] = frozenset(owned_flags)
+    if space is not None:
+        _SPACES[str(name)] = space
+
+
+def space(name: str) -> EngineSpace | None:
+    """The search space engine ``name`` declared; None when it declared none (yet)."""
+    return _SPACES.get(str(name))
 
 
 def names() -> tuple[str, ...]:

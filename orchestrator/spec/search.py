@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.config.adaptive import AdaptiveMode, launch_steps
 from orchestrator.config.draft_tree import draft_tokens_problem
-from orchestrator.config.fields import NUMERIC_FIELDS
+from orchestrator.config.fields import NUMERIC_FIELDS, SearchedField
 from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.records import ServerConfig
 
@@ -178,6 +178,19 @@ class KnownGood(SpecModel):
             self.speculative_num_draft_tokens,
             self.speculative_adaptive,
         )
+
+
+def searched_fields(space: SearchSpace) -> list[str]:
+    """The fields ``space`` searches over more than one value, in its order."""
+    names = [name for name in SEARCHED_PARAMS if len(set(_values(getattr(space, name)))) > 1]
+    adaptive = [SearchedField.SPECULATIVE_ADAPTIVE.value] if len(set(space.speculative_adaptive)) > 1 else []
+    return names + adaptive
+
+
+def _values(dim: FloatRange | IntRange | Choices) -> list[float]:
+    if isinstance(dim, Choices):
+        return [float(c) for c in dim.choices]
+    return [dim.low, dim.high]
 
 
 def make_config(

@@ -6,8 +6,6 @@ all of it happens on the driver before any GPU is claimed.
 
 from __future__ import annotations
 
-import json
-import shlex
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -15,8 +13,6 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from orchestrator.secrets import MIN_LEN as SECRET_MIN_LEN
-from orchestrator.secrets import flag_value, secret_values
 from orchestrator.spec import engine_catalog as catalog
 from orchestrator.spec.dataset_ref import DatasetRef, parse_ref, resolve_source
 from orchestrator.spec.engine_catalog import EngineName
@@ -30,7 +26,9 @@ from orchestrator.spec.search import (
     SpecError,
     SpecModel,
     known_good_problems,
+    searched_fields,
 )
+from orchestrator.spec.server_spec import ServerSpec as ServerSpec
 from orchestrator.spec.unique_yaml import DuplicateKeyError, load_yaml
 
 # The flags SGLang's trials own (each engine has its own: `engine_catalog.owned_flags`).
@@ -65,62 +63,6 @@ class ModelSpec(SpecModel):
     check_paths: bool = Field(
         default=True, description="check on each node that the paths exist before launching (real nodes)"
     )
-
-
-class ServerSpec(SpecModel):
-    flags: list[str] = Field(default_factory=list, description="fixed SGLang flags, as an argument list")
-    host: str = "127.0.0.1"
-    python: str = Field(default="", description="interpreter on the nodes; empty = the worker's own")
-    env: dict[str, str] = Field(default_factory=dict)
-    enable_metrics: bool = False
-    secret_flags: list[str] = Field(
-        default_factory=list,
-        description="flags in `flags` whose values are secrets, besides --api-key, --admin-api-key, "
-        "--ssl-keyfile-password and --hf-token: masked and scrubbed from every log, artifact and record",
-    )
-
-    @field_validator("flags", mode="before")
-    @classmethod
-    def _not_a_string(cls, value: Any) -> Any:
-        # A shell string is ambiguous (quotes, spaces in values): the README asks for a list, and shows
-        # the list this string would have been, so the fix is a copy.
-        if isinstance(value, str):
-            try:
-                words = json.dumps(shlex.split(value))
-            except ValueError:
-                words = '["--flag", "value", ...]'
-            raise ValueError(f"a list of arguments, not a shell string; write flags: {words}")
-        return value
-
-    @field_validator("secret_flags")
-    @classmethod
-    def _dashed(cls, names: list[str]) -> list[str]:
-        for name in names:
-            if not name.startswith("--") or "=" in name:
-                raise ValueError(f"{name!r}: name the flag as SGLang spells it, e.g. --api-key")
-        return names
-
-    @model_validator(mode="after")
-    def _secrets_long_enough(self) -> ServerSpec:
-        # A one-letter "secret" would be masked in every word of every log.
-        for value in secret_values(self.flags, self.secret_flags):
-            if len(value) < SECRET_MIN_LEN:
-                raise ValueError(
-                    f"flags: a secret flag's value is shorter than {SECRET_MIN_LEN} characters; "
-                    "use a real credential"
-                )
-        return self
-
-    def secrets(self) -> tuple[str, ...]:
-        return secret_values(self.flags, self.secret_flags)
-
-    def api_key(self) -> str | None:
-        return flag_value(self.flags, "--api-key")
-
-    def owned_flag(self, owned: frozenset[str]) -> str | None:
-        """The first of `flags` that the engine's trials set themselves (None if none is)."""
-        names = (flag.split("=", 1)[0] for flag in self.flags)
-        return next((name for name in names if name in owned), None)
 
 
 class SimulatedSpec(SpecModel):
@@ -295,6 +237,20 @@ class SweepSpec(SpecModel):
             raise ValueError(
                 f"backend 'sglang' means SGLang on real GPUs, and engine is {self.engine!r}; "
                 "write backend: real"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _searched_by_the_engine(self) -> SweepSpec:
+        """A value searched over several values that the engine has no flag for would launch one server
+        under several names; refused, naming the engine's own fields."""
+        space = catalog.space(self.engine)
+        unknown = space.unknown(searched_fields(self.search)) if space is not None else []
+        if space is not None and unknown:
+            raise ValueError(
+                f"search: the {self.engine} engine has no {', '.join(unknown)}; give "
+                f"{'it one value' if len(unknown) == 1 else 'each one value'} (choices: [x]), or search only "
+                f"the engine's fields: {', '.join(space.names)}"
             )
         return self
 

@@ -12,8 +12,8 @@ import pytest
 from orchestrator.config.adaptive import AdaptiveMode, bucket_key, proposed_config, tiers_of, write_config
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency, runtime_policy
 from orchestrator.driver.memory.learned import graph_width
-from orchestrator.engines.engine import LaunchSettings
-from orchestrator.engines.sglang.command import sglang_flags
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
+from orchestrator.engines.sglang.command import render_flags
 from orchestrator.engines.sglang.logparse import parse_log
 from orchestrator.records import StageMetrics, TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.args import ArgsError
@@ -48,18 +48,34 @@ def test_flags_only_for_versions_that_have_them(tmp_path: Path) -> None:
     spec_ = load_spec(DEMO)
     tiers = make_config(0.88, 128, 48, 4, 1, None, AdaptiveMode.TIERS)
     path = write_config(tiers, tmp_path)
-    new = sglang_flags(
-        LaunchSettings.from_spec(spec_), tiers, version="0.5.17", port=1, tp_size=8, adaptive_config_path=path
+    new = render_flags(
+        TrialLaunch(
+            LaunchSettings.from_spec(spec_),
+            tiers,
+            version="0.5.17",
+            port=1,
+            tp_size=8,
+            adaptive_config_path=path,
+        )
     )
     assert new[new.index("--speculative-adaptive") + 1] == "--speculative-adaptive-config"
     assert new[new.index("--speculative-adaptive-config") + 1] == path
     assert json.loads(Path(path).read_text()) == proposed_config(4)
-    old = sglang_flags(
-        LaunchSettings.from_spec(spec_), tiers, version="0.5.9", port=1, tp_size=8, adaptive_config_path=path
+    old = render_flags(
+        TrialLaunch(
+            LaunchSettings.from_spec(spec_),
+            tiers,
+            version="0.5.9",
+            port=1,
+            tp_size=8,
+            adaptive_config_path=path,
+        )
     )
     assert not any(f.startswith("--speculative-adaptive") for f in old)
     default = make_config(0.88, 128, 48, 4, 1, None, AdaptiveMode.DEFAULT)
-    flags = sglang_flags(LaunchSettings.from_spec(spec_), default, version="0.5.17", port=1, tp_size=8)
+    flags = render_flags(
+        TrialLaunch(LaunchSettings.from_spec(spec_), default, version="0.5.17", port=1, tp_size=8)
+    )
     assert "--speculative-adaptive" in flags and "--speculative-adaptive-config" not in flags
 
 

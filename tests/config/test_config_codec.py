@@ -17,19 +17,13 @@ import pytest
 import yaml
 
 from orchestrator.config.adaptive import CONFIG_FILE, AdaptiveMode, launch_steps
-from orchestrator.config.codec import (
-    config_from_mlflow,
-    config_from_optuna,
-    known_good_params,
-    mlflow_params,
-    optuna_params,
-)
+from orchestrator.config.codec import config_from_mlflow, mlflow_params
 from orchestrator.config.fields import SEARCHED_FLAGS, SearchedField
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.driver.answer.summary import sglang_command
-from orchestrator.driver.search.space import suggest_config
+from orchestrator.driver.search.space import config_from_params, known_good_params, params_for, suggest_config
 from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.launch import launch_plan
 from orchestrator.engines.sglang.command import parse_version
@@ -99,8 +93,8 @@ def test_the_grid_covers_every_searched_field_and_mode() -> None:
 
 def test_a_configuration_survives_its_optuna_params() -> None:
     for config in CONFIGS:
-        assert config_from_optuna(optuna_params(config)) == config
-        assert config_from_optuna(optuna_params(config, SPACE)) == config
+        assert config_from_params(params_for(config)) == config
+        assert config_from_params(params_for(config, SPACE)) == config
 
 
 def test_an_adaptive_trials_params_read_back_adaptive() -> None:
@@ -113,9 +107,9 @@ def test_an_adaptive_trials_params_read_back_adaptive() -> None:
         "speculative_eagle_topk": 1,
         "speculative_adaptive": "default",
     }
-    config = config_from_optuna(params)
+    config = config_from_params(params)
     assert config is not None and config.speculative_adaptive == "default"
-    assert config != config_from_optuna({**params, "speculative_adaptive": "off"})
+    assert config != config_from_params({**params, "speculative_adaptive": "off"})
 
 
 def test_a_configurations_optuna_params_are_a_point_of_the_space_that_gives_it_back() -> None:
@@ -139,7 +133,7 @@ def test_a_configurations_optuna_params_are_a_point_of_the_space_that_gives_it_b
     assert any(c.speculative_adaptive == "default" for c in inside)
     for config in inside:
         study = optuna.create_study(storage=optuna.storages.InMemoryStorage())
-        study.enqueue_trial(optuna_params(config, space))
+        study.enqueue_trial(params_for(config, space))
         trial = study.ask()
         if not config.speculative:
             trial.set_user_attr("baseline", True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.bench.client import StreamAccumulator
-from orchestrator.engines.engine import LaunchSettings, LogReader, read_all
+from orchestrator.engines.engine import LaunchSettings, LogReader, TrialLaunch, read_all
 from orchestrator.engines.launch import launch_plan
 from orchestrator.engines.logrecords import LogEvent
 from orchestrator.mlflow_schema import param_value
@@ -89,12 +89,14 @@ def test_the_launch_command_runs_the_module_with_the_engines_flags(case: EngineC
         **case.sim_paths,
     )  # fmt: skip
     flags = engine.flags(
-        LaunchSettings.from_spec(spec),
-        config,
-        version=case.version,
-        port=PORT,
-        tp_size=spec.node.gpus,
-        adaptive_config_path="a.json",
+        TrialLaunch(
+            LaunchSettings.from_spec(spec),
+            config,
+            version=case.version,
+            port=PORT,
+            tp_size=spec.node.gpus,
+            adaptive_config_path="a.json",
+        )
     )
     assert plan.argv[:3] == (spec.server.python or sys.executable, "-m", case.module)
     assert plan.argv[3 : 3 + len(flags)] == tuple(flags)

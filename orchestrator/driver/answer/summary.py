@@ -16,7 +16,7 @@ from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.answer.levels import level_calls, split_of
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency, runtime_policy
 from orchestrator.driver.store.trial_attrs import TrialAttr
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import SIM_SERVER_MODULE, command_argv
 from orchestrator.engines.shell import shell_script
 from orchestrator.records import TrialRecord, TrialStatus
@@ -43,7 +43,7 @@ def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
         settings = replace(settings, python=SGLANG_PYTHON)
     elif ran:
         settings = replace(settings, python=ran[0])
-    argv = command_argv(
+    launch = TrialLaunch(
         settings,
         record.result.config,
         version=record.result.server_version or "0.5.17",
@@ -51,6 +51,7 @@ def sglang_command(record: TrialRecord, spec: SweepSpec) -> list[str]:
         tp_size=spec.node.gpus,
         adaptive_config_path=CONFIG_FILE,
     )
+    argv = command_argv(launch)
     return list(mask_argv(argv, settings.secret_flags))
 
 

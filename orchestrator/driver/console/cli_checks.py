@@ -77,23 +77,25 @@ def check_draft_algorithm(spec: SweepSpec) -> None:
 def check_weights_fit(spec: SweepSpec) -> None:
     """Weights that alone exceed the node's GPUs at its tp, refused before anything starts with the tp
     that would hold them. Only with `memory.gpu_memory_mib`: the driver's own GPU may not be the nodes'."""
+    from orchestrator.driver.memory.build import prior_applies
+
     gpu_mib = spec.memory.gpu_memory_mib
-    if spec.node_kind is not NodeKind.REAL or not spec.memory.prior or gpu_mib is None:
+    if spec.node_kind is not NodeKind.REAL or not prior_applies(spec) or gpu_mib is None:
         return
     target = readable_shape(spec.model.path)
     if target is None:
         return
-    from orchestrator.driver.memory.node_facts import kv_dtype_bytes_from_flags, prefill_disabled
+    from orchestrator.driver.memory.node_facts import kv_dtype_bytes
     from orchestrator.driver.memory.tp_fit import NodeShape, smallest_tp, weights_exceed
 
     draft = readable_shape(spec.model.draft_path)
-    flags = spec.server.flags
+    fixed = spec.server.fixed
     node = NodeShape(
         target,
         draft,
         gpu_mib,
-        prefill_graphs=not prefill_disabled(flags),
-        kv_dtype_bytes=kv_dtype_bytes_from_flags(flags),
+        prefill_graphs=fixed.prefill_graphs,
+        kv_dtype_bytes=kv_dtype_bytes(fixed.kv_cache_dtype),
     )
     search = spec.search
     # The lightest point of the space: the weights decide, not the memory flags.

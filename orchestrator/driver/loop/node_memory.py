@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.driver.memory.build import build_memory_model, serving_workload_of
+from orchestrator.driver.memory.build import build_memory_model, prior_applies, serving_workload_of
 from orchestrator.driver.memory.learned import kv_heads_of
-from orchestrator.driver.memory.node_facts import kv_dtype_bytes_from_flags, prefill_disabled
+from orchestrator.driver.memory.node_facts import kv_dtype_bytes
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.sweep_spec import Backend, SweepSpec
@@ -30,14 +30,14 @@ def memory_model_for(
     return build_memory_model(
         spec.node.gpus,
         kv_heads_of(spec.model.path),
-        use_prior=spec.memory.prior,
+        use_prior=prior_applies(spec),
         profile=profile,
         target_dir=spec.model.path,
         draft_dir=spec.model.draft_path,
         gpu_memory_mib=spec.memory.gpu_memory_mib,
         sglang_version=profile.sglang_version if profile else "0.5.17",
-        prefill_graphs=not prefill_disabled(spec.server.flags),
+        prefill_graphs=spec.server.fixed.prefill_graphs,
         workload=(spec.workload.input_len, spec.workload.output_len),
-        kv_dtype_bytes=kv_dtype_bytes_from_flags(spec.server.flags),
+        kv_dtype_bytes=kv_dtype_bytes(spec.server.fixed.kv_cache_dtype),
         serving=serving_workload_of(spec, profile),
     )

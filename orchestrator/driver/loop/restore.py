@@ -16,7 +16,6 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.config.codec import config_from_optuna, known_good_params
 from orchestrator.config.fields import SearchedField as F
 from orchestrator.driver.loop.observers import Measured
 from orchestrator.driver.loop.outcome import Progress
@@ -29,7 +28,12 @@ from orchestrator.driver.proposal.structure import (
     has_prior,
 )
 from orchestrator.driver.proposal.trees import dim_values
-from orchestrator.driver.search.space import baseline_config, memory_params
+from orchestrator.driver.search.space import (
+    baseline_config,
+    config_from_params,
+    known_good_params,
+    memory_params,
+)
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.optuna_tell import optuna_tell
 from orchestrator.driver.store.study import status_of
@@ -87,7 +91,7 @@ def _from_attrs(t: FrozenTrial, status: TrialStatus) -> _Outcome:
     """A trial with no journal record: its result as the study's attributes summarise it."""
     tok = t.user_attrs.get(TrialAttr.OUTPUT_TOK_PER_S)
     value = t.value if t.state == TrialState.COMPLETE else None
-    config = config_from_optuna(t.params)  # the adaptive mode too: a fixed proposal is not this
+    config = config_from_params(t.params)  # the adaptive mode too: a fixed proposal is not this
     memory = t.user_attrs.get(TrialAttr.MEMORY)
     result = None
     if config is not None and isinstance(memory, dict) and status is not TrialStatus.PREDICTED_OOM:

@@ -7,11 +7,11 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
-from orchestrator.config.codec import config_from_optuna
 from orchestrator.driver.loop import without_launch
 from orchestrator.driver.loop.restore import enqueue_first, restore
 from orchestrator.driver.loop.settle import Settled, settle
 from orchestrator.driver.loop.state import SweepState
+from orchestrator.driver.search.space import config_from_params
 from orchestrator.driver.store.study_lock import DriverStamp, close_dead_drivers_trials
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import FailureStage
@@ -59,7 +59,7 @@ class Resume(SweepState):
     def _settle_stale(self, t: FrozenTrial, driver: DriverStamp | None) -> Settled | None:
         """A trial left RUNNING by a driver that died (kill -9, a machine gone): interrupted, not counted,
         queued again (None for a trial asked with no configuration yet: it was never launched)."""
-        config = config_from_optuna(t.params)
+        config = config_from_params(t.params)
         if config is None:
             return None
         whose = f"its driver ({driver.describe()})" if driver is not None else "its driver"

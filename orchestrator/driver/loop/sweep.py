@@ -17,7 +17,6 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from orchestrator import dashboard_metrics
-from orchestrator.config.codec import optuna_params
 from orchestrator.driver.answer import confirm
 from orchestrator.driver.dispatch import placement, quarantine
 from orchestrator.driver.dispatch.executor import Executor, Handle
@@ -35,7 +34,7 @@ from orchestrator.driver.loop.stop_rules import StopRules
 from orchestrator.driver.memory.learned import MemoryModel, Prediction
 from orchestrator.driver.memory.prior_model import from_prior
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
-from orchestrator.driver.search.space import suggest_config
+from orchestrator.driver.search.space import params_for, suggest_config
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.study import (
     close_and_requeue,
@@ -300,9 +299,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
                 self._answer_known(decision.why)
             return False
         if decision.action is Action.PROPOSE and decision.config is not None:
-            self.study.enqueue_trial(
-                optuna_params(decision.config, self.spec.search), user_attrs=decision.attrs
-            )
+            self.study.enqueue_trial(params_for(decision.config, self.spec.search), user_attrs=decision.attrs)
             log.info("proposal: %s", decision.why)
         return True
 

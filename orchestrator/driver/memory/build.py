@@ -15,16 +15,22 @@ from orchestrator.driver.memory.node_facts import (
 from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.memory.serving import ServingWorkload
+from orchestrator.engines import engine_for
 from orchestrator.footprint.shape import ShapeError
-from orchestrator.secrets import flag_value
 from orchestrator.spec.sweep_spec import SweepSpec
+
+
+def prior_applies(spec: SweepSpec) -> bool:
+    """The spec asks for the prior and its engine's space has the defaults the prior is fitted on
+    (SGLang's graph and scheduler constants, its memory account); another engine is searched from its
+    launches alone."""
+    return spec.memory.prior and engine_for(spec.engine).space.memory_defaults
 
 
 def serving_workload_of(spec: SweepSpec, profile: SimulatedNodeMemory | None) -> ServingWorkload:
     """The load the forwards must fit: the workload's highest concurrency and prompt length, with the
     chunked prefill size of the server's flags, else the simulated node's, else SGLang's default."""
-    chunk = flag_value(spec.server.flags, "--chunked-prefill-size")
-    size = int(chunk) if chunk is not None and chunk.lstrip("-").isdigit() and int(chunk) > 0 else None
+    size = spec.server.fixed.chunked_prefill_size
     if size is None and profile is not None:
         size = profile.chunked_prefill_size
     return ServingWorkload(max(spec.workload.concurrency), spec.workload.input_len, size)

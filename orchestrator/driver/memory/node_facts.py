@@ -11,8 +11,6 @@ and the field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from orchestrator.driver.memory.facts import (
     MemoryFacts,
     VersionRule,
@@ -23,7 +21,6 @@ from orchestrator.driver.memory.node_profile import SimulatedNodeMemory
 from orchestrator.driver.memory.serving import simulated_costs
 from orchestrator.footprint.graph_costs import GraphCosts
 from orchestrator.footprint.shape import ModelShape, kv_shards, load_shape
-from orchestrator.secrets import flag_value
 
 
 def facts_from_profile(profile: SimulatedNodeMemory, tp: int) -> MemoryFacts:
@@ -107,11 +104,7 @@ def shaped_facts(
     return facts if prefill else without_prefill_graphs(facts)
 
 
-def prefill_disabled(flags: Sequence[str]) -> bool:
-    """Whether fixed server flags turn the prefill CUDA graphs off."""
-    return flag_value(flags, "--cuda-graph-backend-prefill") == "disabled" or "--disable-cuda-graph" in flags
-
-
-def kv_dtype_bytes_from_flags(flags: Sequence[str]) -> float | None:
-    """``--kv-cache-dtype fp8_*`` halves the KV bytes of a 16-bit model; None: the model's dtype."""
-    return 1.0 if (flag_value(flags, "--kv-cache-dtype") or "").startswith("fp8") else None
+def kv_dtype_bytes(kv_cache_dtype: str | None) -> float | None:
+    """The spec's fixed ``--kv-cache-dtype`` (`FixedFlags.kv_cache_dtype`): an fp8 one halves the KV bytes
+    of a 16-bit model; None: the model's dtype."""
+    return 1.0 if (kv_cache_dtype or "").startswith("fp8") else None

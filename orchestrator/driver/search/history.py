@@ -18,9 +18,9 @@ import optuna
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState, create_trial
 
-from orchestrator.config.codec import config_from_mlflow, optuna_params
+from orchestrator.config.codec import config_from_mlflow
 from orchestrator.driver.memory.learned import MemoryModel
-from orchestrator.driver.search.space import suggest_config
+from orchestrator.driver.search.space import params_for, suggest_config
 from orchestrator.driver.store.optuna_tell import OOM_CONSTRAINT
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.mlflow_schema import Metric, Param, Tag, is_sweep
@@ -103,7 +103,7 @@ def find_history(tracking_uri: str, spec: SweepSpec, exclude: str) -> list[PastT
 def _distributions(space: SearchSpace, config: ServerConfig) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The params and distributions the current space gives `config`, or None if it lies outside."""
     probe = optuna.create_study(storage=optuna.storages.InMemoryStorage())
-    probe.enqueue_trial(optuna_params(config, space))
+    probe.enqueue_trial(params_for(config, space))
     trial = probe.ask()
     if not config.speculative:
         trial.set_user_attr(TrialAttr.BASELINE, True)
@@ -156,7 +156,7 @@ def seed_study(
         if item.config.speculative and _distributions(space, item.config) is not None:
             # Run it again even though the study now holds its old result: the hardware, driver or
             # SGLang may have changed since, and a known-good configuration is the cheapest anchor.
-            study.enqueue_trial(optuna_params(item.config, space), user_attrs={TrialAttr.KNOWN_GOOD: True})
+            study.enqueue_trial(params_for(item.config, space), user_attrs={TrialAttr.KNOWN_GOOD: True})
             counts["enqueued"] += 1
     log.info("warm start: %s", counts)
     return counts

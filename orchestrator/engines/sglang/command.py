@@ -1,6 +1,6 @@
 """SGLang's command line, rendered for the SGLang version installed on the node.
 
-The simulated node takes exactly the same flags, so both node kinds go through `sglang_flags`: a bug in
+The simulated node takes exactly the same flags, so both node kinds go through `render_flags`: a bug in
 the flags shows up on the laptop too. `engines.launch.command_argv` puts them after the module to run (the
 one rendering of a trial's command: its launch, best_command.sh, a command read back from MLflow), and
 `engines.shell` writes any engine's command for a shell.
@@ -14,7 +14,7 @@ from orchestrator.config import adaptive
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.codec import value_text
 from orchestrator.config.fields import SearchedField as F
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import TrialLaunch
 from orchestrator.records import ServerConfig
 
 
@@ -33,22 +33,14 @@ def flag_name(param: str, version: str) -> str:
     return "--" + param.replace("_", "-")
 
 
-def sglang_flags(
-    settings: LaunchSettings,
-    config: ServerConfig,
-    *,
-    version: str,
-    port: int,
-    tp_size: int,
-    adaptive_config_path: str = adaptive.CONFIG_FILE,
-) -> list[str]:
+def render_flags(launch: TrialLaunch) -> list[str]:
     """SGLang's own flags for one trial, in a stable order."""
-    v = parse_version(version)
+    settings, config, v = launch.settings, launch.config, parse_version(launch.version)
     flags = [
         "--model-path",
         settings.model_path,
         "--tp-size",
-        str(tp_size),
+        str(launch.tp_size),
         *_memory_flags(config, v),
     ]
     if config.speculative:
@@ -57,12 +49,12 @@ def sglang_flags(
             settings.speculative_algorithm,
             "--speculative-draft-model-path",
             settings.draft_path,
-            *_speculative_flags(config, v, adaptive_config_path),
+            *_speculative_flags(config, v, launch.adaptive_config_path),
         ]
     if settings.enable_metrics:
         flags.append("--enable-metrics")
     flags += list(settings.fixed_flags)
-    flags += ["--host", settings.host, "--port", str(port)]
+    flags += ["--host", settings.host, "--port", str(launch.port)]
     return flags
 
 

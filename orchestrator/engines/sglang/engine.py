@@ -8,13 +8,15 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from orchestrator.config import adaptive
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import TrialLaunch
 from orchestrator.engines.sglang import command
 from orchestrator.engines.sglang.logparse import LogParser
+from orchestrator.engines.sglang.space import SGLANG_SPACE
 from orchestrator.engines.sglang.wire import SGLANG_API, SglangApi
 from orchestrator.records import ServerConfig
 from orchestrator.spec.engine_catalog import SGLANG_OWNED_FLAGS as OWNED_FLAGS
 from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.engine_space import EngineSpace
 
 if TYPE_CHECKING:
     import aiohttp
@@ -27,6 +29,7 @@ class SglangEngine:
     distribution: str = "sglang"
     owned_flags: frozenset[str] = OWNED_FLAGS
     api: SglangApi = SGLANG_API
+    space: EngineSpace = SGLANG_SPACE
 
     def installed_version(self, python: str) -> str:
         try:
@@ -51,24 +54,8 @@ class SglangEngine:
     def unsupported(self, config: ServerConfig, version: str) -> str:
         return adaptive.unsupported(config, version, command.parse_version(version))
 
-    def flags(
-        self,
-        settings: LaunchSettings,
-        config: ServerConfig,
-        *,
-        version: str,
-        port: int,
-        tp_size: int,
-        adaptive_config_path: str,
-    ) -> list[str]:
-        return command.sglang_flags(
-            settings,
-            config,
-            version=version,
-            port=port,
-            tp_size=tp_size,
-            adaptive_config_path=adaptive_config_path,
-        )
+    def flags(self, launch: TrialLaunch) -> list[str]:
+        return command.render_flags(launch)
 
     def flag_name(self, param: str, version: str) -> str:
         return command.flag_name(param, version)

@@ -39,6 +39,9 @@ class SglangServerArgs:
             max_running_requests=self.max_running_requests,
             effective_max_running_requests=self.effective_max_running_requests,
             max_running_requests_reset_to=self.max_running_requests_reset_to,
+            speculative_num_steps=self.speculative_num_steps,
+            speculative_eagle_topk=self.speculative_eagle_topk,
+            speculative_num_draft_tokens=self.speculative_num_draft_tokens,
         )
 
     def as_params(self) -> dict[str, float | int | str | bool]:

@@ -17,9 +17,9 @@ import pytest
 from optuna.storages import InMemoryStorage
 
 from benchmarks.truth.oracle import Oracle
-from orchestrator.config.codec import optuna_params
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.dispatch.stale_servers import LaunchedServers, StaleVerdict, stop_server
+from orchestrator.driver.search.space import params_for
 from orchestrator.driver.store.study import open_study
 from orchestrator.records import ServerConfig, TrialResult
 from orchestrator.trial_events import Phase, PhaseEvent, ServerId, TrialEvent
@@ -116,7 +116,7 @@ def test_the_sweep_records_each_server_while_its_trial_runs_and_forgets_it_after
     tmp_path: Path,
 ) -> None:
     study = open_study(oracle.spec, "record", InMemoryStorage(), resume=False)
-    study.enqueue_trial(optuna_params(configs["good"]))
+    study.enqueue_trial(params_for(configs["good"]))
     executor = _ReportsItsServer(oracle, ServerId(4321, 1.5, HOST), tmp_path / "records" / "servers")
     sweep = _sweep(oracle.spec, study, executor, n_trials=1, workdir=tmp_path)
     sweep.prepare(resume=False)

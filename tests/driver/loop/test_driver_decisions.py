@@ -22,7 +22,6 @@ from benchmarks.search.oracle_sweep import NoTracking
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
 from orchestrator.config.adaptive import AdaptiveMode
-from orchestrator.config.codec import config_from_optuna, optuna_params
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.driver.answer.confirm import rank
@@ -34,7 +33,7 @@ from orchestrator.driver.loop.settle import settle
 from orchestrator.driver.loop.stop_rules import LOST_IN_A_ROW
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.memory.learned import MemoryModel
-from orchestrator.driver.search.space import space_configs
+from orchestrator.driver.search.space import config_from_params, params_for, space_configs
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.study import launched_count, objective_name, open_study
 from orchestrator.driver.store.tracking import Tracker
@@ -141,7 +140,7 @@ def _sweep(
 
 
 def _trials_of(study: optuna.Study, config: ServerConfig) -> list[FrozenTrial]:
-    return [t for t in study.get_trials() if config_from_optuna(t.params) == config]
+    return [t for t in study.get_trials() if config_from_params(t.params) == config]
 
 
 def test_a_predicted_oom_is_recorded_and_never_launched(
@@ -150,7 +149,7 @@ def test_a_predicted_oom_is_recorded_and_never_launched(
     spec = oracle.spec
     study = open_study(spec, "skip", InMemoryStorage(), resume=False)
     for name in ("no_kv", "lower"):
-        study.enqueue_trial(optuna_params(configs[name]))
+        study.enqueue_trial(params_for(configs[name]))
     executor = InProcessExecutor(oracle)
     sweep = _sweep(spec, study, executor, n_trials=3)
     sweep.prepare(resume=False)
@@ -171,7 +170,7 @@ def test_a_configuration_already_measured_is_answered_from_the_record(
     spec = oracle.spec
     study = open_study(spec, "repeat", InMemoryStorage(), resume=False)
     for _ in range(2):
-        study.enqueue_trial(optuna_params(configs["good"]))
+        study.enqueue_trial(params_for(configs["good"]))
     executor = InProcessExecutor(oracle)
     sweep = _sweep(spec, study, executor, n_trials=2)
     sweep.prepare(resume=False)
@@ -189,7 +188,7 @@ def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
     spec, storage = oracle.spec, InMemoryStorage()
     study = open_study(spec, "resume", storage, resume=False)
     for name in ("no_kv", "good"):  # no_kv first: launched, it teaches the model its floor
-        study.enqueue_trial(optuna_params(configs[name]))
+        study.enqueue_trial(params_for(configs[name]))
     first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=2)
     first.prepare(resume=False)
     first.run()
@@ -204,7 +203,7 @@ def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
     assert resumed.memory_model.predict(configs["lower"]).skip
     assert resumed.outcome.progress.done == 2 and resumed.outcome.progress.pruned_oom == 1
     for name in ("good", "no_kv", "lower"):
-        study.enqueue_trial(optuna_params(configs[name]))
+        study.enqueue_trial(params_for(configs[name]))
     resumed.run()
     assert all(executor.launched(configs[name]) == 0 for name in ("good", "no_kv", "lower"))
     good_trials = _trials_of(study, configs["good"])
@@ -216,7 +215,7 @@ def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
 def test_a_lost_trial_is_requeued_once(oracle: Oracle, configs: dict[str, ServerConfig]) -> None:
     spec, good = oracle.spec, configs["good"]
     study = open_study(spec, "lost", InMemoryStorage(), resume=False)
-    study.enqueue_trial(optuna_params(good))
+    study.enqueue_trial(params_for(good))
     executor = InProcessExecutor(oracle, lose={good: 2})  # its first two launches die with their node
     sweep = _sweep(spec, study, executor, n_trials=2)
     sweep.prepare(resume=False)
@@ -269,7 +268,7 @@ def test_a_resumed_sweep_ranks_and_confirms_every_launch_of_the_study(
     # ones and its confirmation relaunched a configuration already launched twice.
     spec, storage, good = oracle.spec, InMemoryStorage(), configs["good"]
     study = open_study(spec, "journal", storage, resume=False)
-    study.enqueue_trial(optuna_params(good))
+    study.enqueue_trial(params_for(good))
     first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
     first.prepare(resume=False)
     earlier = first.run().records
@@ -327,7 +326,7 @@ def test_a_sweep_that_stopped_early_queues_no_confirmation(
     # waiting, so the resumed sweep began with confirmations before its search was over.
     spec = oracle.spec
     study = open_study(spec, "early", InMemoryStorage(), resume=False)
-    study.enqueue_trial(optuna_params(configs["good"]))
+    study.enqueue_trial(params_for(configs["good"]))
     sweep = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
     sweep.prepare(resume=False)
     sweep.run()
@@ -369,7 +368,7 @@ def test_a_swapped_memory_model_is_the_one_that_predicts_and_learns(
     spec = oracle.spec
     study = open_study(spec, "swap", InMemoryStorage(), resume=False)
     for name in ("no_kv", "lower"):
-        study.enqueue_trial(optuna_params(configs[name]))
+        study.enqueue_trial(params_for(configs[name]))
     executor = InProcessExecutor(oracle)
     sweep = _sweep(spec, study, executor, n_trials=2)
     unused = sweep.memory_model
@@ -398,7 +397,7 @@ def test_a_resumed_study_launches_a_fixed_proposal_its_adaptive_trial_did_not_me
     adaptive = make_config(*memory, 2, 1, None, AdaptiveMode.DEFAULT)
     fixed = make_config(*memory, 2, 1, None)
     study = open_study(spec, "adaptive", storage, resume=False)
-    study.enqueue_trial({**optuna_params(fixed, spec.search), "speculative_adaptive": "default"})
+    study.enqueue_trial({**params_for(fixed, spec.search), "speculative_adaptive": "default"})
     first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
     first.prepare(resume=False)
     first.run()
@@ -411,7 +410,7 @@ def test_a_resumed_study_launches_a_fixed_proposal_its_adaptive_trial_did_not_me
     resumed = _sweep(spec, study, executor, n_trials=2, workdir=tmp_path)
     resumed.prepare(resume=True)
     assert set(resumed.measured) == {adaptive}
-    study.enqueue_trial(optuna_params(fixed, spec.search))
+    study.enqueue_trial(params_for(fixed, spec.search))
     resumed.run()
     assert executor.launched(fixed) == 1
     (trial,) = _trials_of(study, fixed)
@@ -441,7 +440,7 @@ def test_a_tree_that_accepts_nothing_is_a_poor_tree_once_the_draft_worked_in_the
     working, poor = [c for c in grid if oracle.evaluate(c).result().status is TrialStatus.OK][:2]
     study = open_study(oracle.spec, "tree", InMemoryStorage(), resume=False)
     for config in (working, poor):
-        study.enqueue_trial(optuna_params(config))
+        study.enqueue_trial(params_for(config))
     executor = _AcceptLengths(oracle, {working: 3.9, poor: 1.02})
     sweep = _sweep(oracle.spec, study, executor, n_trials=2)
     sweep.prepare(resume=False)
@@ -459,7 +458,7 @@ def test_the_study_names_its_objective_and_holds_the_answer_best_json_gives(
     study = open_study(spec, "answer", storage, resume=False)
     assert study.metric_names == [objective_name(spec)]
     assert objective_name(spec).startswith("output_tok_per_s")
-    study.enqueue_trial(optuna_params(good))
+    study.enqueue_trial(params_for(good))
     sweep = _sweep(spec, study, InProcessExecutor(oracle), n_trials=4, workdir=tmp_path)
     sweep.prepare(resume=False)
     records = sweep.run().records

@@ -10,9 +10,9 @@ import pytest
 
 from benchmarks.truth.oracle import Oracle
 from orchestrator import cli
-from orchestrator.config.codec import optuna_params
 from orchestrator.driver.console.progress import ProgressPrinter
 from orchestrator.driver.console.study_guard import study_budget
+from orchestrator.driver.search.space import params_for
 from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.trial_attrs import StudyAttr
 from orchestrator.records import ServerConfig
@@ -32,7 +32,7 @@ def test_the_baseline_is_not_counted_and_is_best_only_as_no_speculation(
     study = open_study(spec, "progress", InMemoryStorage(), resume=False)
     sweep = _sweep(spec, study, InProcessExecutor(oracle), n_trials=1, workdir=tmp_path)
     sweep.prepare(resume=False)  # queues the baseline (and the spec's known-good configurations)
-    study.enqueue_trial(optuna_params(configs["no_kv"]))  # the only speculative launch fails
+    study.enqueue_trial(params_for(configs["no_kv"]))  # the only speculative launch fails
     records = sweep.run().records
     baseline = next(r for r in records if r.baseline)
     assert baseline.result.output_tok_per_s  # it ran, and was the fastest trial

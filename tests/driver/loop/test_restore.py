@@ -9,8 +9,8 @@ import optuna
 from optuna.storages import InMemoryStorage
 
 from benchmarks.truth.oracle import Oracle
-from orchestrator.config.codec import optuna_params
 from orchestrator.driver.loop.restore import restore
+from orchestrator.driver.search.space import params_for
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.study import open_study
 from orchestrator.driver.store.trial_attrs import TrialAttr
@@ -43,7 +43,7 @@ def _first_sweep(oracle: Oracle, configs: dict[str, ServerConfig], tmp_path: Pat
     spec, storage = oracle.spec, InMemoryStorage()
     study = open_study(spec, "journal", storage, resume=False)
     for name in ("no_kv", "good"):  # no_kv first: launched, it teaches the model its floor
-        study.enqueue_trial(optuna_params(configs[name]))
+        study.enqueue_trial(params_for(configs[name]))
     first = _sweep(spec, study, InProcessExecutor(oracle), n_trials=2, workdir=tmp_path)
     first.prepare(resume=False)
     first.run()

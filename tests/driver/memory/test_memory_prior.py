@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.driver.memory.facts import MemoryFacts, facts_from_shapes, without_prefill_graphs
-from orchestrator.driver.memory.node_facts import kv_dtype_bytes_from_flags, prefill_disabled
+from orchestrator.driver.memory.node_facts import kv_dtype_bytes
 from orchestrator.driver.memory.prior import estimate
 from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
 from orchestrator.footprint.shape import ModelShape, ShapeError, load_shape, read_config
 from orchestrator.records import FailureStage, ServerConfig
+from orchestrator.spec.fixed_flags import parse_fixed
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
@@ -224,10 +225,11 @@ def test_quantized_and_mixture_of_experts_llamas(tmp_path: Path) -> None:
 
 
 def test_server_flags_the_prior_reads() -> None:
-    assert prefill_disabled(["--cuda-graph-backend-prefill", "disabled"])
-    assert prefill_disabled(["--cuda-graph-backend-prefill=disabled"]) and not prefill_disabled(["--x"])
-    assert kv_dtype_bytes_from_flags(["--kv-cache-dtype", "fp8_e4m3"]) == 1.0
-    assert kv_dtype_bytes_from_flags(["--kv-cache-dtype", "auto"]) is None
+    assert not parse_fixed(["--cuda-graph-backend-prefill", "disabled"]).prefill_graphs
+    assert not parse_fixed(["--cuda-graph-backend-prefill=disabled"]).prefill_graphs
+    assert not parse_fixed(["--disable-cuda-graph"]).prefill_graphs and parse_fixed(["--x"]).prefill_graphs
+    assert kv_dtype_bytes(parse_fixed(["--kv-cache-dtype", "fp8_e4m3"]).kv_cache_dtype) == 1.0
+    assert kv_dtype_bytes(parse_fixed(["--kv-cache-dtype", "auto"]).kv_cache_dtype) is None
 
 
 def test_a_draft_that_loads_after_the_pools_is_named_where_it_cannot_load() -> None:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import launch_plan
-from orchestrator.engines.sglang.command import parse_version, sglang_flags
+from orchestrator.engines.sglang.command import parse_version, render_flags
 from orchestrator.secrets import mask_argv
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import Backend, load_spec
@@ -21,8 +21,12 @@ def test_versions() -> None:
 def test_flags_per_version_and_speculation_together() -> None:
     spec = load_spec(DEMO)
     cfg = make_config(0.88, 128, 48, 3, 1, None)
-    old = sglang_flags(LaunchSettings.from_spec(spec), cfg, version="0.5.9", port=31000, tp_size=8)
-    new = sglang_flags(LaunchSettings.from_spec(spec), cfg, version="0.5.23", port=31000, tp_size=8)
+    old = render_flags(
+        TrialLaunch(LaunchSettings.from_spec(spec), cfg, version="0.5.9", port=31000, tp_size=8)
+    )
+    new = render_flags(
+        TrialLaunch(LaunchSettings.from_spec(spec), cfg, version="0.5.23", port=31000, tp_size=8)
+    )
     assert "--cuda-graph-max-bs" in old and "--cuda-graph-max-bs-decode" not in old
     assert "--cuda-graph-max-bs-decode" in new and "--cuda-graph-max-bs" not in new
     i = new.index("--speculative-num-steps")
@@ -41,8 +45,10 @@ def test_flags_per_version_and_speculation_together() -> None:
 
 def test_baseline_has_no_speculative_flags() -> None:
     spec = load_spec(DEMO)
-    flags = sglang_flags(
-        LaunchSettings.from_spec(spec), make_config(0.88, 128, 48), version="0.5.17", port=1, tp_size=8
+    flags = render_flags(
+        TrialLaunch(
+            LaunchSettings.from_spec(spec), make_config(0.88, 128, 48), version="0.5.17", port=1, tp_size=8
+        )
     )
     assert not [f for f in flags if f.startswith("--speculative")]
 
@@ -82,7 +88,9 @@ def test_graph_bs_flag_boundary_versions() -> None:
         ("0.5.19", "--cuda-graph-max-bs-decode"),
         ("0.5.23", "--cuda-graph-max-bs-decode"),
     ]:
-        flags = sglang_flags(LaunchSettings.from_spec(spec), cfg, version=version, port=31000, tp_size=8)
+        flags = render_flags(
+            TrialLaunch(LaunchSettings.from_spec(spec), cfg, version=version, port=31000, tp_size=8)
+        )
         i = flags.index(flag)
         assert flags[i + 1] == "128", version
         other = {"--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"} - {flag}

@@ -57,6 +57,7 @@ OUTCOMES = [
     ("0.5.5", "kv-oom.log", False, S.KV_ALLOCATION, K.OOM),
     ("0.5.5", "draft-graph-oom.log", False, S.DRAFT_GRAPH_CAPTURE, K.OOM),
     ("0.5.9", "ok.log", True, None, None),
+    ("0.5.9", "topk1-adjusted.log", True, None, None),
     ("0.5.9", "graph-crash.log", False, S.TARGET_GRAPH_CAPTURE, K.CRASH),
     ("0.5.9", "runtime-oom.log", True, S.UNDER_LOAD, K.OOM),
     ("0.5.14", "ok.log", True, None, None),

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.driver.memory.build import prior_applies
 from orchestrator.engines import engine_for
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import launch_plan
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialStatus
@@ -35,6 +36,23 @@ def test_the_spec_takes_the_registered_engine_and_its_own_flags() -> None:
     data["server"]["flags"] = ["--toy-port=1"]
     with pytest.raises(SpecError, match="--toy-port is set by the sweep"):
         parse_spec(data)
+
+
+def test_the_search_block_is_checked_against_the_toys_own_space() -> None:
+    # The toy has no speculative steps: searching them would launch one server under several names.
+    data = toy_data()
+    data["search"]["speculative_num_steps"] = {"low": 1, "high": 5}
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    words = str(err.value)
+    assert "the toy engine has no speculative_num_steps" in words
+    assert "mem_fraction_static, max_running_requests" in words
+
+
+def test_the_memory_prior_is_off_for_an_engine_without_memory_defaults() -> None:
+    spec = toy_spec()
+    assert spec.memory.prior  # the spec asks for it; the toy's space has none of SGLang's defaults
+    assert not prior_applies(spec)
 
 
 @pytest.mark.parametrize(
@@ -63,12 +81,14 @@ def test_the_launch_plan_is_the_toys_module_and_flags() -> None:
     plan = launch_plan(spec, config, version="1.2", port=4321, tp_size=1, adaptive_config_path="a.json")
     assert plan.argv[:3] == (sys.executable, "-m", "toy_server")
     flags = TOY.flags(
-        LaunchSettings.from_spec(spec),
-        config,
-        version="1.2",
-        port=4321,
-        tp_size=1,
-        adaptive_config_path="a.json",
+        TrialLaunch(
+            LaunchSettings.from_spec(spec),
+            config,
+            version="1.2",
+            port=4321,
+            tp_size=1,
+            adaptive_config_path="a.json",
+        )
     )
     assert plan.argv[3:] == tuple(flags)
     assert "--toy-batch" in flags and not [f for f in flags if f.startswith(("--model-path", "--tp-size"))]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import engines
 from orchestrator.engines.api import Endpoints, StreamEnd
-from orchestrator.engines.engine import LaunchSettings
+from orchestrator.engines.engine import TrialLaunch
 from orchestrator.engines.logrecords import LogEvent, LogReport
 from orchestrator.records import (
     Failure,
@@ -27,6 +27,7 @@ from orchestrator.records import (
     ResolvedLaunch,
     ServerConfig,
 )
+from orchestrator.spec.engine_space import EngineSpace, FieldKind, SpaceField
 
 if TYPE_CHECKING:
     import aiohttp
@@ -39,6 +40,17 @@ TOY_ENDPOINTS = Endpoints(
 )
 # The flags the toy's searched values go by (`ToyEngine.flag_name`, the rendered command, the report).
 PARAM_FLAGS = {"mem_fraction_static": "--toy-fraction", "max_running_requests": "--toy-batch"}
+
+# The toy is searched in its fraction and its batch alone, under its own flags; the memory prior, fitted on
+# SGLang's accounting, does not apply to it (no memory defaults).
+TOY_SPACE = EngineSpace(
+    fields=(
+        SpaceField(
+            "mem_fraction_static", FieldKind.FLOAT, PARAM_FLAGS["mem_fraction_static"], low=0.0, high=1.0
+        ),
+        SpaceField("max_running_requests", FieldKind.INT, PARAM_FLAGS["max_running_requests"], low=1.0),
+    ),
+)
 
 _STARTING = re.compile(r"^[\d.]+ starting: ")
 _WEIGHTS = re.compile(r"^weights loaded: (?P<gib>[\d.]+) GiB, (?P<free>[\d.]+) GiB free")
@@ -199,6 +211,7 @@ class ToyEngine:
         {"--toy-model", "--toy-gpus", "--toy-batch", "--toy-fraction", "--toy-host", "--toy-port"}
     )
     api: ToyApi = ToyApi()
+    space: EngineSpace = TOY_SPACE
 
     def installed_version(self, python: str) -> str:
         return "1.2"
@@ -209,21 +222,13 @@ class ToyEngine:
     def unsupported(self, config: ServerConfig, version: str) -> str:
         return "the toy has no adaptive speculation" if config.speculative_adaptive else ""
 
-    def flags(
-        self,
-        settings: LaunchSettings,
-        config: ServerConfig,
-        *,
-        version: str,
-        port: int,
-        tp_size: int,
-        adaptive_config_path: str,
-    ) -> list[str]:
+    def flags(self, launch: TrialLaunch) -> list[str]:
+        settings, config = launch.settings, launch.config
         return [
             "--toy-model",
             settings.model_path,
             "--toy-gpus",
-            str(tp_size),
+            str(launch.tp_size),
             PARAM_FLAGS["max_running_requests"],
             str(config.max_running_requests),
             PARAM_FLAGS["mem_fraction_static"],
@@ -232,7 +237,7 @@ class ToyEngine:
             "--toy-host",
             settings.host,
             "--toy-port",
-            str(port),
+            str(launch.port),
         ]
 
     def flag_name(self, param: str, version: str) -> str:

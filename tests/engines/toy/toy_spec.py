@@ -26,7 +26,14 @@ def toy_data(*flags: str) -> dict[str, Any]:
     data["server"] = {"flags": ["--toy-greeting", "hello", *flags], "env": {"PYTHONPATH": str(FOLDER)}}
     data["workload"].update(num_prompts=4, input_len=16, output_len=8, concurrency=[2, 4], warmup_prompts=1)
     data["budget"].update(baseline=False)
-    data["memory"] = {"prior": False}  # the memory prior is fitted on SGLang's accounting, not the toy's
+    # The toy searches its fraction and its batch alone (`TOY_SPACE`): the rest of the section holds one
+    # value, that of the known-good configuration.
+    data["search"].update(
+        cuda_graph_max_bs={"choices": [512]},
+        speculative_num_steps={"choices": [3]},
+        speculative_eagle_topk={"choices": [1]},
+        speculative_num_draft_tokens={"choices": [4]},
+    )
     data["timeouts"].update(startup_s=30, benchmark_s=30, gpu_clean_s=1, stop_s=5)
     return data
 
