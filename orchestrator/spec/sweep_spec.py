@@ -181,6 +181,9 @@ class BudgetSpec(SpecModel):
     # again until each has `confirm_repeats` launches, and ranked by their median (0 turns it off).
     confirm_top: int = Field(default=3, ge=0)
     confirm_repeats: int = Field(default=3, ge=1)
+    # Off: every launch runs every stage (a grid measured as the truth of a pair, or answers read per
+    # concurrency level); the pruner otherwise stops a launch already clearly worse after two stages.
+    prune: bool = Field(default=True, description="stop a launch already clearly worse after two stages")
 
 
 class SweepSpec(SpecModel):

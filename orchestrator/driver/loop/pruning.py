@@ -32,7 +32,8 @@ class StageReports(SweepState):
             # After the last stage there is nothing left to save: a finished trial is never pruned.
             # A confirmation launch is never pruned: its whole point is one more full measurement.
             confirming = TrialAttr.CONFIRM_OF in trial.user_attrs
-            keep_going = info.baseline or last or confirming or not trial.should_prune()
+            pruning = self.spec.budget.prune
+            keep_going = info.baseline or last or confirming or not pruning or not trial.should_prune()
             if not keep_going:
                 info.pruned_at = step
             self.executor.decide(event.number, step, keep_going)
