@@ -124,6 +124,8 @@ OUTCOMES = [
     # the QwQ-32B shape (Qwen2, QKV biases) at 0.98: s3k1d4 served, s4k4d8 ran out under load (Triton)
     ("0.5.17/qwq32b-peak/trials/0000", "server.log", True, None, None),
     ("0.5.17/qwq32b-peak/trials/0001", "server.log", True, S.UNDER_LOAD, K.OOM),
+    # the real pair's grid (SmolLM2-135M and a draft trained here), its first seven launches: all served
+    *[(f"0.5.17/smollm2-grid/trials/{n:04d}", "server.log", True, None, None) for n in range(7)],
 ]
 
 
