@@ -293,10 +293,16 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
         own = f"{own or best.name() + f': {best.median:.1f} tok/s'}, 95 % interval {ci[0]:.1f}-{ci[1]:.1f}"
     if len(groups) == 1:
         head = own or f"{best.subject() if best.nospec else best.name()}: {best.median:.1f} tok/s"
-        other = "speculative" if best.nospec else "other"
+        # Without speculation alone: speculative trials may have served and been set aside (lossy, pruned,
+        # over a latency limit; the table says which), so the verdict says none is a candidate.
+        other = (
+            "no speculative configuration is a candidate"
+            if best.nospec
+            else "no other configuration completed"
+        )
         return Verdict(
             call=Call.ALONE,
-            statement=f"{head}; no {other} configuration completed, so there is nothing to compare it with",
+            statement=f"{head}; {other}, so there is nothing to compare it with",
             noise_source=noise.source,
             regime=noise.regime,
             launch_sd=noise.relative_sd,

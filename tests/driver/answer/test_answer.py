@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.driver.answer.choose import Call, answer_launches, choose_answer
+from orchestrator.driver.answer.choose import Call, answer_launches, baseline_launches, choose_answer
 from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec.search import make_config
@@ -141,6 +141,18 @@ def test_repeated_launches_give_the_pooled_spread_and_an_interval_and_say_so() -
 def test_one_configuration_alone_is_said_to_have_nothing_to_compare_with() -> None:
     v = choose_answer(answer_launches([rec(1, config(64), 1000.0)])).verdict  # type: ignore[union-attr]
     assert v.call is Call.ALONE and "nothing to compare" in v.statement and v.ci95 is None
+
+
+def test_the_server_without_speculation_alone_does_not_say_no_speculative_launch_completed() -> None:
+    """On the real pair every tree served and was set aside by the lossless check; the verdict then said "no
+    speculative configuration completed", which the table above it contradicted."""
+    base = rec(0, make_config(0.85, 32, 32), 5797.6, baseline=True)
+    lossy = rec(1, config(32), 3722.6)
+    records = [base, lossy]
+    answer = choose_answer(answer_launches(records, lossy={1}), baseline_launches(records))
+    assert answer is not None and answer.nospec
+    assert "completed" not in answer.verdict.statement
+    assert "nothing to compare it with" in answer.verdict.statement
 
 
 # -- the choice on its own -----------------------------------------------------------------------------
