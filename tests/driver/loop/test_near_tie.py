@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,23 +57,49 @@ def record(
     return TrialRecord(number, result, 1.0, baseline=baseline)
 
 
+class Captured(logging.Handler):
+    """The check's own log records (a handler on its logger: an earlier test may have configured the
+    root's handlers or turned propagation off)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(r.getMessage() for r in self.records)
+
+
+@pytest.fixture
+def captured() -> Iterator[Captured]:
+    logger = logging.getLogger("orchestrator.driver.loop.lossless")
+    handler, level = Captured(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
 def check(tmp_path: Path) -> LosslessCheck:
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tie", tmp_path / "spool")
     tracker.start("sweep", {}, {})
     return LosslessCheck(demo_spec(), tracker)
 
 
-def test_a_difference_at_a_near_tie_is_not_lossy(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_difference_at_a_near_tie_is_not_lossy(tmp_path: Path, captured: Captured) -> None:
     lossless = check(tmp_path)
     lossless.review(record(0, GOOD, margins(0.05, 7), baseline=True))
-    with caplog.at_level(logging.WARNING):
-        tags = dict(lossless.review(record(1, FLIPPED)).extra_tags)
+    tags = dict(lossless.review(record(1, FLIPPED)).extra_tags)
     assert tags["lossless"] == Lossless.NEAR_TIE == "near_tie"
     detail = tags["lossless_detail"]
     assert "position 1: baseline token 5, speculative token 7 (baseline margin 0.05 nats)" in detail
     assert lossless.lossy == set()  # still eligible for the answer
-    levels = {r.levelno for r in caplog.records if "trial 1" in r.getMessage()}
-    assert levels == {logging.WARNING} and "LOSSY" not in caplog.text
+    levels = {r.levelno for r in captured.records if "trial 1" in r.getMessage()}
+    assert levels == {logging.WARNING} and "LOSSY" not in captured.text
 
 
 @pytest.mark.parametrize(
@@ -85,14 +112,13 @@ def test_a_difference_at_a_near_tie_is_not_lossy(tmp_path: Path, caplog: pytest.
     ids=["confident", "not-the-second-choice", "no-margins"],
 )
 def test_other_differences_stay_lossy(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, scored: tuple[tuple[Margin | None, ...], ...]
+    tmp_path: Path, captured: Captured, scored: tuple[tuple[Margin | None, ...], ...]
 ) -> None:
     lossless = check(tmp_path)
     lossless.review(record(0, GOOD, scored, baseline=True))
-    with caplog.at_level(logging.WARNING):
-        tags = dict(lossless.review(record(1, FLIPPED)).extra_tags)
+    tags = dict(lossless.review(record(1, FLIPPED)).extra_tags)
     assert tags["lossless"] == Lossless.MISMATCH
-    assert lossless.lossy == {1} and "!!! LOSSY SPECULATION" in caplog.text
+    assert lossless.lossy == {1} and "!!! LOSSY SPECULATION" in captured.text
 
 
 def test_one_lossy_prompt_makes_the_trial_lossy_beside_a_near_tie(tmp_path: Path) -> None:
