@@ -247,6 +247,15 @@ class ResolvedLaunch:
 
 
 @dataclass(frozen=True)
+class Margin:
+    """One greedy output position's two best tokens as the server scored them: how far the chosen
+    token's log-probability led (nats) and the token that came second."""
+
+    nats: float
+    runner_up: int
+
+
+@dataclass(frozen=True)
 class TrialResult:
     """Everything a trial sends back to the driver. The driver alone writes MLflow and Optuna."""
 
@@ -274,6 +283,9 @@ class TrialResult:
     adaptive_config: str = ""  # the --speculative-adaptive-config file it launched with (JSON)
     adaptive_switches: int = 0  # times the server changed its speculative steps at run time (adaptive)
     greedy_outputs: tuple[tuple[int, ...], ...] = ()  # the lossless check's outputs (budget.baseline)
+    # Per prompt, per output position, the top-two margin (None: the engine gave none; () for a prompt:
+    # no logprobs at all), so that a late trial can be judged with the baseline's margins on --resume.
+    greedy_margins: tuple[tuple[Margin | None, ...], ...] = ()
     # A configuration the memory model ruled out: its predicted figures (never launched, so no log).
     predicted: dict[str, float] = field(default_factory=dict)
 

@@ -13,11 +13,16 @@ import aiohttp
 from orchestrator.bench.traffic import build_requests
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.engines.api import ServerApi
+from orchestrator.records import Margin
 from orchestrator.spec.sweep_spec import SweepSpec
 
 NUM_PROMPTS = 4
 MAX_NEW_TOKENS = 32  # at batch 1 this costs about a second per trial on the demo node
 _TIMEOUT = aiohttp.ClientTimeout(total=120)
+# bf16 keeps 8 significant bits, so a logit near 32 is rounded in steps of 0.125: two kernels that sum
+# in another order (the verify pass over a draft tree against the plain decode) can swap two tokens
+# whose log-probabilities are closer than that. A lossy draft diverges where the target was sure.
+NEAR_TIE_NATS = 0.125
 
 
 def check_requests(spec: SweepSpec) -> list[RequestSpec]:
@@ -28,12 +33,29 @@ def check_requests(spec: SweepSpec) -> list[RequestSpec]:
     ]
 
 
+@dataclass(frozen=True)
+class GreedyAnswers:
+    """Each prompt's greedy output ids, and its per-position top-two margins (() where the engine gave
+    none)."""
+
+    outputs: tuple[tuple[int, ...], ...]
+    margins: tuple[tuple[Margin | None, ...], ...]
+
+
 async def greedy_outputs(
     base_url: str, session: aiohttp.ClientSession, requests: Sequence[RequestSpec], *, api: ServerApi
 ) -> tuple[tuple[int, ...], ...]:
     """Each prompt's greedy output ids (one request at a time, so batching cannot change numerics)."""
+    return (await greedy_answers(base_url, session, requests, api=api)).outputs
+
+
+async def greedy_answers(
+    base_url: str, session: aiohttp.ClientSession, requests: Sequence[RequestSpec], *, api: ServerApi
+) -> GreedyAnswers:
+    """`greedy_outputs` with the margins the server scored beside them."""
     url = api.endpoints.url(base_url, api.endpoints.generate)
     out = []
+    margins: list[tuple[Margin | None, ...]] = []
     for r in requests:
         body = api.greedy_body(r.input_ids, r.max_new_tokens)
         async with session.post(url, json=body, timeout=_TIMEOUT) as resp:
@@ -44,7 +66,8 @@ async def greedy_outputs(
                 f"lossless check: {api.endpoints.generate} answered {resp.status}: {str(data)[:200]}"
             )
         out.append(ids)
-    return tuple(out)
+        margins.append(api.greedy_margins(data) or ())
+    return GreedyAnswers(tuple(out), tuple(margins))
 
 
 @dataclass(frozen=True)
@@ -58,13 +81,27 @@ class Mismatch:
     position: int
     expected: int | None  # the baseline's token there (None: the baseline's output ended)
     got: int | None
+    margin: Margin | None = None  # the baseline's top-two margin there (None: not scored)
+
+    @property
+    def near_tie(self) -> bool:
+        """The speculative token was the baseline's own second choice by at most `NEAR_TIE_NATS`:
+        a rounding difference between the verify and the plain decode, not a lossy draft."""
+        return (
+            self.margin is not None
+            and self.got is not None
+            and self.margin.nats <= NEAR_TIE_NATS
+            and self.margin.runner_up == self.got
+        )
 
     def describe(self) -> str:
         tail = ", ".join(str(i) for i in self.prompt_tail)
+        margin = f" (baseline margin {self.margin.nats:.3g} nats)" if self.margin is not None else ""
         return (
             f"prompt {self.prompt} ({self.dataset}, {self.prompt_len} ids ending [..., {tail}]): "
             "first difference at output "
             f"position {self.position}: baseline token {self.expected}, speculative token {self.got}"
+            f"{margin}"
         )
 
 
@@ -72,14 +109,19 @@ def compare(
     requests: Sequence[RequestSpec],
     baseline: Sequence[Sequence[int]],
     trial: Sequence[Sequence[int]],
+    margins: Sequence[Sequence[Margin | None]] = (),
 ) -> list[Mismatch]:
-    """Every prompt whose outputs differ, with the first differing position."""
+    """Every prompt whose outputs differ, with the first differing position and the baseline's margin
+    there (``margins``: the baseline's, per prompt and position; missing ones leave the margin None)."""
     found = []
     for index, (req, want, got) in enumerate(zip(requests, baseline, trial, strict=False)):
+        scored = margins[index] if index < len(margins) else ()
         for pos in range(max(len(want), len(got))):
             a = want[pos] if pos < len(want) else None
             b = got[pos] if pos < len(got) else None
             if a != b:
-                found.append(Mismatch(index, req.dataset, len(req.input_ids), req.input_ids[-8:], pos, a, b))
+                margin = scored[pos] if pos < len(scored) else None
+                tail = req.input_ids[-8:]
+                found.append(Mismatch(index, req.dataset, len(req.input_ids), tail, pos, a, b, margin))
                 break
     return found

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from orchestrator.records import Margin
+
 if TYPE_CHECKING:
     import aiohttp
 
@@ -68,7 +70,14 @@ class ServerApi(Protocol):
         ...
 
     def greedy_body(self, input_ids: Sequence[int], max_new_tokens: int) -> dict[str, Any]:
-        """One greedy request, not streamed (the lossless check's)."""
+        """One greedy request, not streamed (the lossless check's); where the engine can, it asks for
+        the top two log-probabilities of every output position (`greedy_margins`)."""
+        ...
+
+    def greedy_margins(self, answer: Any) -> tuple[Margin | None, ...] | None:
+        """Per output position of an answer to `greedy_body`, the top-1 minus top-2 log-probability
+        and the second-choice token (None at a position it did not score); None when the answer holds
+        no log-probabilities (the lossless check then judges every difference as lossy)."""
         ...
 
     def greedy_ids(self, answer: Any) -> tuple[int, ...] | None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from orchestrator import dashboard_metrics
+from orchestrator.bench.greedy import GreedyAnswers
 from orchestrator.config import adaptive
 from orchestrator.engines import engine_for
 from orchestrator.engines.engine import LogReader
@@ -92,7 +93,7 @@ class TrialRun:
         self.t0 = time.monotonic()
         self.t0_unix = time.time()
         self.notes: list[str] = []
-        self._greedy: tuple[tuple[int, ...], ...] = ()
+        self._greedy = GreedyAnswers((), ())
 
     # -- the phases ---------------------------------------------------------------------------------
 
@@ -261,6 +262,7 @@ class TrialRun:
             dataset=self.spec.workload.dataset_label,
             adaptive_config=adaptive.saved_config(self.workdir) if plan else "",
             adaptive_switches=len(report.adaptive_switches),
-            greedy_outputs=self._greedy,
+            greedy_outputs=self._greedy.outputs,
+            greedy_margins=self._greedy.margins,
         )
         return scrub(result, secrets)

@@ -16,7 +16,7 @@ import aiohttp
 
 from orchestrator.bench.client import run_stage
 from orchestrator.bench.control import server_accept_length, wait_healthy
-from orchestrator.bench.greedy import check_requests, greedy_outputs
+from orchestrator.bench.greedy import GreedyAnswers, check_requests, greedy_answers
 from orchestrator.bench.metrics import stage_metrics
 from orchestrator.bench.traffic import build_requests, dataset_breakdown
 from orchestrator.bench.workload import synthetic_requests
@@ -58,7 +58,7 @@ class StageBenchmark:
         self.on_stage = on_stage
         self.notes = notes  # the trial's own list: its result's notes
         self.stages_done: list[StageMetrics] = []
-        self.greedy: tuple[tuple[int, ...], ...] = ()
+        self.greedy = GreedyAnswers((), ())
 
     def run(self, server: ServerProcess, plan: LaunchPlan) -> BenchOutcome:
         try:
@@ -140,7 +140,7 @@ class StageBenchmark:
                     break
             if self.spec.budget.baseline:  # the lossless check: compared with the baseline's on the driver
                 try:
-                    self.greedy = await greedy_outputs(url, session, check_requests(self.spec), api=self.api)
+                    self.greedy = await greedy_answers(url, session, check_requests(self.spec), api=self.api)
                 except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
                     self.notes.append(f"lossless check: no greedy outputs: {err}")
         return TrialStatus.OK, None, tuple(self.stages_done), accept

@@ -204,6 +204,8 @@ def traffic_section(rows: Sequence[RunReadBack]) -> str:
         verdict = r.lossless or "-"
         if r.lossless == Lossless.MISMATCH:
             verdict = f"MISMATCH: {r.lossless_detail}"
+        elif r.lossless == Lossless.NEAR_TIE:
+            verdict = f"near tie (numerics, not lossy): {r.lossless_detail}"
         body.append(
             [
                 str(r.number),

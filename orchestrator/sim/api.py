@@ -16,7 +16,7 @@ from orchestrator.sim.args import SimArgs
 from orchestrator.sim.logtext import SglangLog
 from orchestrator.sim.memory import StartupPlan
 from orchestrator.sim.profile import SimProfile
-from orchestrator.sim.prompts import PromptKind, greedy_stream, prompt_kind
+from orchestrator.sim.prompts import PromptKind, greedy_stream, prompt_key, prompt_kind, top_two
 from orchestrator.sim.request_state import SimRequest
 from orchestrator.sim.scheduler import Scheduler
 from orchestrator.sim.server_args_text import server_args_items
@@ -250,13 +250,21 @@ def make_app(server: SimServer) -> web.Application:
         if isinstance(ids, list):
             kind = prompt_kind(ids)
             req = server.scheduler.submit(
-                prompt_len, max_new, probs=server.probs_by_kind[kind], greedy=greedy_stream(ids)
+                prompt_len,
+                max_new,
+                probs=server.probs_by_kind[kind],
+                greedy=greedy_stream(ids),
+                tie_key=prompt_key(ids),
             )
         else:
             req = server.scheduler.submit(prompt_len, max_new)
         if not data.get("stream"):
             await req.done.wait()
-            return logged(web.json_response(body(server, req, final=True)), request)
+            answer = body(server, req, final=True)
+            if data.get("return_logprob") and int(data.get("top_logprobs_num") or 0) >= 2:
+                key = prompt_key(ids) if isinstance(ids, list) else 0
+                answer["meta_info"]["output_top_logprobs"] = top_two(key, req.output_ids, req.vocab)
+            return logged(web.json_response(answer), request)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         log.line(access_line(request, 200))

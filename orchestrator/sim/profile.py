@@ -220,6 +220,9 @@ class SimProfile(BaseModel):
     lossy_rate: float = Field(default=0.0, ge=0, le=1)
     """Chance that a verify step with accepted drafts emits a wrong token (a lossy draft path, a
     numerics mismatch between verify and plain decode): 0 = lossless, as speculative decoding must be."""
+    near_tie_flips: bool = False
+    """A speculative server emits the second choice at every near tie (`prompts.margin_at`), as bf16
+    numerics in a real verify pass can: the lossless check must call that a near tie, not lossy."""
 
     # --- measured truth (``sim.truth``): used instead of the parametric forms above when set ----------
     measured_steps: tuple[StepCell, ...] | None = None

@@ -13,6 +13,13 @@ At temperature 0 a real server's output is a function of the prompt, so the simu
 a generator seeded by the prompt's ids. Speculation must not change it; a profile with ``lossy_rate``
 above 0 makes a speculative step emit a wrong token now and then, so the lossless check has something
 to catch.
+
+Asked for the top two log-probabilities (`top_two`), the node scores each output position from a hash
+of the prompt and the position: about one position in eight is a near tie (margin under 0.125 nats),
+the rest confident. The second choice is always the chosen token + 2, never the + 1 a lossy step
+emits, so a lossy token is never the baseline's second choice and the check still calls it lossy.
+With ``near_tie_flips`` a speculative server emits that second choice at every near tie, as bf16
+numerics in a real verify pass can: a difference the check must not call lossy.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import random
 import zlib
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Any
 
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.sim.profile import SimProfile
@@ -64,6 +72,36 @@ def probs_by_kind(
         PromptKind.RANDOM: position_probs(profile, tree, broken=broken),
         PromptKind.TEXT: position_probs(text, tree, broken=broken),
     }
+
+
+RUNNER_UP_OFFSET = 2  # the second choice is the chosen token + 2 (a lossy step emits + 1)
+
+
+def prompt_key(ids: Sequence[int]) -> int:
+    """A prompt's hash: what its output positions' margins are drawn from."""
+    return zlib.crc32(b"".join(i.to_bytes(4, "little", signed=False) for i in ids if 0 <= i < 1 << 32))
+
+
+def margin_at(key: int, position: int) -> float:
+    """The top-two margin (nats) of an output position: a near tie (0.01 to 0.1) one time in eight."""
+    h = zlib.crc32(f"{key}:{position}".encode())
+    return 0.01 * (1 + (h >> 3) % 10) if h % 8 == 0 else 2.0 + (h >> 3) % 400 / 100
+
+
+def is_near_tie(key: int, position: int) -> bool:
+    return margin_at(key, position) < 0.125
+
+
+def top_two(key: int, output_ids: Sequence[int], vocab: int) -> list[list[list[Any]]]:
+    """``meta_info.output_top_logprobs`` as SGLang answers it: per position ``[logprob, id, text]``,
+    best first (the chosen token first: the node is greedy)."""
+    out = []
+    for pos, tok in enumerate(output_ids):
+        first = -0.05 - zlib.crc32(f"{key}/{pos}".encode()) % 100 / 100
+        out.append(
+            [[first, tok, None], [first - margin_at(key, pos), (tok + RUNNER_UP_OFFSET) % vocab, None]]
+        )
+    return out
 
 
 def greedy_stream(ids: Sequence[int]) -> random.Random:

@@ -8,6 +8,8 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from orchestrator.sim.prompts import RUNNER_UP_OFFSET, is_near_tie
+
 
 @dataclass(eq=False)
 class SimRequest:
@@ -20,6 +22,7 @@ class SimRequest:
     vocab: int
     probs: list[float] | None = None  # acceptance for this prompt; None = the scheduler's
     greedy: random.Random | None = None  # the prompt's greedy continuation (None: drawn from rng)
+    tie_key: int | None = None  # the prompt's key for near ties (`prompts.margin_at`); None: no ties
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     kv: int = 0
@@ -41,10 +44,16 @@ class SimRequest:
     def remaining(self) -> int:
         return self.max_new_tokens - len(self.output_ids)
 
-    def emit(self, n: int, wrong_at: int = -1) -> None:
-        """``n`` more output ids; the one at ``wrong_at`` (an index into these n) is corrupted."""
+    def emit(self, n: int, wrong_at: int = -1, flip_ties: bool = False) -> None:
+        """``n`` more output ids; the one at ``wrong_at`` (an index into these n) is corrupted, and with
+        ``flip_ties`` each one at a near tie is the second choice (verify numerics, not a lossy draft)."""
         source = self.greedy or self.rng
         new = [source.randrange(self.vocab) for _ in range(n)]
+        if flip_ties and self.tie_key is not None:
+            start = len(self.output_ids)
+            for k in range(n):
+                if is_near_tie(self.tie_key, start + k):
+                    new[k] = (new[k] + RUNNER_UP_OFFSET) % self.vocab
         if 0 <= wrong_at < n:
             new[wrong_at] = (new[wrong_at] + 1) % self.vocab
         self.output_ids.extend(new)

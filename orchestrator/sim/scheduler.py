@@ -62,6 +62,7 @@ class Scheduler:
         seed: int,
         log: SglangLog,
         lossy_rate: float = 0.0,
+        near_tie_flips: bool = False,
         tiers: TierController | None = None,
         serving: ServingMemory | None = None,
     ) -> None:
@@ -71,6 +72,7 @@ class Scheduler:
         self._completed = 0  # requests completed over the server's life
         self.probs = probs
         self.lossy_rate = lossy_rate
+        self.near_tie_flips = near_tie_flips
         self.tiers = tiers
         self._runtime_steps: int | None = None  # the tier the last verify step ran at (adaptive)
         self._tier_speeds: dict[int, SpeedModel] = {}
@@ -111,13 +113,21 @@ class Scheduler:
         *,
         probs: list[float] | None = None,
         greedy: random.Random | None = None,
+        tie_key: int | None = None,
     ) -> SimRequest:
         """Queue a request; its output ids come from ``greedy`` (the prompt's own continuation) or its
         own seeded generator (same seed, same ids)."""
         rng = random.Random(self.seed * 1_000_003 + self._count)
         self._count += 1
         req = SimRequest(
-            uuid.UUID(int=rng.getrandbits(128)).hex, input_len, max_new_tokens, rng, self.vocab, probs, greedy
+            uuid.UUID(int=rng.getrandbits(128)).hex,
+            input_len,
+            max_new_tokens,
+            rng,
+            self.vocab,
+            probs,
+            greedy,
+            tie_key,
         )
         self.waiting.append(req)
         self.stats.requests += 1
@@ -310,7 +320,7 @@ class Scheduler:
                 if accepted and self.lossy_rate and req.rng.random() < self.lossy_rate:
                     wrong_at = req.rng.randrange(accepted)  # an accepted draft the target would not emit
             n = min(gained, req.remaining)
-            req.emit(n, wrong_at)
+            req.emit(n, wrong_at, flip_ties=tree is not None and self.near_tie_flips)
             produced += n
             self._finish_if_done(req)
             req.changed.set()

@@ -164,7 +164,8 @@ class SimServer:
             speed=self.speed, probs=self.probs, pool_tokens=max(1, plan.kv_tokens),
             max_running=plan.max_running_requests, chunked_prefill=a.chunked_prefill_size,
             decode_log_interval=a.decode_log_interval, vocab=p.vocab_size, seed=a.random_seed, log=log,
-            lossy_rate=p.lossy_rate, tiers=tiers, serving=self._serving_memory(),
+            lossy_rate=p.lossy_rate, near_tie_flips=p.near_tie_flips, tiers=tiers,
+            serving=self._serving_memory(),
         )  # fmt: skip
         self._tasks.add(asyncio.create_task(self.scheduler.run()))
         await self._wait(p.server_start_s)

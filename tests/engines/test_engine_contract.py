@@ -194,6 +194,7 @@ def test_the_request_builder_and_the_reader_agree_with_the_server(case: EngineCa
     greedy = api.greedy_ids(exchange.greedy_answer)
     assert greedy is not None and len(greedy) == wanted
     assert api.greedy_ids({"unrelated": 1}) is None
+    assert api.greedy_margins({"unrelated": 1}) is None  # no log-probabilities: the strict check
     accept = api.accept_length(exchange.server_info)
     assert case.config.speculative and accept is not None and accept >= 1.0
     assert api.accept_length({}) is None

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from orchestrator.driver.console.progress import ProgressPrinter
+from orchestrator.records import TrialRecord, TrialResult, TrialStatus
 from orchestrator.report.data import RunReadBack
 from orchestrator.report.sections import traffic_section
+from orchestrator.spec.search import make_config
 
 
 def test_lossy_trials_are_shown_with_their_first_difference() -> None:
@@ -27,3 +32,25 @@ def test_lossy_trials_are_shown_with_their_first_difference() -> None:
     assert "first difference at output position 7: baseline token 41, speculative token 42" in html
     assert "generated-chat 3.31" in html and "generated-chat 700.0" in html and ">tiers<" in html
     assert "mf0.950" not in html  # a trial that did not complete has no traffic figures
+
+
+def test_a_near_tie_is_shown_as_numerics_not_as_lossy() -> None:
+    detail = (
+        "prompt 1 (generated-chat, 9 ids ending [..., 4, 5]): first difference at output position 24: "
+        "baseline token 260, speculative token 8009 (baseline margin 0.03 nats)"
+    )
+    row = RunReadBack(number=1, run_id="a", status="ok", config="mf0.880 s3k1d4", lossless="near_tie")
+    html = traffic_section([replace(row, lossless_detail=detail)])
+    assert "Lossy speculation" not in html and 'class="bad"' not in html
+    assert "near tie (numerics, not lossy): " in html and "baseline margin 0.03 nats" in html
+
+
+def test_the_console_line_says_a_near_tie_is_numerics() -> None:
+    lines: list[str] = []
+    printer = ProgressPrinter(2, False, lines.append, now=lambda: 0.0)
+    config = make_config(0.88, 128, 48, 3, 1, None)
+    result = TrialResult(config, TrialStatus.OK, "n", ())
+    detail = "prompt 1: first difference at output position 24 (baseline margin 0.03 nats)"
+    tags = (("lossless", "near_tie"), ("lossless_detail", detail))
+    printer.record(TrialRecord(1, result, 1.0, extra_tags=tags))
+    assert "near tie (numerics, not lossy): " + detail in lines[-1] and "LOSSY" not in lines[-1]

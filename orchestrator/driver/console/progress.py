@@ -73,6 +73,8 @@ class ProgressPrinter:
         if r.tag(Tag.LOSSLESS) == Lossless.MISMATCH:
             msg += "\n  !!! LOSSY SPECULATION (output differs from the baseline at temperature 0): "
             msg += r.tag(Tag.LOSSLESS_DETAIL) or ""
+        elif r.tag(Tag.LOSSLESS) == Lossless.NEAR_TIE:
+            msg += "\n  near tie (numerics, not lossy): " + (r.tag(Tag.LOSSLESS_DETAIL) or "")
         # On a terminal the line overwrites the live one, which is as wide as the terminal: pad to that.
         width = max(shutil.get_terminal_size((120, 24)).columns - 1, 40) if self.tty else 0
         self.write(("\r" if self.tty else "") + msg.ljust(width) + "\n")

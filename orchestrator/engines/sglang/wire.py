@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.engines.api import Endpoints, StreamEnd
+from orchestrator.records import Margin
 
 # SGLang's native API. /server_info is 0.5.9's name for /get_server_info (0.5.17 deprecates the old one).
 SGLANG_ENDPOINTS = Endpoints(
@@ -118,6 +119,17 @@ def _sampling(max_new_tokens: int) -> dict[str, Any]:
     return {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}
 
 
+def _margin(top: Any) -> Margin | None:
+    """One position's two best ``[logprob, token_id, text]`` entries as a margin; None when malformed."""
+    if not isinstance(top, list) or len(top) < 2:
+        return None
+    try:
+        (first, _), (second, runner_up) = ((float(e[0]), int(e[1])) for e in top[:2])
+    except (TypeError, ValueError, IndexError):
+        return None
+    return Margin(first - second, runner_up)
+
+
 @dataclass(frozen=True)
 class SglangApi:
     """`engines.api.ServerApi` for SGLang's native `/generate` (and the simulated node, which serves it)."""
@@ -132,7 +144,24 @@ class SglangApi:
         return SglangStreamReader()
 
     def greedy_body(self, input_ids: Sequence[int], max_new_tokens: int) -> dict[str, Any]:
-        return {"input_ids": list(input_ids), "sampling_params": _sampling(max_new_tokens)}
+        # The top two log-probabilities of each output position (``logprob_start_len: -1``: output
+        # tokens only), so that a difference at a near tie can be told from a lossy draft.
+        return {
+            "input_ids": list(input_ids),
+            "sampling_params": _sampling(max_new_tokens),
+            "return_logprob": True,
+            "top_logprobs_num": 2,
+            "logprob_start_len": -1,
+        }
+
+    def greedy_margins(self, answer: Any) -> tuple[Margin | None, ...] | None:
+        """``meta_info.output_top_logprobs``: per output position a list of ``[logprob, token_id,
+        text_or_null]``, best first."""
+        meta = answer.get("meta_info") if isinstance(answer, dict) else None
+        tops = meta.get("output_top_logprobs") if isinstance(meta, dict) else None
+        if not isinstance(tops, list):
+            return None
+        return tuple(_margin(top) for top in tops)
 
     def greedy_ids(self, answer: Any) -> tuple[int, ...] | None:
         if not isinstance(answer, dict) or not isinstance(answer.get("output_ids"), list):

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.bench.greedy import check_requests, compare, greedy_outputs
+from orchestrator.bench.greedy import GreedyAnswers, check_requests, compare, greedy_answers, greedy_outputs
 from orchestrator.bench.workload import RequestSpec
 from orchestrator.driver.loop.lossless import LosslessCheck
 from orchestrator.driver.store.tracking import Tracker
@@ -164,3 +164,44 @@ def test_a_resumed_sweep_judges_new_trials_against_the_earlier_baseline(tmp_path
     assert resumed.lossy == {2, 3}
     assert dict(resumed.review(_record(4, good)).extra_tags)["lossless"] == "ok"
     assert dict(resumed.review(_record(5, lossy)).extra_tags)["lossless"] == "mismatch"
+
+
+@pytest.mark.parametrize(("flips", "lossy_rate"), [(True, 0.0), (True, 0.3)], ids=["near-ties", "lossy"])
+def test_simulated_near_ties_are_numerics_and_a_lossy_draft_is_still_caught(
+    sims: list[Sim],  # noqa: F811
+    tmp_path: Path,
+    flips: bool,
+    lossy_rate: float,
+) -> None:
+    profile = {"base": "h200-tiny", "accept_p0": 0.8, "near_tie_flips": flips, "lossy_rate": lossy_rate}
+    spec = demo_spec(baseline=True)
+    requests = check_requests(spec)
+
+    def answers(*flags: str) -> GreedyAnswers:
+        folder = tmp_path / f"sim{len(sims)}"
+        folder.mkdir()
+        sim = Sim(folder, *flags, profile=profile)
+        sims.append(sim)
+        sim.wait_for("The server is fired up")
+
+        async def run() -> GreedyAnswers:
+            async with aiohttp.ClientSession() as session:
+                return await greedy_answers(sim.url(""), session, requests, api=SGLANG_API)
+
+        return asyncio.run(run())
+
+    plain = answers("--skip-tokenizer-init", "--cuda-graph-max-bs", "16", "--max-running-requests", "16")
+    speculative = answers(*TINY_RUN)
+    assert all(len(m) == len(o) for m, o in zip(plain.margins, plain.outputs, strict=True))
+    found = compare(requests, plain.outputs, speculative.outputs, plain.margins)
+    assert found  # 32 tokens a prompt, a near tie one position in eight: every prompt flips
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "sim", tmp_path / "spool")
+    tracker.start("sweep", {}, {})
+    check = LosslessCheck(spec, tracker)
+    base, trial = _record(0, plain.outputs, baseline=True), _record(1, speculative.outputs)
+    check.review(replace(base, result=replace(base.result, greedy_margins=plain.margins)))
+    verdict = dict(check.review(trial).extra_tags)["lossless"]
+    if lossy_rate == 0.0:
+        assert all(m.near_tie for m in found) and verdict == "near_tie" and check.lossy == set()
+    else:
+        assert verdict == "mismatch" and check.lossy == {1}

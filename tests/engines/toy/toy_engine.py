@@ -23,6 +23,7 @@ from orchestrator.records import (
     Failure,
     FailureKind,
     FailureStage,
+    Margin,
     MemoryAccount,
     ResolvedLaunch,
     ServerConfig,
@@ -196,6 +197,9 @@ class ToyApi:
         if not isinstance(answer, dict) or not isinstance(answer.get("tokens"), list):
             return None
         return tuple(int(i) for i in answer["tokens"])
+
+    def greedy_margins(self, answer: Any) -> tuple[Margin | None, ...] | None:
+        return None  # the toy server scores nothing: every difference is judged lossy
 
     def accept_length(self, info: Mapping[str, Any]) -> float | None:
         speculation = info.get("speculation")
