@@ -50,14 +50,19 @@ async def greedy_outputs(
 
 
 async def greedy_answers(
-    base_url: str, session: aiohttp.ClientSession, requests: Sequence[RequestSpec], *, api: ServerApi
+    base_url: str,
+    session: aiohttp.ClientSession,
+    requests: Sequence[RequestSpec],
+    *,
+    api: ServerApi,
+    scored: bool = False,
 ) -> GreedyAnswers:
-    """`greedy_outputs` with the margins the server scored beside them."""
+    """`greedy_outputs` with, when ``scored`` (the baseline's), the margins the server scored beside them."""
     url = api.endpoints.url(base_url, api.endpoints.generate)
     out = []
     margins: list[tuple[Margin | None, ...]] = []
     for r in requests:
-        body = api.greedy_body(r.input_ids, r.max_new_tokens)
+        body = api.greedy_body(r.input_ids, r.max_new_tokens, scored=scored)
         async with session.post(url, json=body, timeout=_TIMEOUT) as resp:
             data: Any = await resp.json(content_type=None)
         ids = api.greedy_ids(data) if resp.status == 200 else None

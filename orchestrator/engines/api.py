@@ -69,9 +69,12 @@ class ServerApi(Protocol):
         """A reader for one answer to `stream_body`."""
         ...
 
-    def greedy_body(self, input_ids: Sequence[int], max_new_tokens: int) -> dict[str, Any]:
-        """One greedy request, not streamed (the lossless check's); where the engine can, it asks for
-        the top two log-probabilities of every output position (`greedy_margins`)."""
+    def greedy_body(
+        self, input_ids: Sequence[int], max_new_tokens: int, *, scored: bool = False
+    ) -> dict[str, Any]:
+        """One greedy request, not streamed (the lossless check's); ``scored`` (the baseline's, without
+        speculation) also asks, where the engine can, for the top two log-probabilities of every output
+        position (`greedy_margins`)."""
         ...
 
     def greedy_margins(self, answer: Any) -> tuple[Margin | None, ...] | None:

@@ -140,7 +140,11 @@ class StageBenchmark:
                     break
             if self.spec.budget.baseline:  # the lossless check: compared with the baseline's on the driver
                 try:
-                    self.greedy = await greedy_answers(url, session, check_requests(self.spec), api=self.api)
+                    # only the server without speculation scores its answers: the margins read are its
+                    scored = not self.req.config.speculative
+                    self.greedy = await greedy_answers(
+                        url, session, check_requests(self.spec), api=self.api, scored=scored
+                    )
                 except (aiohttp.ClientError, TimeoutError, RuntimeError) as err:
                     self.notes.append(f"lossless check: no greedy outputs: {err}")
         return TrialStatus.OK, None, tuple(self.stages_done), accept

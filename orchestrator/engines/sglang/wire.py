@@ -143,16 +143,17 @@ class SglangApi:
     def stream_reader(self) -> SglangStreamReader:
         return SglangStreamReader()
 
-    def greedy_body(self, input_ids: Sequence[int], max_new_tokens: int) -> dict[str, Any]:
-        # The top two log-probabilities of each output position (``logprob_start_len: -1``: output
-        # tokens only), so that a difference at a near tie can be told from a lossy draft.
-        return {
-            "input_ids": list(input_ids),
-            "sampling_params": _sampling(max_new_tokens),
-            "return_logprob": True,
-            "top_logprobs_num": 2,
-            "logprob_start_len": -1,
-        }
+    def greedy_body(
+        self, input_ids: Sequence[int], max_new_tokens: int, *, scored: bool = False
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"input_ids": list(input_ids), "sampling_params": _sampling(max_new_tokens)}
+        if scored:
+            # The top two log-probabilities of each output position (``logprob_start_len: -1``: output
+            # tokens only), so that a difference at a near tie can be told from a lossy draft. Asked of
+            # the server without speculation alone: log-probabilities through EAGLE-3's verify have
+            # failed in SGLang (sgl-project/sglang#17349), and only the baseline's margins are read.
+            body.update(return_logprob=True, top_logprobs_num=2, logprob_start_len=-1)
+        return body
 
     def greedy_margins(self, answer: Any) -> tuple[Margin | None, ...] | None:
         """``meta_info.output_top_logprobs``: per output position a list of ``[logprob, token_id,

@@ -177,7 +177,7 @@ def test_simulated_near_ties_are_numerics_and_a_lossy_draft_is_still_caught(
     spec = demo_spec(baseline=True)
     requests = check_requests(spec)
 
-    def answers(*flags: str) -> GreedyAnswers:
+    def answers(*flags: str, scored: bool = False) -> GreedyAnswers:
         folder = tmp_path / f"sim{len(sims)}"
         folder.mkdir()
         sim = Sim(folder, *flags, profile=profile)
@@ -186,12 +186,16 @@ def test_simulated_near_ties_are_numerics_and_a_lossy_draft_is_still_caught(
 
         async def run() -> GreedyAnswers:
             async with aiohttp.ClientSession() as session:
-                return await greedy_answers(sim.url(""), session, requests, api=SGLANG_API)
+                return await greedy_answers(sim.url(""), session, requests, api=SGLANG_API, scored=scored)
 
         return asyncio.run(run())
 
-    plain = answers("--skip-tokenizer-init", "--cuda-graph-max-bs", "16", "--max-running-requests", "16")
+    # as a trial asks: the server without speculation scores its answers, a speculative one does not
+    plain = answers(
+        "--skip-tokenizer-init", "--cuda-graph-max-bs", "16", "--max-running-requests", "16", scored=True
+    )
     speculative = answers(*TINY_RUN)
+    assert speculative.margins == ((),) * len(requests)
     assert all(len(m) == len(o) for m, o in zip(plain.margins, plain.outputs, strict=True))
     found = compare(requests, plain.outputs, speculative.outputs, plain.margins)
     assert found  # 32 tokens a prompt, a near tie one position in eight: every prompt flips

@@ -38,11 +38,8 @@ def exchange() -> Exchange:
     ok = json.loads((FIXTURES / "0.5.17" / "generate.json").read_text())["ok"]
     stream, whole = ok["stream"], ok["non_stream"]
     body = stream["request_body"]
-    # Not streamed is SGLang's default: the client leaves the key out. The recording predates the
-    # lossless check's top-two log-probabilities; those three fields are GenerateReqInput's own in
-    # SGLang 0.5.x, added here rather than written into the recorded request.
+    # Not streamed is SGLang's default: the client leaves the key out.
     greedy: dict[str, Any] = {k: v for k, v in whole["request_body"].items() if k != "stream"}
-    greedy.update(return_logprob=True, top_logprobs_num=2, logprob_start_len=-1)
     lines = tuple(b"data: " + json.dumps(stream[c]).encode() for c in ("first_chunk", "last_chunk"))
     return Exchange(
         input_ids=tuple(body["input_ids"]),

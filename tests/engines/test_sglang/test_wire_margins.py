@@ -9,10 +9,17 @@ from orchestrator.records import Margin
 
 
 def test_the_greedy_request_asks_for_the_top_two_logprobs_of_the_output_only() -> None:
-    body = SGLANG_API.greedy_body([1, 2, 3], 4)
+    body = SGLANG_API.greedy_body([1, 2, 3], 4, scored=True)
     assert body["return_logprob"] is True and body["top_logprobs_num"] == 2
     assert body["logprob_start_len"] == -1  # output tokens only: the prompt is not scored
     assert body["sampling_params"]["temperature"] == 0 and "stream" not in body
+
+
+def test_an_unscored_greedy_request_asks_for_no_logprobs() -> None:
+    """The speculative servers' request: log-probabilities through EAGLE-3's verify have failed in SGLang
+    (sgl-project/sglang#17349, #14046), and only the baseline's margins are read."""
+    body = SGLANG_API.greedy_body([1, 2, 3], 4)
+    assert not {"return_logprob", "top_logprobs_num", "logprob_start_len"} & set(body)
 
 
 def test_margins_are_read_from_meta_info_output_top_logprobs() -> None:

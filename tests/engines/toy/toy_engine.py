@@ -190,7 +190,9 @@ class ToyApi:
     def stream_reader(self) -> ToyStreamReader:
         return ToyStreamReader()
 
-    def greedy_body(self, input_ids: Sequence[int], max_new_tokens: int) -> dict[str, Any]:
+    def greedy_body(
+        self, input_ids: Sequence[int], max_new_tokens: int, *, scored: bool = False
+    ) -> dict[str, Any]:
         return {"prompt": list(input_ids), "max_tokens": max_new_tokens, "stream": False}
 
     def greedy_ids(self, answer: Any) -> tuple[int, ...] | None:
