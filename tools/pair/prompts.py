@@ -15,6 +15,8 @@ import random
 import re
 from pathlib import Path
 
+MT_BENCH = Path(__file__).resolve().parents[2] / "trials" / "datasets" / "mt_bench_questions.jsonl"
+
 TEMPLATES = (
     "Explain {t} to a high school student.",
     "What is {t}? Give a short answer.",
@@ -219,10 +221,15 @@ CODE_TOPICS = (
 )
 
 
+def template_prompts() -> list[str]:
+    """Every template-topic pair, in a fixed order."""
+    pool = [t.format(t=topic) for t in TEMPLATES for topic in TOPICS]
+    return pool + [t.format(t=topic) for t in CODE_TEMPLATES for topic in CODE_TOPICS]
+
+
 def training_prompts(count: int, seed: int) -> list[str]:
     """``count`` distinct prompts (at most every template-topic pair), the same for the same seed."""
-    pool = [t.format(t=topic) for t in TEMPLATES for topic in TOPICS]
-    pool += [t.format(t=topic) for t in CODE_TEMPLATES for topic in CODE_TOPICS]
+    pool = template_prompts()
     if count > len(pool):
         raise ValueError(f"count: at most {len(pool)} distinct training prompts, asked for {count}")
     random.Random(seed).shuffle(pool)
