@@ -119,15 +119,22 @@ def _sampling(max_new_tokens: int) -> dict[str, Any]:
     return {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}
 
 
-def _margin(top: Any) -> Margin | None:
-    """One position's two best ``[logprob, token_id, text]`` entries as a margin; None when malformed."""
+def _margin(top: Any, emitted: int | None) -> Margin | None:
+    """One position's two best ``[logprob, token_id, text]`` entries as a margin over the token the
+    server did not emit; None when malformed.
+
+    The runner-up is named by the emitted token, not by the list's order: at an exact tie the top-k
+    list and the greedy sampler may break it differently (seen on an H100: 8009 listed first, 260 emitted).
+    """
     if not isinstance(top, list) or len(top) < 2:
         return None
     try:
-        (first, _), (second, runner_up) = ((float(e[0]), int(e[1])) for e in top[:2])
+        entries = sorted(((float(e[0]), int(e[1])) for e in top[:2]), key=lambda e: -e[0])
     except (TypeError, ValueError, IndexError):
         return None
-    return Margin(first - second, runner_up)
+    chosen = next((e for e in entries if e[1] == emitted), entries[0])
+    other = next(e for e in entries if e is not chosen)
+    return Margin(max(chosen[0] - other[0], 0.0), other[1])
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,8 @@ class SglangApi:
         tops = meta.get("output_top_logprobs") if isinstance(meta, dict) else None
         if not isinstance(tops, list):
             return None
-        return tuple(_margin(top) for top in tops)
+        ids = self.greedy_ids(answer) or ()
+        return tuple(_margin(top, ids[i] if i < len(ids) else None) for i, top in enumerate(tops))
 
     def greedy_ids(self, answer: Any) -> tuple[int, ...] | None:
         if not isinstance(answer, dict) or not isinstance(answer.get("output_ids"), list):

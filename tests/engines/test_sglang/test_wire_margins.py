@@ -42,6 +42,22 @@ def test_margins_are_read_from_meta_info_output_top_logprobs() -> None:
     assert margins[1] == Margin(pytest.approx(5.0), 40) and margins[2] is None
 
 
+def test_a_tie_the_sampler_broke_the_other_way_names_the_token_not_chosen() -> None:
+    """On an H100 SGLang answered position 24 of an MT-Bench prompt with token 260 while its top-two list
+    put 8009 first at the same log-probability: the runner-up is the token the server did not emit, never
+    the emitted one (read as the list's second entry, the tie was called lossy with a margin of 0)."""
+    answer = {
+        "output_ids": [260, 11],
+        "meta_info": {
+            "output_top_logprobs": [
+                [[-1.9737, 8009, None], [-1.9737, 260, None]],
+                [[-0.2, 40, None], [-0.1, 11, None]],  # out of order: the emitted one is still the best
+            ],
+        },
+    }
+    assert SGLANG_API.greedy_margins(answer) == (Margin(0.0, 8009), Margin(pytest.approx(0.1), 40))
+
+
 @pytest.mark.parametrize(
     "answer", [{"output_ids": [1]}, {"meta_info": {}}, {"meta_info": {"output_top_logprobs": None}}, [1]]
 )
