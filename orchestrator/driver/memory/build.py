@@ -68,7 +68,17 @@ def build_memory_model(
     shaped: MemoryFacts | None = None  # None: the first launch's GPU check tells the GPU's memory
     if total is not None:
         shaped = shaped_facts(shapes[0], shapes[1], total, tp, sglang_version, prefill_graphs, kv_dtype_bytes)
+    source = "memory.gpu_memory_mib" if gpu_memory_mib else None
     model = PriorMemoryModel(
-        tp, kv_heads, shaped, shapes, sglang_version, prefill_graphs, workload, kv_dtype_bytes, serving
+        tp,
+        kv_heads,
+        shaped,
+        shapes,
+        sglang_version,
+        prefill_graphs,
+        workload,
+        kv_dtype_bytes,
+        serving,
+        source,
     )
     return model, []

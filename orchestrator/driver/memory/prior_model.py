@@ -56,8 +56,12 @@ class PriorMemoryModel(BoundedMemoryModel):
         workload: tuple[int, int] | None = None,
         kv_dtype_bytes: float | None = None,
         serving: ServingWorkload | None = None,
+        gpu_source: str | None = None,
     ) -> None:
         super().__init__(tp=tp, kv_heads=kv_heads)
+        # The spec key that stated the GPU memory (None: the driver's own GPU told it), named with its fix
+        # when a node's GPUs differ.
+        self.gpu_source = gpu_source
         self._kv_dtype_bytes = kv_dtype_bytes
         self.facts = facts
         # The workload's (input, output) tokens: the trial's KV probe sends max_running_requests such
@@ -97,6 +101,22 @@ class PriorMemoryModel(BoundedMemoryModel):
         ):
             # No GPU memory known yet, or the driver's own GPUs are not the nodes': the node's NVML wins.
             total = node_total
+            if known is not None:
+                # A spec written for one GPU and run on another predicts every fit for the wrong card
+                # until now: say it where the user reads, once (the facts then hold the node's figure).
+                fix = ""
+                if self.gpu_source:
+                    fix = f"; remove {self.gpu_source} (the nodes' GPU check tells it) or set it to "
+                    fix += f"{node_total:.0f}"
+                log.warning(
+                    "memory prior: %s gives %.0f MiB per GPU, but trial %d's node has %.0f MiB; predicting "
+                    "for the node's GPUs from now on%s",
+                    self.gpu_source or "the driver's own GPU",
+                    known,
+                    number,
+                    node_total,
+                    fix,
+                )
             target, draft = self._shapes
             self.facts = shaped_facts(
                 target, draft, total, self.tp, self._version, self._prefill_graphs, self._kv_dtype_bytes

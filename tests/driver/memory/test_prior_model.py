@@ -177,6 +177,36 @@ def test_the_gpu_memory_comes_from_the_first_launch_when_the_driver_sees_no_gpu(
     assert model.predict(ServerConfig(0.10, 64, 64, 3, 1, 4)).skip
 
 
+def test_a_stated_gpu_memory_the_nodes_do_not_have_is_warned_of_and_the_nodes_win(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A spec written for an H200 (memory.gpu_memory_mib: 143771) ran on an H100: the prior must predict
+    for the node's 81559 MiB, and say so where the user looks, naming the key and the fix."""
+    model, _ = build_memory_model(
+        1,
+        8,
+        use_prior=True,
+        profile=None,
+        target_dir=str(TARGET),
+        draft_dir=str(DRAFT),
+        gpu_memory_mib=H200_MIB,
+    )
+    h100 = (GpuSample(0, 81559.0, 480.0),)
+    with caplog.at_level("WARNING", logger="orchestrator.driver.memory.prior_model"):
+        model.observe(
+            0, replace(TrialResult(ServerConfig(0.85, 64, 64), TrialStatus.OK, "node", ()), gpu_before=h100)
+        )
+    assert model.facts is not None and model.facts.gpu_total_mib == 81559.0
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1
+    assert "memory.gpu_memory_mib" in warned[0] and "143771" in warned[0] and "81559" in warned[0]
+    caplog.clear()
+    model.observe(
+        1, replace(TrialResult(ServerConfig(0.85, 64, 64), TrialStatus.OK, "node", ()), gpu_before=h100)
+    )
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]  # said once, not every trial
+
+
 def test_an_unreadable_config_json_warns_naming_the_file_and_field_and_learning_goes_on(
     tmp_path: Path,
 ) -> None:
