@@ -126,6 +126,7 @@ OUTCOMES = [
     ("0.5.17/qwq32b-peak/trials/0001", "server.log", True, S.UNDER_LOAD, K.OOM),
     # the real pair's grid (SmolLM2-135M and a draft trained here), its first seven launches: all served
     *[(f"0.5.17/smollm2-grid/trials/{n:04d}", "server.log", True, None, None) for n in range(7)],
+    *[(f"0.5.17/smollm2-chat-h100/trials/{n:04d}", "server.log", True, None, None) for n in range(2)],
 ]
 
 
