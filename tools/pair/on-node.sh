@@ -160,6 +160,11 @@ case "$stage" in
     spec=${2:?sweep needs SPEC DIR BUDGET}
     dir=${3:?sweep needs SPEC DIR BUDGET}
     budget=${4:?sweep needs SPEC DIR BUDGET}
+    # Checked here, not in the background: without the product's bundle the sweep dies on its first import
+    # and the next `sweep-wait` shows only a traceback.
+    $PY -c "import orchestrator.cli, ray, optuna, mlflow" 2>/dev/null ||
+      { echo "on-node: the product's dependencies do not import; run '. .gpu/ssweep-unpack.sh' (after" \
+          "'. .gpu/sglang-unpack.sh') in the same call first" >&2; exit 2; }
     mkdir -p "$dir"
     rm -f "$dir.rc"
     setsid bash -c "$PY -m orchestrator.sweep '$spec' --no-dashboard --out '$dir' --time-budget '$budget' ${5:-}; \
