@@ -8,20 +8,21 @@ tok/s, a node's running flag) would vanish from the panels while still true. Eve
 a gauge therefore re-sets its last values every second from a daemon thread; when a trial's worker exits,
 its series age out, which is the honest end of what it measured. Each series also carries Ray's own
 `WorkerId` label: panels should aggregate, e.g. `max by (node_id, gpu) (ray_specsweep_gpu_memory_used_mib)`.
-Outside Ray every `record_*` call is a no-op, and none of them ever raises: a metric must never fail
-a trial. Ray is imported where a metric is recorded, and only in a process that has loaded it already
-(a trial's task, a driver on Ray): the driver's loop records through this module (`NodeMetrics`,
-`BestSoFar`), and on an in-process executor (the tests, the search benchmark) it loads no Ray for it.
+This module knows no Ray: it records into the `MetricsSink` its process was given (`install`), and
+without one every `record_*` call is a no-op; none of them ever raises, since a metric must never fail a
+trial. Ray's sink stands where Ray does, in `driver/dispatch/` (`driver.dispatch.ray_metrics`), which
+installs it in a trial's task and in a driver on Ray: the node (`node.trial`) and the driver's observers
+record through this module, and on an in-process executor (the tests, the search benchmark) nothing is
+installed and no Ray is loaded for it.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Protocol
 
 from orchestrator.records import GpuSample, TrialStatus
 
@@ -35,62 +36,65 @@ TRIAL_STATUS = "specsweep_trial_status_total"
 TRIAL_RUNNING = "specsweep_trial_running"
 BEST_TOK_S = "specsweep_best_output_tok_per_s"
 
+# Each metric's description and tag keys, as the sink registers it.
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    GPU_MEMORY_USED: ("GPU memory in use as NVML reports it (MiB)", ("node_id", "gpu")),
+    GPU_CLEAN: ("1 if every GPU of the node was clean at the last check, else 0", ("node_id",)),
+    TRIAL_RUNNING: ("1 while a trial runs on the node", ("node_id",)),
+    BEST_TOK_S: ("Best output tok/s of the sweep so far", ()),
+}
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    TRIAL_STATUS: ("Finished trials by status", ("status",)),
+}
+
 _Tags = tuple[tuple[str, str], ...]
 
 
-class _Metrics:
-    """The metric objects of this process, made on first use (a Ray metric is registered per process)."""
+class MetricsSink(Protocol):
+    """Where this process's metrics go (Ray's: `driver.dispatch.ray_metrics.RayMetrics`)."""
 
-    def __init__(self) -> None:
-        from ray.util.metrics import Counter, Gauge
+    def live(self) -> bool:
+        """Whether a record would reach anyone now (Ray's: the process is still connected)."""
 
-        self.gauges: dict[str, Any] = {
-            GPU_MEMORY_USED: Gauge(
-                GPU_MEMORY_USED, "GPU memory in use as NVML reports it (MiB)", tag_keys=("node_id", "gpu")
-            ),
-            GPU_CLEAN: Gauge(
-                GPU_CLEAN, "1 if every GPU of the node was clean at the last check, else 0", ("node_id",)
-            ),
-            TRIAL_RUNNING: Gauge(TRIAL_RUNNING, "1 while a trial runs on the node", ("node_id",)),
-            BEST_TOK_S: Gauge(BEST_TOK_S, "Best output tok/s of the sweep so far"),
-        }
-        self.trial_status = Counter(TRIAL_STATUS, "Finished trials by status", tag_keys=("status",))
+    def set_gauge(self, name: str, value: float, tags: dict[str, str] | None) -> None: ...
+
+    def count(self, name: str, value: float, tags: dict[str, str]) -> None: ...
 
 
 _lock = threading.Lock()
-_metrics: _Metrics | None = None
+_sink: MetricsSink | None = None
 _last: dict[tuple[str, _Tags], float] = {}  # what the refresher re-sets
 _refresher: threading.Thread | None = None
 
 
-def _ray_running() -> bool:
-    """Whether this process is connected to Ray; a process that never imported Ray is not, and Ray is not
-    loaded to find that out."""
-    ray = sys.modules.get("ray")
-    return ray is not None and bool(ray.is_initialized())
+def install(sink: MetricsSink) -> None:
+    """Send this process's metrics to ``sink`` from now on (a process has one; the first one stays)."""
+    global _sink
+    with _lock:
+        if _sink is None:
+            _sink = sink
 
 
-def _ensure() -> _Metrics | None:
-    global _metrics, _refresher
-    if not _ray_running():
+def _ensure() -> MetricsSink | None:
+    global _refresher
+    sink = _sink
+    if sink is None or not sink.live():
         return None
     with _lock:
-        if _metrics is None:
-            _metrics = _Metrics()
         if _refresher is None:
             _refresher = threading.Thread(target=_refresh_forever, name="specsweep-metrics", daemon=True)
             _refresher.start()
-        return _metrics
+    return sink
 
 
 def _set(name: str, value: float, tags: dict[str, str] | None = None) -> None:
-    metrics = _ensure()
-    if metrics is None:
+    sink = _ensure()
+    if sink is None:
         return
     key = (name, tuple(sorted((tags or {}).items())))
     with _lock:
         _last[key] = value
-    metrics.gauges[name].set(value, tags=tags)
+    sink.set_gauge(name, value, tags)
 
 
 def _refresh_forever() -> None:
@@ -102,12 +106,13 @@ def _refresh_forever() -> None:
 def refresh() -> None:
     """Re-set every gauge this process recorded, so that the agent keeps exporting it."""
     try:
-        if _metrics is None or not _ray_running():
+        sink = _sink
+        if sink is None or not sink.live():
             return
         with _lock:
             items = list(_last.items())
         for (name, tags), value in items:
-            _metrics.gauges[name].set(value, tags=dict(tags) or None)
+            sink.set_gauge(name, value, dict(tags) or None)
     except Exception:  # a metrics hiccup must never take a trial or the driver down
         log.debug("metrics refresh failed", exc_info=True)
 
@@ -124,9 +129,9 @@ def record_gpu_samples(node_id: str, samples: Sequence[GpuSample], clean: bool) 
 
 def record_trial_finished(status: TrialStatus) -> None:
     try:
-        metrics = _ensure()
-        if metrics is not None:
-            metrics.trial_status.inc(1.0, tags={"status": status.value})
+        sink = _ensure()
+        if sink is not None:
+            sink.count(TRIAL_STATUS, 1.0, {"status": status.value})
     except Exception:
         log.debug("could not record a finished trial", exc_info=True)
 

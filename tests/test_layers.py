@@ -5,8 +5,8 @@ apart: a module on no floor, an import from a higher floor, a circle, or a drive
 `node/` past `cluster.py` fails here. Every import counts: inside functions and under TYPE_CHECKING too.
 `benchmarks/` stands on the top floor, above the package, and reaches an engine only through the registry,
 never an engine's own package. Inside `driver/` and inside `benchmarks/`, the rooms stand on floors of their
-own (the page's order, lowest first): a room imports only from the rooms below it. Ray is imported only
-where the page says.
+own (the page's lists, lowest first): a room imports only from the rooms on the floors below its own, never
+from one beside it or above it. Ray is imported only where the page says.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ PACKAGE = ROOT / "orchestrator"
 BENCHMARKS = ROOT / "benchmarks"
 PAGE = ROOT / "ARCHITECTURE.md"
 FLOOR_LINE = re.compile(r"^(\d+)\. \*\*[^*]+\*\*:")
-ROOMS_LINE = "**The driver's rooms, lowest first**:"
-BENCH_ROOMS_LINE = "**The benchmarks' rooms, lowest first**:"
+ROOMS_LINE = "**The driver's floors, lowest first**:"
+BENCH_ROOMS_LINE = "**The benchmarks' floors, lowest first**:"
+ROOM_FLOOR_LINE = re.compile(r"^- Floor (\d+): (.+)$")
 # The benchmarks' entry (`python -m benchmarks.run`): above every room, in none.
 BENCH_ENTRY = "benchmarks.run"
 # The one driver module that may import the node: it runs `node.trial.run_trial` as a Ray task.
@@ -245,13 +246,24 @@ def test_importing_the_executor_seam_loads_no_ray() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def rooms_from_page(text: str, heading: str = ROOMS_LINE, folder: str = "driver/") -> list[str]:
-    """A folder's rooms, lowest first, as the page's line `heading` names them (`driver/x/`)."""
+def rooms_from_page(text: str, heading: str = ROOMS_LINE, folder: str = "driver/") -> dict[str, int]:
+    """A folder's rooms by floor, as the list under the page's line `heading` draws them: one line a floor,
+    `- Floor N: `driver/x/`, `driver/y/``, lowest first. A room named twice fails here."""
     lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(heading))
-    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
-    line = " ".join(lines[start:end])
-    return [name.removeprefix(folder).rstrip("/") for name in re.findall(r"`([^`]+)`", line)]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(heading)) + 1
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    rooms: dict[str, int] = {}
+    for line in lines[start:]:
+        match = ROOM_FLOOR_LINE.match(line)
+        if match is None:
+            break
+        for name in re.findall(r"`([^`]+)`", match.group(2)):
+            room = name.removeprefix(folder).rstrip("/")
+            if room in rooms:
+                raise ValueError(f"{name} stands on two floors")
+            rooms[room] = int(match.group(1))
+    return rooms
 
 
 def room_of(module: str) -> str | None:
@@ -259,9 +271,8 @@ def room_of(module: str) -> str | None:
     return parts[1] if len(parts) > 2 and parts[0] == "driver" else None
 
 
-def rooms_back_up(rooms: list[str], edges: dict[str, set[str]]) -> list[str]:
-    """Every import from a driver room to a room above it (or to one on no floor)."""
-    order = {room: i for i, room in enumerate(rooms)}
+def rooms_back_up(order: dict[str, int], edges: dict[str, set[str]]) -> list[str]:
+    """Every import from a driver room to a room beside it or above it (or to one on no floor)."""
     wrong = []
     for module, targets in edges.items():
         here = room_of(module)
@@ -269,7 +280,7 @@ def rooms_back_up(rooms: list[str], edges: dict[str, set[str]]) -> list[str]:
             there = room_of(target)
             if here is None or there is None or here == there:
                 continue
-            if here not in order or there not in order or order[there] > order[here]:
+            if here not in order or there not in order or order[there] >= order[here]:
                 wrong.append(f"{module} ({here}) -> {target} ({there})")
     return sorted(wrong)
 
@@ -277,31 +288,49 @@ def rooms_back_up(rooms: list[str], edges: dict[str, set[str]]) -> list[str]:
 def test_every_room_of_the_driver_stands_on_one_floor() -> None:
     rooms = rooms_from_page(PAGE.read_text())
     on_disk = {p.name for p in (PACKAGE / "driver").iterdir() if (p / "__init__.py").is_file()}
-    assert sorted(rooms) == sorted(on_disk) and len(rooms) == len(set(rooms))
+    assert sorted(rooms) == sorted(on_disk)
+    # Numbered from 1 without a gap: an empty floor is a drawing error, not a rule.
+    assert sorted(set(rooms.values())) == list(range(1, max(rooms.values()) + 1))
 
 
 def test_no_import_runs_back_up_inside_the_driver() -> None:
     assert rooms_back_up(rooms_from_page(PAGE.read_text()), graph()) == []
 
 
-def test_the_room_checker_sees_an_import_back_up() -> None:
-    rooms = ["store", "loop"]
-    assert rooms_back_up(rooms, {"driver.loop.sweep": {"driver.store.study"}}) == []
+def test_the_room_checker_sees_an_import_back_up_and_one_beside() -> None:
+    page = (
+        f"\n{ROOMS_LINE}\n\n- Floor 1: `driver/store/`\n- Floor 2: `driver/search/`, `driver/answer/`\n"
+        "- Floor 3: `driver/loop/`\n\n- `driver/store/` keeps what outlives the process\n"
+    )
+    rooms = rooms_from_page(page)
+    assert rooms == {"store": 1, "search": 2, "answer": 2, "loop": 3}
+    assert rooms_back_up(rooms, {"driver.loop.sweep": {"driver.store.study", "driver.answer.confirm"}}) == []
     back = {"driver.store.restore": {"driver.loop.observers"}}
     assert rooms_back_up(rooms, back) == ["driver.store.restore (store) -> driver.loop.observers (loop)"]
-    # The real graph with the page's order turned upside down: the loop's imports of the store run up.
-    upside_down = list(reversed(rooms_from_page(PAGE.read_text())))
+    beside = {"driver.search.space": {"driver.answer.noise"}}
+    assert rooms_back_up(rooms, beside) == ["driver.search.space (search) -> driver.answer.noise (answer)"]
+    twice = page.replace("- Floor 3: `driver/loop/`", "- Floor 3: `driver/loop/`, `driver/store/`")
+    with pytest.raises(ValueError, match="two floors"):
+        rooms_from_page(twice)
+    # The real graph with the page's floors turned upside down: the loop's imports of the store run up.
+    real = rooms_from_page(PAGE.read_text())
+    upside_down = {room: -floor for room, floor in real.items()}
     assert any(
         "driver.loop.sweep (loop) -> driver.store" in line for line in rooms_back_up(upside_down, graph())
     )
+    # And with every room on one floor: every import between two rooms is beside.
+    flat = dict.fromkeys(real, 1)
+    assert len(rooms_back_up(flat, graph())) == sum(
+        1
+        for module, targets in graph().items()
+        for target in targets
+        if room_of(module) and room_of(target) and room_of(module) != room_of(target)
+    )
 
 
-def ray_imports(path: Path) -> tuple[bool, bool]:
-    """Whether the module imports Ray at its top, and whether it does inside a function."""
-    tree = ast.parse(path.read_text())
-    top = {id(n) for n in tree.body}
-    at_top = nested = False
-    for node in ast.walk(tree):
+def imports_ray(source: str) -> bool:
+    """Whether the module imports Ray anywhere: at its top, inside a function or under TYPE_CHECKING."""
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
@@ -309,35 +338,39 @@ def ray_imports(path: Path) -> tuple[bool, bool]:
         else:
             continue
         if any(n == "ray" or n.startswith("ray.") for n in names):
-            at_top, nested = (True, nested) if id(node) in top else (at_top, True)
-    return at_top, nested
+            return True
+    return False
 
 
-# Where Ray is imported (ARCHITECTURE, "Floors"): at a module's top only in `driver/dispatch/`; inside a
-# function there, on the node (its trial runs as a Ray task) and where a dashboard metric is recorded.
-RAY_AT_TOP = ("driver.dispatch.",)
-RAY_WHERE_IT_RUNS = ("driver.dispatch.", "node.", "dashboard_metrics")
+# Where Ray is imported (ARCHITECTURE, "Floors"): only in `driver/dispatch/`. The node's trial runs as a Ray
+# task, but the task is dispatch's (`cluster._trial_task`): it hands the node its id and installs the
+# dashboard's Ray sink, so the node and `dashboard_metrics` never name Ray.
+RAY_ROOM = "driver.dispatch."
 
 
-def test_ray_is_imported_only_where_the_page_says() -> None:
-    wrong = []
-    for name, path in modules().items():
-        if name.startswith("benchmarks"):
-            continue  # the system benchmarks start their own Ray clusters
-        at_top, nested = ray_imports(path)
-        if at_top and not name.startswith(RAY_AT_TOP):
-            wrong.append(f"{name}: at its top")
-        if nested and not name.startswith(RAY_WHERE_IT_RUNS):
-            wrong.append(f"{name}: inside a function")
+def test_ray_is_imported_only_in_dispatch() -> None:
+    wrong = sorted(
+        name
+        for name, path in modules().items()
+        # the system benchmarks start their own Ray clusters
+        if not name.startswith(("benchmarks", RAY_ROOM)) and imports_ray(path.read_text())
+    )
     assert wrong == []
+
+
+def test_the_ray_checker_sees_ray_wherever_it_is_imported() -> None:
+    assert imports_ray("import ray\n") and imports_ray("from ray.util.metrics import Gauge\n")
+    assert imports_ray("def f():\n    import ray\n    return ray\n")
+    assert imports_ray("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import ray.actor\n")
+    assert not imports_ray("import rayon\nfrom .ray import x\nimport raylib.ray\n")
 
 
 def test_the_loop_and_the_search_benchmark_load_no_ray() -> None:
     # The loop runs on an in-process executor in tests and the search benchmark; Ray's executor is
-    # dispatch's, built only when no other is given, and the dashboard's metrics load Ray only under it.
+    # dispatch's, built only when no other is given, and the dashboard's Ray sink is installed only by it.
     code = (
         "import sys, orchestrator.driver.loop.sweep, orchestrator.driver.console.progress, "
-        "benchmarks.search.oracle_sweep; "
+        "orchestrator.node.trial, orchestrator.dashboard_metrics, benchmarks.search.oracle_sweep; "
         "print('ray' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -351,9 +384,9 @@ def bench_room_of(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[0] == "benchmarks" and module != BENCH_ENTRY else None
 
 
-def bench_rooms_back_up(rooms: list[str], edges: dict[str, set[str]]) -> list[str]:
-    """Every import from a benchmarks room to a room above it, to one on no floor, or to the entry."""
-    order = {room: i for i, room in enumerate(rooms)}
+def bench_rooms_back_up(order: dict[str, int], edges: dict[str, set[str]]) -> list[str]:
+    """Every import from a benchmarks room to a room beside it or above it, to one on no floor, or to the
+    entry."""
     wrong = []
     for module, targets in edges.items():
         here = bench_room_of(module)
@@ -365,19 +398,20 @@ def bench_rooms_back_up(rooms: list[str], edges: dict[str, set[str]]) -> list[st
                 wrong.append(f"{module} ({here}) -> {target} (the entry)")
             elif there is None or there == here:
                 continue
-            elif here not in order or there not in order or order[there] > order[here]:
+            elif here not in order or there not in order or order[there] >= order[here]:
                 wrong.append(f"{module} ({here}) -> {target} ({there})")
     return sorted(wrong)
 
 
-def bench_rooms() -> list[str]:
+def bench_rooms() -> dict[str, int]:
     return rooms_from_page(PAGE.read_text(), BENCH_ROOMS_LINE, "benchmarks/")
 
 
 def test_every_benchmark_stands_in_one_room() -> None:
     rooms = bench_rooms()
     on_disk = {p.name for p in BENCHMARKS.iterdir() if (p / "__init__.py").is_file()}
-    assert sorted(rooms) == sorted(on_disk) and len(rooms) == len(set(rooms)) and rooms[0] == "harness"
+    assert sorted(rooms) == sorted(on_disk) and rooms["harness"] == 1
+    assert sorted(set(rooms.values())) == list(range(1, max(rooms.values()) + 1))
     # At the folder's top stand only the entry and the package's own `__init__`.
     loose = [m for m in modules() if m.startswith("benchmarks") and bench_room_of(m) is None]
     assert sorted(loose) == ["benchmarks", BENCH_ENTRY]
@@ -400,8 +434,12 @@ def test_the_system_benchmarks_import_only_the_harness() -> None:
 
 
 def test_the_bench_room_checker_sees_an_import_back_up() -> None:
-    rooms = ["harness", "truth", "search"]
+    rooms = {"harness": 1, "truth": 2, "system": 2, "search": 3}
     assert bench_rooms_back_up(rooms, {"benchmarks.search.regret": {"benchmarks.harness.table"}}) == []
+    beside = {"benchmarks.system.giveup": {"benchmarks.truth.cases"}}
+    assert bench_rooms_back_up(rooms, beside) == [
+        "benchmarks.system.giveup (system) -> benchmarks.truth.cases (truth)"
+    ]
     back = {"benchmarks.truth.oracle": {"benchmarks.search.regret"}}
     assert bench_rooms_back_up(rooms, back) == [
         "benchmarks.truth.oracle (truth) -> benchmarks.search.regret (search)"
@@ -411,7 +449,7 @@ def test_the_bench_room_checker_sees_an_import_back_up() -> None:
         "benchmarks.harness.table (harness) -> benchmarks.run (the entry)"
     ]
     # The real graph with the page's order turned upside down: the search imports the truth below it.
-    upside_down = list(reversed(bench_rooms()))
+    upside_down = {room: -floor for room, floor in bench_rooms().items()}
     assert any("(search) -> benchmarks.truth" in line for line in bench_rooms_back_up(upside_down, graph()))
 
 

@@ -25,7 +25,7 @@ from orchestrator.engines import engine_for
 from orchestrator.engines.engine import LogReader
 from orchestrator.engines.logrecords import LogEvent
 from orchestrator.engines.process import LogFollower
-from orchestrator.node.backends import SimulatedNode, current_node_id
+from orchestrator.node.backends import SimulatedNode, local_node_id
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialResult, TrialStatus
 from orchestrator.spec.search import make_config
@@ -75,7 +75,7 @@ def _trial(profile: dict[str, object], timeouts: TimeoutSpec, workdir: Path, num
     spec = live_spec("giveup", dict(profile), timeouts=timeouts)
     folder = workdir / f"{number:03d}"
     request = TrialRequest(spec=spec, config=OOM_CONFIG, number=number, workdir=str(folder))
-    node = SimulatedNode(spec, current_node_id(), dict(profile))
+    node = SimulatedNode(spec, local_node_id(), dict(profile))
     run = TrialRun(request, node, None)
     watch = FailureLineWatch(run.log_path, engine_for(spec.engine).log_parser())
     watch.start()

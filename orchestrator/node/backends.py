@@ -152,12 +152,7 @@ def make_node(spec: SweepSpec, node_id: str, profile: dict[str, Any] | None) -> 
     return SimulatedNode(spec, node_id, profile)
 
 
-def current_node_id() -> str:
-    try:
-        import ray
-
-        if ray.is_initialized():
-            return str(ray.get_runtime_context().get_node_id())
-    except Exception:  # outside Ray (tests, the trial run by hand)
-        pass
+def local_node_id() -> str:
+    """The node's name where no scheduler gave one (the tests, a trial run by hand, the benchmarks): this
+    process's. On Ray the trial's task passes the node's own id (`driver.dispatch.cluster`)."""
     return f"local-{os.getpid()}"

@@ -21,7 +21,7 @@ from orchestrator.engines.logrecords import LogReport, ResolvedArgs
 from orchestrator.engines.process import LogFollower, ServerProcess
 from orchestrator.errors import TrialError
 from orchestrator.gpu import wait_clean
-from orchestrator.node.backends import NodeBackend, current_node_id, free_port, launch_profile, make_node
+from orchestrator.node.backends import NodeBackend, free_port, launch_profile, local_node_id, make_node
 from orchestrator.node.trial_bench import BenchOutcome, StageBenchmark, StageHook
 from orchestrator.node.trial_files import fresh_folder, read_capped
 from orchestrator.node.trial_startup import Startup, watch_startup
@@ -50,15 +50,21 @@ log = logging.getLogger(__name__)
 
 
 def run_trial(
-    request: TrialRequest, on_stage: StageHook | None = None, on_phase: PhaseHook | None = None
+    request: TrialRequest,
+    on_stage: StageHook | None = None,
+    on_phase: PhaseHook | None = None,
+    node_id: str | None = None,
 ) -> TrialResult:
-    """Run one trial; never raises for anything the server or the benchmark does. When its own code
+    """Run one trial on the node ``node_id`` (the scheduler's name for it; None: this process's,
+    `local_node_id`); never raises for anything the server or the benchmark does. When its own code
     raises, it raises `TrialError`: the exception's type, words and traceback and the stage the trial had
     reached, as fields that cross Ray (the driver reads them, never Ray's text)."""
     trial: TrialRun | None = None
     try:
         node = make_node(
-            request.spec, current_node_id(), launch_profile(request.spec, request.sim_profile, request.number)
+            request.spec,
+            node_id if node_id is not None else local_node_id(),
+            launch_profile(request.spec, request.sim_profile, request.number),
         )
         trial = TrialRun(request, node, on_stage, on_phase)
         return trial.run()

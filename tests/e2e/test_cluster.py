@@ -39,6 +39,8 @@ def test_three_trials_in_flight_never_two_on_a_node(
     outcome = sweep.run()
     launched = [r.result for r in outcome.records if r.result.node_id]
     assert len(launched) == 6
+    # Each trial names the Ray node it ran on (the task hands the node its id; the node knows no Ray).
+    assert {r.node_id for r in launched} == {n["NodeID"] for n in cluster.alive_nodes()}
     spans = [(r.started_unix, r.finished_unix, r.node_id) for r in launched]
     # Never two trials at once on one node.
     for i, (s1, e1, n1) in enumerate(spans):

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.cli import resolve_profile
 from orchestrator.errors import TrialError
-from orchestrator.node.backends import SimulatedNode, current_node_id, free_port, port_is_free
+from orchestrator.node.backends import SimulatedNode, free_port, local_node_id, port_is_free
 from orchestrator.node.trial import TrialRun, run_trial
 from orchestrator.node.trial_bench import STAGE_FAILURE_GRACE_S
 from orchestrator.records import FailureKind, FailureStage, TrialStatus
@@ -359,7 +359,7 @@ def test_a_trial_whose_own_code_raises_stops_its_server_and_says_where_it_was(
     server = phases[-1].server
     assert server is not None
     assert not psutil.pid_exists(server.pid) or psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
-    assert_clean(SimulatedNode(spec, current_node_id(), resolve_profile(spec) or {}))
+    assert_clean(SimulatedNode(spec, local_node_id(), resolve_profile(spec) or {}))
 
 
 @pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`

@@ -20,6 +20,7 @@ import ray
 
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT, pinned_to
+from orchestrator.driver.dispatch.ray_metrics import record_to_ray
 from orchestrator.driver.dispatch.trial_channel import EventFeed, phase_hook, stage_hook
 from orchestrator.errors import TrialError, TrialLost
 from orchestrator.node.trial import run_trial
@@ -125,9 +126,13 @@ def alive_nodes() -> list[dict[str, Any]]:
 # reused and the imports are paid once per node; GPUs are asked for per call in `submit`.
 @ray.remote(max_retries=0, max_calls=0)
 def _trial_task(request: TrialRequest, channel: Any) -> TrialResult:
+    # The node knows no Ray: its metrics reach the dashboard through the sink installed here, and its id
+    # is the one Ray gives the node the task landed on.
+    record_to_ray()
+    node_id = str(ray.get_runtime_context().get_node_id())
     if channel is None:
-        return run_trial(request)
-    return run_trial(request, stage_hook(channel, request.number), phase_hook(channel))
+        return run_trial(request, node_id=node_id)
+    return run_trial(request, stage_hook(channel, request.number), phase_hook(channel), node_id=node_id)
 
 
 def submit(request: TrialRequest, channel: Any, node_id: str | None = None) -> ray.ObjectRef:
@@ -188,6 +193,7 @@ class RayExecutor:
         self._events: EventFeed | None = None
 
     def open(self) -> None:
+        record_to_ray()  # the driver's observers record the trials' metrics for the dashboard
         self._events = open_events()
 
     def _feed(self) -> EventFeed:
