@@ -51,6 +51,7 @@ class BestConfig:
     nospec: bool = False  # the answer is the server without speculation
     versus_nospec: Verdict | None = None  # a speculative answer against the server without speculation
     split: str = ""  # where speculation pays and where it loses, and the policy that serves both
+    lossy: int = 0  # speculative launches the lossless check set aside (their greedy output differed)
 
 
 def journal_records(rows: Sequence[RunReadBack], study_dir: Path) -> list[TrialRecord]:
@@ -109,9 +110,10 @@ def find_best(
     SGLang command whichever backend measured it), else the same choice made from the runs (and the
     sweep's ``records`` of them, where its journal holds them), with the representative run's own
     artifacts."""
+    lossy = sum(1 for r in rows if r.lossless == Lossless.MISMATCH.value)
     from_json = _best_from_json(rows, study_dir)
     if from_json is not None:
-        return from_json
+        return replace(from_json, lossy=lossy)
     answer = answer_from_rows(rows, records)
     if answer is None:
         return None
@@ -126,6 +128,7 @@ def find_best(
         verdict=answer.verdict,
         nospec=answer.nospec,
         versus_nospec=answer.versus_nospec,
+        lossy=lossy,
     )
 
 

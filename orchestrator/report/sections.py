@@ -96,6 +96,13 @@ def best_section(best: BestConfig | None) -> str:
             Call.ALONE: "no speculative configuration completed a benchmark that can be recommended (see the "
             "trials below)",
         }[call]
+        if call is Call.ALONE and best.lossy:
+            # The console's reason, said here too: a lossy draft, not a failed launch, left no candidate.
+            why = (
+                f"no speculative configuration passed the lossless check ({best.lossy} lossy: the greedy "
+                'output differed from the server without speculation; see <a href="#traffic">the lossless '
+                "check</a>)"
+            )
         verdict = (
             f'<p class="note" id="nospec"><strong>Serve without speculation:</strong> {why}; its launch '
             "command has no speculative flag.</p>\n" + verdict

@@ -226,6 +226,31 @@ def test_the_no_speculation_note_says_why_by_its_verdict(
     assert note is not None and says in note.group(1)
 
 
+def test_the_no_speculation_note_names_the_lossless_check_when_it_set_the_trees_aside(
+    rows: list[RunReadBack],
+) -> None:
+    # On the real pair the console said "no speculative configuration passed the lossless check (1 lossy)"
+    # while the report said only that none "completed a benchmark that can be recommended".
+    from orchestrator.report.sections import best_section
+
+    verdict = Verdict(
+        call=Call.ALONE,
+        statement="...",
+        noise_source=NoiseSource.PRIOR,
+        regime=Regime.GPU_BOUND,
+        launch_sd=0.01,
+    )
+    best = report.answer.BestConfig(
+        rows[0], "python -m sglang.launch_server", "", (), verdict=verdict, nospec=True, lossy=1
+    )
+    note = re.search(r'<p class="note" id="nospec">(.*?)</p>', best_section(best))
+    assert (
+        note is not None
+        and "no speculative configuration passed the lossless check (1 lossy" in note.group(1)
+    )
+    assert 'href="#traffic"' in note.group(1)
+
+
 def test_importances_cover_the_conditional_speculative_values(store: Store) -> None:
     trials = optuna.load_study(study_name=STUDY, storage=store.storage).get_trials()
     result = importances_of(trials)
