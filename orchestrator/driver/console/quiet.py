@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 
 # Ray's notice that it turned token authentication on and generated a token for the instance it was
@@ -19,6 +20,9 @@ def quiet_libraries(verbose: bool, local_ray: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if verbose:
         return
+    # MLflow sets its loggers' level from this variable when it is first imported, which comes after this
+    # call ("Creating initial MLflow database tables..." on every fresh store); a user's own value stands.
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     warnings.filterwarnings("ignore", message=OPTUNA_GROUP_WARNING)
     # Optuna sets its own logger to INFO when it is first imported, so set its verbosity through it:
     # "A new study created in RDB/memory" (one for each scratch study the report makes) says nothing.

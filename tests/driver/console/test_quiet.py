@@ -10,18 +10,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 # What the sweep's start-up makes the libraries print: Optuna's notice about `group`, its line for each
-# new study (the report makes in-memory ones), and Ray's notice that it set up token authentication.
+# new study (the report makes in-memory ones), Ray's notice that it set up token authentication, and
+# MLflow's two lines when it creates a new store's tables (MLflow sets its loggers' level when first
+# imported, after the CLI had quieted them: both lines reached every fresh sweep's console).
 SCRIPT = """
-import logging, sys
+import logging, sys, tempfile
 from orchestrator.driver.console.quiet import quiet_libraries
 quiet_libraries(verbose=sys.argv[1] == "-v", local_ray=True)
 logging.basicConfig(level=logging.WARNING)
+import mlflow
 import optuna
 from ray._private.authentication import authentication_token_setup
 optuna.create_study(sampler=optuna.samplers.TPESampler(multivariate=True, group=True))
 authentication_token_setup._warn_token_auth_enabled()
+with tempfile.TemporaryDirectory() as tmp:
+    mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp}/mlflow.db").search_experiments()
 """
-NOISE = ("ExperimentalWarning", "A new study created in memory", "Token authentication is enabled")
+NOISE = (
+    "ExperimentalWarning",
+    "A new study created in memory",
+    "Token authentication is enabled",
+    "Creating initial MLflow database tables",
+)
 
 
 @pytest.mark.parametrize("verbose", [False, True])
