@@ -82,7 +82,7 @@ class StageBenchmark:
         url = plan.base_url
         connector = aiohttp.TCPConnector(limit=0)
         # SGLang with --api-key answers everything but /health and /metrics with 401 unless it is sent.
-        key = self.spec.server.api_key()
+        key = self.spec.server_facts.api_key
         headers = {"Authorization": f"Bearer {key}"} if key else None
         async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
             if not await wait_healthy(url, session, timeout_s=60.0, endpoints=self.api.endpoints):

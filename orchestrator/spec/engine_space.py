@@ -35,6 +35,18 @@ class SpaceField:
 
 
 @dataclass(frozen=True)
+class FlagReading:
+    """Which of an engine's own flags carry what the driver reads typed from the spec's fixed flags
+    (`spec.fixed_flags.read_facts`), in the engine's spelling; None (or no pair): the engine has no such
+    flag, and the fact keeps its default."""
+
+    chunked_prefill_size: str | None = None  # an integer of prompt tokens a prefill takes at most
+    kv_cache_dtype: str | None = None
+    api_key: str | None = None  # the key the benchmark client must send
+    prefill_graphs_off: tuple[tuple[str, str | None], ...] = ()  # (flag, value; None: the bare flag)
+
+
+@dataclass(frozen=True)
 class EngineSpace:
     """An engine's searched fields, and whether the memory prior knows its accounting (`memory_defaults`:
     its graph and scheduler defaults are the prior's, `footprint/sglang_defaults.py`)."""

@@ -74,9 +74,6 @@ class ServerSpec(SpecModel):
         """The flags, parsed (once: `fixed_flags.parse_fixed` keeps each list's parse)."""
         return parse_fixed(self.flags)
 
-    def api_key(self) -> str | None:
-        return self.fixed.api_key
-
     def owned_flag(self, owned: frozenset[str]) -> str | None:
         """The first of `flags` that the engine's trials set themselves (None if none is)."""
         return next((o.name for o in self.fixed.options if o.name in owned), None)

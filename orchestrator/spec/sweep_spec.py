@@ -18,6 +18,7 @@ from orchestrator.spec.dataset_ref import DatasetRef, parse_ref, resolve_source
 from orchestrator.spec.engine_catalog import EngineName
 from orchestrator.spec.errors import NAME_PATTERN as NAME_PATTERN  # the CLI checks --study against it
 from orchestrator.spec.errors import describe
+from orchestrator.spec.fixed_flags import ServerFacts, read_facts
 from orchestrator.spec.model_checks import model_problems
 from orchestrator.spec.search import (
     Choices,
@@ -242,6 +243,21 @@ class SweepSpec(SpecModel):
                 "write backend: real"
             )
         return self
+
+    @model_validator(mode="after")
+    def _flags_readable_by_the_engine(self) -> SweepSpec:
+        """The engine's typed flags (its chunk size, KV dtype, API key) read at load, so that a value the
+        driver cannot read is refused before any GPU is claimed."""
+        try:
+            _ = self.server_facts
+        except ValueError as err:
+            raise ValueError(f"server.flags: {err}") from None
+        return self
+
+    @property
+    def server_facts(self) -> ServerFacts:
+        """What the driver reads typed from `server.flags`, in this engine's spelling (`engine_catalog`)."""
+        return read_facts(self.server.fixed, catalog.reading(self.engine))
 
     @model_validator(mode="after")
     def _searched_by_the_engine(self) -> SweepSpec:

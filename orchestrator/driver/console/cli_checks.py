@@ -89,13 +89,13 @@ def check_weights_fit(spec: SweepSpec) -> None:
     from orchestrator.driver.memory.tp_fit import NodeShape, smallest_tp, weights_exceed
 
     draft = readable_shape(spec.model.draft_path)
-    fixed = spec.server.fixed
+    flags = spec.server_facts
     node = NodeShape(
         target,
         draft,
         gpu_mib,
-        prefill_graphs=fixed.prefill_graphs,
-        kv_dtype_bytes=kv_dtype_bytes(fixed.kv_cache_dtype),
+        prefill_graphs=flags.prefill_graphs,
+        kv_dtype_bytes=kv_dtype_bytes(flags.kv_cache_dtype),
     )
     search = spec.search
     # The lightest point of the space: the weights decide, not the memory flags.

@@ -36,8 +36,8 @@ def memory_model_for(
         draft_dir=spec.model.draft_path,
         gpu_memory_mib=spec.memory.gpu_memory_mib,
         sglang_version=profile.sglang_version if profile else "0.5.17",
-        prefill_graphs=spec.server.fixed.prefill_graphs,
+        prefill_graphs=spec.server_facts.prefill_graphs,
         workload=(spec.workload.input_len, spec.workload.output_len),
-        kv_dtype_bytes=kv_dtype_bytes(spec.server.fixed.kv_cache_dtype),
+        kv_dtype_bytes=kv_dtype_bytes(spec.server_facts.kv_cache_dtype),
         serving=serving_workload_of(spec, profile),
     )

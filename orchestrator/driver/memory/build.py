@@ -30,7 +30,7 @@ def prior_applies(spec: SweepSpec) -> bool:
 def serving_workload_of(spec: SweepSpec, profile: SimulatedNodeMemory | None) -> ServingWorkload:
     """The load the forwards must fit: the workload's highest concurrency and prompt length, with the
     chunked prefill size of the server's flags, else the simulated node's, else SGLang's default."""
-    size = spec.server.fixed.chunked_prefill_size
+    size = spec.server_facts.chunked_prefill_size
     if size is None and profile is not None:
         size = profile.chunked_prefill_size
     return ServingWorkload(max(spec.workload.concurrency), spec.workload.input_len, size)

@@ -20,7 +20,8 @@ from orchestrator.driver.memory.prior import estimate
 from orchestrator.engines.sglang.logparse import SglangLogReport, parse_log
 from orchestrator.footprint.shape import ModelShape, ShapeError, load_shape, read_config
 from orchestrator.records import FailureStage, ServerConfig
-from orchestrator.spec.fixed_flags import parse_fixed
+from orchestrator.spec.engine_catalog import reading
+from orchestrator.spec.fixed_flags import ServerFacts, parse_fixed, read_facts
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
@@ -224,12 +225,16 @@ def test_quantized_and_mixture_of_experts_llamas(tmp_path: Path) -> None:
         _shape_of(tmp_path, **{**base, "model_type": "mamba"})
 
 
+def _sglang(flags: list[str]) -> ServerFacts:
+    return read_facts(parse_fixed(flags), reading("sglang"))
+
+
 def test_server_flags_the_prior_reads() -> None:
-    assert not parse_fixed(["--cuda-graph-backend-prefill", "disabled"]).prefill_graphs
-    assert not parse_fixed(["--cuda-graph-backend-prefill=disabled"]).prefill_graphs
-    assert not parse_fixed(["--disable-cuda-graph"]).prefill_graphs and parse_fixed(["--x"]).prefill_graphs
-    assert kv_dtype_bytes(parse_fixed(["--kv-cache-dtype", "fp8_e4m3"]).kv_cache_dtype) == 1.0
-    assert kv_dtype_bytes(parse_fixed(["--kv-cache-dtype", "auto"]).kv_cache_dtype) is None
+    assert not _sglang(["--cuda-graph-backend-prefill", "disabled"]).prefill_graphs
+    assert not _sglang(["--cuda-graph-backend-prefill=disabled"]).prefill_graphs
+    assert not _sglang(["--disable-cuda-graph"]).prefill_graphs and _sglang(["--x"]).prefill_graphs
+    assert kv_dtype_bytes(_sglang(["--kv-cache-dtype", "fp8_e4m3"]).kv_cache_dtype) == 1.0
+    assert kv_dtype_bytes(_sglang(["--kv-cache-dtype", "auto"]).kv_cache_dtype) is None
 
 
 def test_a_draft_that_loads_after_the_pools_is_named_where_it_cannot_load() -> None:
