@@ -59,7 +59,36 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-class RealNode:
+class _LaunchingNode:
+    """How every node kind plans a trial's launch: tensor-parallel over all the node's GPUs, with the
+    adaptive speculation tiers written into the trial's own folder. A kind differs only in its version
+    and in what a simulated server is told of its profile and GPU state (`_sim_paths`)."""
+
+    spec: SweepSpec
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def _sim_paths(self, workdir: Path) -> tuple[str, str]:
+        """The simulated server's profile file and GPU state folder; none for a real server."""
+        return "", ""
+
+    def plan(self, config: ServerConfig, port: int, workdir: Path) -> LaunchPlan:
+        version = self.version()
+        profile_path, state_dir = self._sim_paths(workdir)
+        return launch_plan(
+            self.spec,
+            config,
+            version=version,
+            port=port,
+            tp_size=self.spec.node.gpus,
+            sim_profile_path=profile_path,
+            sim_state_dir=state_dir,
+            adaptive_config_path=adaptive.write_config(config, workdir),
+        )
+
+
+class RealNode(_LaunchingNode):
     """The spec's engine on this node's real GPUs."""
 
     def __init__(self, spec: SweepSpec, node_id: str, engine: Engine | None = None) -> None:
@@ -72,16 +101,6 @@ class RealNode:
 
     def probe(self) -> GpuProbe:
         return NvmlProbe(visible_indices(self.spec.node.gpus)[: self.spec.node.gpus])
-
-    def plan(self, config: ServerConfig, port: int, workdir: Path) -> LaunchPlan:
-        return launch_plan(
-            self.spec,
-            config,
-            version=self.version(),
-            port=port,
-            tp_size=self.spec.node.gpus,
-            adaptive_config_path=adaptive.write_config(config, workdir),
-        )
 
     def missing_paths(self) -> list[str]:
         if not self.spec.model.check_paths:
@@ -96,7 +115,7 @@ def sim_state_dir(node_id: str) -> Path:
     return Path(tempfile.gettempdir()) / "specsweep-sim" / node_id
 
 
-class SimulatedNode:
+class SimulatedNode(_LaunchingNode):
     """A simulated node: its GPUs live in a state folder that only its own server processes write."""
 
     def __init__(self, spec: SweepSpec, node_id: str, profile: dict[str, Any]) -> None:
@@ -114,19 +133,10 @@ class SimulatedNode:
 
         return FakeNvml.for_profile(self.state_dir, self.profile)
 
-    def plan(self, config: ServerConfig, port: int, workdir: Path) -> LaunchPlan:
+    def _sim_paths(self, workdir: Path) -> tuple[str, str]:
         profile_path = workdir / "sim-profile.json"
         profile_path.write_text(json.dumps(self.profile))
-        return launch_plan(
-            self.spec,
-            config,
-            version=self.version(),
-            port=port,
-            tp_size=self.spec.node.gpus,
-            sim_profile_path=str(profile_path),
-            sim_state_dir=str(self.state_dir),
-            adaptive_config_path=adaptive.write_config(config, workdir),
-        )
+        return str(profile_path), str(self.state_dir)
 
     def missing_paths(self) -> list[str]:
         return []  # the simulated node reads no weights

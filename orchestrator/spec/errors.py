@@ -99,6 +99,17 @@ def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+# What a value of the wrong kind must be, by pydantic's error type, in the words a union's kinds use.
+_MUST_BE: dict[str, str] = {
+    **dict.fromkeys(("int_parsing", "int_type", "int_from_float"), _KIND_WORDS[int]),
+    **dict.fromkeys(("float_parsing", "float_type"), _KIND_WORDS[float]),
+    **dict.fromkeys(("bool_parsing", "bool_type"), _KIND_WORDS[bool]),
+    "string_type": _KIND_WORDS[str],
+    "list_type": "a list ([a, b] or one '- item' per line)",
+    **dict.fromkeys(("dict_type", "model_type", "model_attributes_type"), "a mapping (key: value lines)"),
+}
+
+
 def _message(item: Any, where: str = "") -> str:
     """Pydantic's complaint as what was given and what is accepted (``where``: the field, for examples)."""
     kind, ctx, given = item["type"], item.get("ctx") or {}, _given(item.get("input"))
@@ -127,18 +138,8 @@ def _message(item: Any, where: str = "") -> str:
         return f"got {given}; give at least {least} item{'s' if least != 1 else ''}{tail}"
     if kind == "string_too_short":
         return f"got {given}; it must not be empty"
-    if kind in ("int_parsing", "int_type", "int_from_float"):
-        return f"must be a whole number, got {given}"
-    if kind in ("float_parsing", "float_type"):
-        return f"must be a number, got {given}"
-    if kind in ("bool_parsing", "bool_type"):
-        return f"must be true or false, got {given}"
-    if kind == "string_type":
-        return f"must be a string, got {given}"
-    if kind == "list_type":
-        return f"must be a list ([a, b] or one '- item' per line), got {given}"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return f"must be a mapping (key: value lines), got {given}"
+    if kind in _MUST_BE:
+        return f"must be {_MUST_BE[kind]}, got {given}"
     if kind in ("literal_error", "enum"):
         return f"must be {ctx.get('expected', 'one of the listed values')}, got {given}"
     # Our own validators' messages already say what to do; pydantic's others get the value appended.

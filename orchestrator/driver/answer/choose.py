@@ -202,15 +202,7 @@ def choose_answer(
     noise = calibrate([g.values for g in groups], [x.timing for x in launches if x.config in contenders])
     groups = rank_groups(groups, noise, predictions)
     best = groups[0]
-    answer = Answer(
-        best.config,
-        best.numbers,
-        best.values,
-        best.median,
-        best.representative,
-        judge(groups, noise),
-        estimate=best.estimate,
-    )
+    answer = _answer(best, judge(groups, noise), estimate=best.estimate)
     if not baseline:
         return answer
     base = replace(group_launches(baseline)[0], nospec=True)
@@ -223,17 +215,7 @@ def choose_answer(
         # speculative configurations, and its verdict says how sure (a lead within the noise reads "too
         # close to call"). Kept speculative, a lead the noise could hide cost the user that lead whenever
         # it was real, and more often real than not: the speculative figure is the best of several draws.
-        verdict = judge([base, *groups], noise)
-        return Answer(
-            base.config,
-            base.numbers,
-            base.values,
-            base.median,
-            base.representative,
-            verdict,
-            nospec=True,
-            comparison=comparison,
-        )
+        return _answer(base, judge([base, *groups], noise), nospec=True, comparison=comparison)
     return replace(answer, versus_nospec=judge([best, base], noise), comparison=comparison)
 
 
@@ -246,14 +228,29 @@ def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
         return None
     base = replace(group_launches(baseline)[0], nospec=True)
     noise = calibrate([base.values], [x.timing for x in baseline])
+    return _answer(base, judge([base], noise), nospec=True)
+
+
+def _answer(
+    group: Group,
+    verdict: Verdict,
+    *,
+    nospec: bool = False,
+    comparison: NospecComparison | None = None,
+    estimate: float | None = None,
+) -> Answer:
+    """``group`` as the answer: its configuration, launches and median, with the verdict that chose it
+    (one place reads a group's figures into an answer, whichever way it won)."""
     return Answer(
-        base.config,
-        base.numbers,
-        base.values,
-        base.median,
-        base.representative,
-        judge([base], noise),
-        nospec=True,
+        group.config,
+        group.numbers,
+        group.values,
+        group.median,
+        group.representative,
+        verdict,
+        nospec=nospec,
+        comparison=comparison,
+        estimate=estimate,
     )
 
 

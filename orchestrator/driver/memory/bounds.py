@@ -77,13 +77,9 @@ class BoundedMemoryModel(MemoryModel):
             return base
         f = config.mem_fraction_static
         if self.draft_ceiling is not None and config.speculative and f >= self.draft_ceiling:
-            return Prediction(
-                False,
-                True,
+            return _refused(
+                base,
                 FailureStage.KV_ALLOCATION,
-                base.kv_tokens,
-                base.graph_room_gb,
-                base.graph_need_gb,
                 f"mem_fraction_static {fraction_text(f)} is at or above {self.draft_ceiling:.3f}, "
                 "which left the draft no room",
             )
@@ -92,13 +88,9 @@ class BoundedMemoryModel(MemoryModel):
         failed = [s for s in self.serving if left is not None and left <= s[0] and tokens >= s[1]]
         if failed:
             gb, runs, number = min(failed, key=lambda s: s[1])
-            return Prediction(
-                False,
-                True,
+            return _refused(
+                base,
                 FailureStage.UNDER_LOAD,
-                base.kv_tokens,
-                base.graph_room_gb,
-                base.graph_need_gb,
                 f"about {left:.2f} GiB left after start-up for {tokens} tokens a verify; trial {number} ran "
                 f"out of memory under load with {gb:.2f} GiB for {runs}",
             )
@@ -107,13 +99,9 @@ class BoundedMemoryModel(MemoryModel):
             tree, running = DraftTree.of(config), config.max_running_requests
             worse = [p for p, r, t in self.pressure if pool <= p and running >= r and tree == t]
             if worse:
-                return Prediction(
-                    False,
-                    True,
+                return _refused(
+                    base,
                     FailureStage.UNDER_LOAD,
-                    base.kv_tokens,
-                    base.graph_room_gb,
-                    base.graph_need_gb,
                     f"a KV pool of about {pool:.0f} tokens for {running} running requests; {max(worse):.0f} "
                     "with the same tree and no more requests already retracted under load",
                 )
@@ -134,3 +122,18 @@ def _verify_tokens(config: ServerConfig) -> int:
         return config.max_running_requests
     per_request = config.speculative_num_draft_tokens or (config.speculative_num_steps or 0) + 1
     return config.max_running_requests * per_request
+
+
+def _refused(base: Prediction, stage: FailureStage, reason: str) -> Prediction:
+    """A confident failure at ``stage`` learned from a sweep's own launches: the model's figures stay
+    ``base``'s (the bound refuses the configuration, it does not re-predict its memory), and it is no
+    refusal of the analytic prior."""
+    return Prediction(
+        False,
+        True,
+        stage,
+        base.kv_tokens,
+        base.graph_room_gb,
+        base.graph_need_gb,
+        reason,
+    )

@@ -60,14 +60,12 @@ def render_flags(launch: TrialLaunch) -> list[str]:
 
 def _memory_flags(config: ServerConfig, version: tuple[int, ...]) -> list[str]:
     """The flags of the values every trial sets."""
-    return [
-        F.MEM_FRACTION_STATIC.flag(version),
-        value_text(config.mem_fraction_static),
-        F.CUDA_GRAPH_MAX_BS.flag(version),
-        str(config.cuda_graph_max_bs),
-        F.MAX_RUNNING_REQUESTS.flag(version),
-        str(config.max_running_requests),
-    ]
+    return _valued_flags(
+        version,
+        (F.MEM_FRACTION_STATIC, value_text(config.mem_fraction_static)),
+        (F.CUDA_GRAPH_MAX_BS, str(config.cuda_graph_max_bs)),
+        (F.MAX_RUNNING_REQUESTS, str(config.max_running_requests)),
+    )
 
 
 def _speculative_flags(
@@ -76,14 +74,12 @@ def _speculative_flags(
     """The speculative values' flags. The three values always travel together: steps alone is an
     assertion error in SGLang. Adaptive speculation is rendered only where SGLang has it; a trial checks
     support before it launches anything."""
-    flags = [
-        F.SPECULATIVE_NUM_STEPS.flag(version),
-        str(config.speculative_num_steps),
-        F.SPECULATIVE_EAGLE_TOPK.flag(version),
-        str(config.speculative_eagle_topk),
-        F.SPECULATIVE_NUM_DRAFT_TOKENS.flag(version),
-        str(config.speculative_num_draft_tokens),
-    ]
+    flags = _valued_flags(
+        version,
+        (F.SPECULATIVE_NUM_STEPS, str(config.speculative_num_steps)),
+        (F.SPECULATIVE_EAGLE_TOPK, str(config.speculative_eagle_topk)),
+        (F.SPECULATIVE_NUM_DRAFT_TOKENS, str(config.speculative_num_draft_tokens)),
+    )
     mode = AdaptiveMode(config.speculative_adaptive or AdaptiveMode.OFF.value)
     if mode is not AdaptiveMode.OFF and adaptive.supported(version):
         adaptive_flag, config_flag = F.SPECULATIVE_ADAPTIVE.flags
@@ -91,3 +87,8 @@ def _speculative_flags(
         if mode is AdaptiveMode.TIERS:
             flags += [config_flag, adaptive_config_path]
     return flags
+
+
+def _valued_flags(version: tuple[int, ...], *values: tuple[F, str]) -> list[str]:
+    """Each searched field's flag, as ``version`` spells it, followed by its value's text."""
+    return [word for field, text in values for word in (field.flag(version), text)]
