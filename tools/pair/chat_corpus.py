@@ -134,13 +134,10 @@ def chat_mix(count: int, seed: int, corpus: list[CorpusPrompt] | None = None) ->
     families: dict[str, list[str]] = {"templates": template_prompts()}
     for p in corpus if corpus is not None else load_corpus():
         families.setdefault(KINDS[p.source], []).append(p.prompt)
-    total = sum(len(v) for v in families.values())
-    if count > total:
-        raise ValueError(f"count: at most {total} distinct training prompts, asked for {count}")
     rng = random.Random(seed)
     queues = []
     for name in sorted(families):
-        prompts = list(dict.fromkeys(families[name]))
+        prompts = list(families[name])
         rng.shuffle(prompts)
         queues.append(prompts)
     chosen: list[str] = []
