@@ -92,16 +92,23 @@ class Mismatch:
     def near_tie(self) -> bool:
         """The speculative token was the baseline's own second choice by at most `NEAR_TIE_NATS`:
         a rounding difference between the verify and the plain decode, not a lossy draft."""
-        return (
-            self.margin is not None
-            and self.got is not None
-            and self.margin.nats <= NEAR_TIE_NATS
-            and self.margin.runner_up == self.got
-        )
+        if self.margin is None or self.got is None or self.margin.nats > NEAR_TIE_NATS:
+            return False
+        return self.margin.runner_up == self.got or self.legacy_exact_tie
+
+    @property
+    def legacy_exact_tie(self) -> bool:
+        """A margin recorded before the runner-up was read as the token *not* emitted: at an exact tie
+        SGLang may list the other token first, and that reader named the emitted token itself at 0 nats.
+        The tie's other token was not kept, so the trial's token there is taken as the tie-break."""
+        assert self.margin is not None
+        return self.margin.nats == 0 and self.margin.runner_up == self.expected
 
     def describe(self) -> str:
         tail = ", ".join(str(i) for i in self.prompt_tail)
         margin = f" (baseline margin {self.margin.nats:.3g} nats)" if self.margin is not None else ""
+        if self.margin is not None and self.legacy_exact_tie:
+            margin = " (an exact tie in the baseline, recorded without its other token)"
         return (
             f"prompt {self.prompt} ({self.dataset}, {self.prompt_len} ids ending [..., {tail}]): "
             "first difference at output "

@@ -56,30 +56,53 @@ class LosslessCheck:
             return record
         return replace(record, extra_tags=record.extra_tags + self._verdict(record))
 
-    def restore(self, records: list[TrialRecord]) -> None:
-        """--resume: the baseline's outputs and the verdicts already given come back from the journal;
-        a trial that was still waiting for the baseline is judged now (its run tagged then)."""
+    def restore(self, records: list[TrialRecord]) -> list[TrialRecord]:
+        """--resume: the baseline's outputs come back from the journal and every speculative trial is
+        judged again from the outputs it kept (a verdict is derived, and the rule may have changed since:
+        a changed one is logged and its MLflow tag corrected); a trial still waiting for the baseline is
+        judged when it arrives. Returns the records with their verdicts as they stand now."""
         for record in records:
             if record.baseline and record.result.greedy_outputs and self.reference is None:
                 self.reference, self.margins = record.result.greedy_outputs, record.result.greedy_margins
-        for record in records:
-            said = dict(record.extra_tags).get(Tag.LOSSLESS.value)
+        return [self._restored(record) for record in records]
+
+    def _restored(self, record: TrialRecord) -> TrialRecord:
+        said = dict(record.extra_tags).get(Tag.LOSSLESS.value)
+        judged = self.enabled and not record.baseline and bool(record.result.greedy_outputs)
+        if not judged or self.reference is None:
             if said == Lossless.MISMATCH:
                 self.lossy.add(record.number)
-            elif said is None and self.enabled and not record.baseline and record.result.greedy_outputs:
-                if self.reference is None:
-                    self.waiting.append(record)
-                else:
-                    self._judge_late(record)
+            elif judged and said is None:
+                self.waiting.append(record)
+            return record
+        if said is None:
+            self._judge_late(record)
+            return record
+        tags = self._verdict(record, announce=False)
+        now = dict(tags)[Tag.LOSSLESS.value]
+        if now == said:
+            return record
+        log.warning(
+            "trial %d (%s): lossless verdict %s, was %s when it ran (the check's rule has changed since)",
+            record.number,
+            record.result.config.label(),
+            now,
+            said,
+        )
+        self._tag(record.number, tags)
+        verdict_keys = {Tag.LOSSLESS.value, Tag.LOSSLESS_DETAIL.value}
+        kept = tuple((k, v) for k, v in record.extra_tags if k not in verdict_keys)
+        return replace(record, extra_tags=kept + tags)
 
-    def _verdict(self, record: TrialRecord) -> tuple[tuple[str, str], ...]:
+    def _verdict(self, record: TrialRecord, announce: bool = True) -> tuple[tuple[str, str], ...]:
         assert self.reference is not None
         found = compare(self.requests, self.reference, record.result.greedy_outputs, self.margins)
         if not found:
             return ((Tag.LOSSLESS.value, Lossless.OK.value),)
         text = "; ".join(m.describe() for m in found)
         if all(m.near_tie for m in found):
-            log.warning(
+            log.log(
+                logging.WARNING if announce else logging.DEBUG,
                 "trial %d (%s): %d of %d prompts differ from the baseline at temperature 0, each at a "
                 "near tie (the baseline's second choice within %g nats): numerics, not lossy: %s",
                 record.number,
@@ -94,7 +117,8 @@ class LosslessCheck:
                 (Tag.LOSSLESS_DETAIL.value, text[:TEXT_LIMIT]),
             )
         self.lossy.add(record.number)
-        log.error(
+        log.log(
+            logging.ERROR if announce else logging.DEBUG,
             "!!! LOSSY SPECULATION in trial %d (%s): %d of %d prompts differ from the baseline at "
             "temperature 0: %s",
             record.number,
@@ -106,12 +130,12 @@ class LosslessCheck:
         return ((Tag.LOSSLESS.value, Lossless.MISMATCH.value), (Tag.LOSSLESS_DETAIL.value, text[:TEXT_LIMIT]))
 
     def _judge_late(self, record: TrialRecord) -> None:
-        tags = self._verdict(record)
-        run_id = self.tracker.run_id_of(record.number)
+        self._tag(record.number, self._verdict(record))
+
+    def _tag(self, number: int, tags: tuple[tuple[str, str], ...]) -> None:
+        run_id = self.tracker.run_id_of(number)
         if run_id is None:
-            log.warning(
-                "lossless verdict for trial %d not recorded: its run is not in MLflow yet", record.number
-            )
+            log.warning("lossless verdict for trial %d not recorded: its run is not in MLflow yet", number)
             return
         for key, value in tags:
             self.tracker.client.set_tag(run_id, key, value)

@@ -47,8 +47,7 @@ class Resume(SweepState):
                 self.memory_model.observe(number, result)
             # Every earlier launch joins the ranking, the confirmation and the lossless check.
             self.journal_complete = len(restored.records) == len(restored.numbers)
-            self.outcome.records.extend(restored.records)
-            self.lossless.restore(restored.records)
+            self.outcome.records.extend(self.lossless.restore(restored.records))
             self._best.refresh()
         else:
             enqueue_first(self.study, self.spec, self.memory_model)

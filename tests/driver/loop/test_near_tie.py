@@ -17,6 +17,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from orchestrator.bench.greedy import compare
+from orchestrator.bench.workload import RequestSpec
 from orchestrator.driver.loop.lossless import LosslessCheck
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.tracking import Tracker
@@ -24,6 +26,7 @@ from orchestrator.mlflow_schema import Lossless
 from orchestrator.records import Margin, TrialRecord, TrialResult, TrialStatus
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import SweepSpec, parse_spec
+from tests.driver.memory.h200_fixtures import study_records
 
 REPO = Path(__file__).resolve().parents[3]
 GOOD = ((1, 2, 3), (4, 5, 6), (7, 8), (9,))
@@ -160,3 +163,57 @@ def test_a_record_written_before_margins_still_loads(tmp_path: Path) -> None:
     del data["result"]["greedy_margins"]
     path.write_text(json.dumps(data))
     assert journal.read([0])[0].result.greedy_margins == ()
+
+
+def test_an_exact_tie_recorded_before_the_runner_up_fix_is_a_tie(tmp_path: Path) -> None:
+    """Journals written before the reader took the runner-up as the token *not* emitted hold, at an exact
+    tie, the emitted token itself as runner-up at 0 nats (seen on the H100: SGLang listed 8009 first,
+    emitted 260, and the two had the same log-probability). Its other token was not kept; a difference
+    there is a tie-break, as a confident or merely close position is still judged as before."""
+    lossless = check(tmp_path)
+    lossless.review(record(0, GOOD, margins(0.0, 5), baseline=True))  # runner-up 5: the emitted token
+    assert dict(lossless.review(record(1, FLIPPED)).extra_tags)["lossless"] == Lossless.NEAR_TIE
+    close = check(tmp_path / "close")
+    close.review(record(0, GOOD, margins(0.05, 5), baseline=True))  # not a tie: no token to excuse
+    assert dict(close.review(record(1, FLIPPED)).extra_tags)["lossless"] == Lossless.MISMATCH
+
+
+def test_the_h100_grid_differs_from_its_baseline_only_at_ties() -> None:
+    """The real pair's grid on an H100 (`tests/fixtures/sglang/0.5.17/smollm2-chat-h100/records`): every
+    tree's greedy outputs first leave the baseline's where its top two were within bf16 rounding, at
+    two exact ties recorded before the runner-up fix and one 0.125-nat tie the trees took the other way."""
+    folder = REPO / "tests" / "fixtures" / "sglang" / "0.5.17" / "smollm2-chat-h100"
+    records = {r.number: r for r in study_records(folder)}
+    base = records.pop(0)
+    assert base.baseline and len(records) >= 4
+    requests = [RequestSpec((0,), 32, "mt_bench") for _ in base.result.greedy_outputs]
+    for number, r in sorted(records.items()):
+        outputs, margins = base.result.greedy_outputs, base.result.greedy_margins
+        found = compare(requests, outputs, r.result.greedy_outputs, margins)
+        assert found and all(m.near_tie for m in found), (number, [m.describe() for m in found])
+        assert {m.prompt for m in found} <= {1, 3}
+
+
+def test_resume_judges_again_a_verdict_the_rule_has_since_changed(tmp_path: Path, captured: Captured) -> None:
+    """A verdict is derived from the outputs the journal keeps: a trial called lossy under an older rule
+    (here the exact tie above) is judged again on --resume, its MLflow tag and its record corrected, and
+    one that is still lossy stays so without a second alarm."""
+    journal = Journal(tmp_path / "journal")
+    journal.write(record(0, GOOD, margins(0.0, 5), baseline=True))
+    journal.write(replace(record(1, FLIPPED), extra_tags=(("lossless", "mismatch"),)))
+    lossy_draft = ((1, 2, 3), (4, 5, 6), (7, 9), (9,))  # differs where the baseline was sure
+    journal.write(replace(record(2, lossy_draft), extra_tags=(("lossless", "mismatch"),)))
+    read = journal.read([0, 1, 2])
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "tie", tmp_path / "spool")
+    tracker.start("sweep", {}, {})
+    for r in read:
+        tracker.log_trial(r)
+    resumed = LosslessCheck(demo_spec(), tracker)
+    restored = resumed.restore(read)
+    assert resumed.lossy == {2}
+    assert [dict(r.extra_tags).get("lossless") for r in restored] == [None, "near_tie", "mismatch"]
+    assert MlflowClient(uri).get_run(tracker.run_id_of(1) or "").data.tags["lossless"] == "near_tie"
+    assert not [r for r in captured.records if r.levelno >= logging.ERROR]  # no second alarm for trial 2
+    changed = [r.getMessage() for r in captured.records if r.levelno == logging.WARNING]
+    assert len(changed) == 1 and "trial 1" in changed[0] and "near_tie, was mismatch" in changed[0]
