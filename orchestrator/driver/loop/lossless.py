@@ -100,34 +100,21 @@ class LosslessCheck:
         if not found:
             return ((Tag.LOSSLESS.value, Lossless.OK.value),)
         text = "; ".join(m.describe() for m in found)
+        differ = f"{len(found)} of {len(self.requests)} prompts differ from the baseline at temperature 0"
+        label = f"trial {record.number} ({record.result.config.label()})"
         if all(m.near_tie for m in found):
-            log.log(
-                logging.WARNING if announce else logging.DEBUG,
-                "trial %d (%s): %d of %d prompts differ from the baseline at temperature 0, each at a "
-                "near tie (the baseline's second choice within %g nats): numerics, not lossy: %s",
-                record.number,
-                record.result.config.label(),
-                len(found),
-                len(self.requests),
-                NEAR_TIE_NATS,
-                text,
+            verdict, level = Lossless.NEAR_TIE, logging.WARNING
+            message = (
+                f"{label}: {differ}, each at a near tie (the baseline's second choice within "
+                f"{NEAR_TIE_NATS:g} nats): numerics, not lossy: {text}"
             )
-            return (
-                (Tag.LOSSLESS.value, Lossless.NEAR_TIE.value),
-                (Tag.LOSSLESS_DETAIL.value, text[:TEXT_LIMIT]),
-            )
-        self.lossy.add(record.number)
-        log.log(
-            logging.ERROR if announce else logging.DEBUG,
-            "!!! LOSSY SPECULATION in trial %d (%s): %d of %d prompts differ from the baseline at "
-            "temperature 0: %s",
-            record.number,
-            record.result.config.label(),
-            len(found),
-            len(self.requests),
-            text,
-        )
-        return ((Tag.LOSSLESS.value, Lossless.MISMATCH.value), (Tag.LOSSLESS_DETAIL.value, text[:TEXT_LIMIT]))
+        else:
+            self.lossy.add(record.number)
+            verdict, level = Lossless.MISMATCH, logging.ERROR
+            message = f"!!! LOSSY SPECULATION in {label}: {differ}: {text}"
+        # On --resume a verdict already given is judged again quietly: only a changed one is news.
+        log.log(level if announce else logging.DEBUG, "%s", message)
+        return ((Tag.LOSSLESS.value, verdict.value), (Tag.LOSSLESS_DETAIL.value, text[:TEXT_LIMIT]))
 
     def _judge_late(self, record: TrialRecord) -> None:
         self._tag(record.number, self._verdict(record))
