@@ -113,7 +113,17 @@ class Tracker:
             self._parents[number] = parent_run_id
 
     def run_id_of(self, number: int) -> str | None:
-        """The MLflow run of a trial written by this tracker (None while it is spooled)."""
+        """The MLflow run of a trial: written by this tracker, or on --resume by an earlier driver's
+        (found by its trial-number tag; the latest if a half-written one was left). None while spooled."""
+        if number not in self._run_ids and self.experiment_id:
+            runs = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{schema.Tag.TRIAL_NUMBER.value}` = '{number}'",
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            )
+            if runs:
+                self._run_ids[number] = runs[0].info.run_id
         return self._run_ids.get(number)
 
     def log_trial(self, record: TrialRecord) -> str | None:

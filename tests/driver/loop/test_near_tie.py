@@ -217,3 +217,21 @@ def test_resume_judges_again_a_verdict_the_rule_has_since_changed(tmp_path: Path
     assert not [r for r in captured.records if r.levelno >= logging.ERROR]  # no second alarm for trial 2
     changed = [r.getMessage() for r in captured.records if r.levelno == logging.WARNING]
     assert len(changed) == 1 and "trial 1" in changed[0] and "near_tie, was mismatch" in changed[0]
+
+
+def test_a_verdict_judged_again_reaches_the_run_an_earlier_driver_wrote(tmp_path: Path) -> None:
+    """On a real --resume the trials' MLflow runs were written by the earlier driver's tracker, not by
+    this one: the corrected verdict must still reach them (it was logged as 'not in MLflow yet')."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    first = Tracker(uri, "tie", tmp_path / "spool")
+    first.start("sweep", {}, {})
+    journal = Journal(tmp_path / "journal")
+    journal.write(record(0, GOOD, margins(0.0, 5), baseline=True))
+    journal.write(replace(record(1, FLIPPED), extra_tags=(("lossless", "mismatch"),)))
+    read = journal.read([0, 1])
+    for r in read:
+        first.log_trial(r)
+    second = Tracker(uri, "tie", tmp_path / "spool")  # the resumed driver's
+    second.start("sweep", {}, {})
+    LosslessCheck(demo_spec(), second).restore(read)
+    assert MlflowClient(uri).get_run(first.run_id_of(1) or "").data.tags["lossless"] == "near_tie"
