@@ -24,8 +24,9 @@
 #                                                 (stores, logs, records; a tar under the transfer's limits)
 #                                                 into $OUT, to be carried back for --resume on a later node
 #   bash tools/pair/on-node.sh sweep-in DIR       a sweep's folder brought back by sweep-wait, put back in DIR
-#   bash tools/pair/on-node.sh draft-in           the draft brought back by `wait` (.pair/draft.tar.NN), put
-#                                                 where `prepare` looks, so that `prepare` skips retraining
+#   bash tools/pair/on-node.sh draft-in           the draft brought back by `wait` (.pair/draft.tar.NN, over
+#                                                 one call or several), put where `prepare` looks: `prepare`
+#                                                 then only converts the target (no answers, no training)
 # Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
 #
 # Settings: PAIR (default /tmp/pair), SEED (0), TRAIN_PROMPTS (12000), PROMPTS (chat: the chat corpus and the
@@ -74,11 +75,14 @@ case "$stage" in
     [ -f "$PAIR/target/conversion_check.json" ] || $PY -m tools.pair.convert_gguf "$wheel" "$PAIR/target" --check
     t1=$(date +%s)
     # Batch-invariant decoding first (the same answers on every run); without it if this SGLang refuses it.
-    [ -f "$PAIR/data/selfdistill.json" ] ||
+    # A draft brought back by `draft-in` needs neither the answers nor the training (the held-out answers
+    # its grid was measured on are committed: trials/datasets/mt_bench_smollm2.sharegpt.json).
+    if [ ! -f "$PAIR/draft/train_summary.json" ] && [ ! -f "$PAIR/data/selfdistill.json" ]; then
       $PY -m tools.pair.selfdistill "$PAIR/target" "$PAIR/data" --train "$TRAIN_PROMPTS" --seed "$SEED" \
         --prompts "$PROMPTS" ||
       $PY -m tools.pair.selfdistill "$PAIR/target" "$PAIR/data" --train "$TRAIN_PROMPTS" --seed "$SEED" \
         --prompts "$PROMPTS" --no-deterministic
+    fi
     t2=$(date +%s)
     [ -f "$PAIR/draft/train_summary.json" ] ||
       $PY -m tools.pair.train_draft --target "$PAIR/target" --data "$PAIR/data/train.jsonl" \
@@ -89,7 +93,9 @@ case "$stage" in
     [ -f "$PAIR/draft/mt_bench_eval.json" ] ||
       $PY -m tools.pair.eval_draft "$PAIR/target" "$PAIR/draft" "$PAIR/data/mt_bench.sharegpt.json" \
         --out "$PAIR/draft/mt_bench_eval.json"
-    sha256sum "$PAIR/data/train.jsonl" "$PAIR/draft/model.safetensors" | tee "$PAIR/hashes.txt"
+    for f in "$PAIR/data/train.jsonl" "$PAIR/draft/model.safetensors"; do
+      if [ -f "$f" ]; then sha256sum "$f"; fi
+    done | tee "$PAIR/hashes.txt"
     echo "times: convert+check $((t1 - t0)) s, answers $((t2 - t1)) s, training $((t3 - t2)) s," \
       "held-out check $(( $(date +%s) - t3 )) s"
     if [ -n "${OUT:-}" ]; then
@@ -112,7 +118,10 @@ case "$stage" in
   link)
     ln -sfn "$PAIR/target" trials/models/smollm2-135m
     ln -sfn "$PAIR/draft" trials/models/smollm2-135m-eagle3
-    cp "$PAIR/data/mt_bench.sharegpt.json" trials/datasets/mt_bench_smollm2.sharegpt.json
+    # This run's held-out answers when it made them; else the committed ones, which the grid so far used.
+    if [ -f "$PAIR/data/mt_bench.sharegpt.json" ]; then
+      cp "$PAIR/data/mt_bench.sharegpt.json" trials/datasets/mt_bench_smollm2.sharegpt.json
+    fi
     echo "trials/models/smollm2-135m -> $PAIR/target, trials/models/smollm2-135m-eagle3 -> $PAIR/draft"
     ;;
   start)
@@ -145,15 +154,17 @@ case "$stage" in
     if [ -f "$PAIR/run.rc" ]; then echo "run ended: rc $(cat "$PAIR/run.rc")"; else echo "still running"; fi
     ;;
   draft-in)
-    mkdir -p "$PAIR"
-    cat .pair/draft.tar.[0-9][0-9] | tar -C "$PAIR" -xf -
+    # The pieces may come over several calls: each call's are kept in $PAIR/pieces first.
+    find .pair -maxdepth 1 -name 'draft.tar.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
+    cat "$PAIR"/pieces/draft.tar.[0-9][0-9] | tar -C "$PAIR" -xf -
     sha256sum "$PAIR/draft/model.safetensors"
     ;;
   sweep-in)
     # A sweep's folder brought back by sweep-wait (.pair/sweep-out.tgz.NN), where it was, for --resume.
     dir=${2:?sweep-in needs DIR}
     mkdir -p "$(dirname "$dir")"
-    cat .pair/sweep-out.tgz.[0-9][0-9] | tar -C "$(dirname "$dir")" -xzf -
+    find .pair -maxdepth 1 -name 'sweep-out.tgz.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
+    cat "$PAIR"/pieces/sweep-out.tgz.[0-9][0-9] | tar -C "$(dirname "$dir")" -xzf -
     ls "$dir"
     ;;
   sweep)
