@@ -87,6 +87,16 @@ def captured() -> Iterator[Captured]:
     logger.setLevel(level)
 
 
+def logged(tmp_path: Path, records: list[TrialRecord]) -> tuple[str, Tracker]:
+    """A tracker that has written these trials to MLflow (as the driver that ran them did)."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = Tracker(uri, "tie", tmp_path / "spool")
+    tracker.start("sweep", {}, {})
+    for r in records:
+        tracker.log_trial(r)
+    return uri, tracker
+
+
 def check(tmp_path: Path) -> LosslessCheck:
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tie", tmp_path / "spool")
     tracker.start("sweep", {}, {})
@@ -141,11 +151,7 @@ def test_resume_restores_the_baseline_margins_and_the_near_tie_verdict(tmp_path:
     read = journal.read([0, 1, 2])
     assert read[0].result.greedy_margins == base.result.greedy_margins
 
-    uri = f"sqlite:///{tmp_path / 'm.db'}"
-    tracker = Tracker(uri, "tie", tmp_path / "spool")
-    tracker.start("sweep", {}, {})
-    for r in read:
-        tracker.log_trial(r)
+    uri, tracker = logged(tmp_path, read)
     resumed = LosslessCheck(demo_spec(), tracker)
     resumed.restore(read)
     assert resumed.lossy == set()
@@ -204,11 +210,7 @@ def test_resume_judges_again_a_verdict_the_rule_has_since_changed(tmp_path: Path
     lossy_draft = ((1, 2, 3), (4, 5, 6), (7, 9), (9,))  # differs where the baseline was sure
     journal.write(replace(record(2, lossy_draft), extra_tags=(("lossless", "mismatch"),)))
     read = journal.read([0, 1, 2])
-    uri = f"sqlite:///{tmp_path / 'm.db'}"
-    tracker = Tracker(uri, "tie", tmp_path / "spool")
-    tracker.start("sweep", {}, {})
-    for r in read:
-        tracker.log_trial(r)
+    uri, tracker = logged(tmp_path, read)
     resumed = LosslessCheck(demo_spec(), tracker)
     restored = resumed.restore(read)
     assert resumed.lossy == {2}
