@@ -83,3 +83,21 @@ def test_link_keeps_the_committed_held_out_answers_when_the_run_made_none(tmp_pa
     assert run.returncode == 0, run.stderr
     assert committed.read_text() == "[]"
     assert (node / "trials" / "models" / "smollm2-135m-eagle3").is_symlink()
+
+
+def test_waiting_for_a_sweep_this_node_never_started_ends_at_once(tmp_path: Path) -> None:
+    """Seen on an H100: the machine was given back between two calls, and the next call's `sweep-wait`
+    spent its 480 s (the session's last device time) on a fresh node waiting for a sweep that was not
+    there, then said "sweep still running"."""
+    node, env = _node(tmp_path)
+    run = subprocess.run(
+        ["bash", "tools/pair/on-node.sh", "sweep-wait", str(tmp_path / "grid"), "20"],
+        cwd=node,
+        env={**env, "OUT": str(tmp_path / "out")},
+        capture_output=True,
+        text=True,
+        timeout=10,  # waiting out its 20 s is the defect
+    )
+    assert run.returncode == 3, (run.returncode, run.stdout, run.stderr)
+    assert "no sweep" in run.stderr and "sweep-in" in run.stderr, run.stderr
+    assert not list(tmp_path.glob("out/sweep-out.tgz.*"))

@@ -185,6 +185,13 @@ case "$stage" in
   sweep-wait)
     dir=${2:?sweep-wait needs DIR}
     limit=${3:-560}
+    # A fresh machine (the last one given back between calls) has no sweep: say so at once rather than
+    # spend the call's device time waiting for it.
+    if [ ! -f "$dir.console" ] && [ ! -f "$dir.rc" ]; then
+      echo "on-node: no sweep on this node ($dir.console is not here: a fresh machine?); bring the last" \
+        "sweep-out.tgz pieces back with 'on-node.sh sweep-in $dir' and start it again with --resume" >&2
+      exit 3
+    fi
     end=$(( $(date +%s) + limit ))
     while [ ! -f "$dir.rc" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
     tail -60 "$dir.console" || true
