@@ -1,8 +1,8 @@
 """The pair's second draft, trained on the chat corpus, measured on one H100: the product's records read back.
 
 `tests/fixtures/sglang/0.5.17/smollm2-chat-h100/` holds the draft's training and held-out figures and the
-first two launches of `trials/smollm2-h200-grid.yaml` with it (the server without speculation and the
-one-step tree), beside `smollm2-grid/`, the first draft's (templates only) launches on an H200. Accept
+launches of `trials/smollm2-h200-grid.yaml` with it so far (the server without speculation and 12
+trees), beside `smollm2-grid/`, the first draft's (templates only) launches on an H200. Accept
 lengths of greedy decoding do not depend on the card, so the two drafts compare on the same tree.
 """
 
@@ -65,28 +65,43 @@ def test_the_cpu_check_on_mt_bench_foretold_what_sglang_accepted_at_one_step() -
 
 def test_acceptance_rises_with_depth_and_width_and_does_not_depend_on_concurrency() -> None:
     """SGLang's accept length on the held-out workload, tree by tree: a deeper chain and a wider first
-    step each accept more (1.41, 1.56, 1.62 on one to four steps at top-k 1; 1.52 at two candidates),
-    with diminishing steps as the draft's later-step accuracy falls. Greedy acceptance is a property of
-    the draft on the workload, so the three concurrency levels of one launch agree."""
+    step each accept more (1.41, 1.56, 1.62 on one to four steps at top-k 1; 1.52, 1.60, 1.67 at two,
+    four and eight candidates for one step), with diminishing steps as the draft's later-step accuracy
+    falls; the widest deep trees pass 2.0 (s4k4d16, s6k4d16). Greedy acceptance is a property of the
+    draft on the workload, so the three concurrency levels of one launch agree within 0.05 (the largest
+    spread, s4k2d9's 1.82-1.86, is 2 %: batched numerics move a few near ties)."""
     chain = [_accept(CHAT, label) for label in ("s1k1d2", "s2k1d3", "s4k1d5")]
     assert chain == sorted(chain) and chain[1] - chain[0] > chain[2] - chain[1] > 0, chain
-    assert _accept(CHAT, "s1k2d3") > _accept(CHAT, "s1k1d2") + 0.05
+    width = [_accept(CHAT, label) for label in ("s1k1d2", "s1k2d3", "s1k4d5", "s1k8d9")]
+    assert width == sorted(width) and width[1] > width[0] + 0.05, width
+    for steps in (2, 4):
+        assert _accept(CHAT, f"s{steps}k2d{2 * steps + 1}") > _accept(CHAT, f"s{steps}k1d{steps + 1}") + 0.1
+    assert min(_accept(CHAT, "s4k4d16"), _accept(CHAT, "s6k4d16")) > 2.0
     for record in _records(CHAT):
         levels = [s.accept_length for s in record.result.stages if s.accept_length is not None]
         assert not record.result.config.speculative or len(levels) == 3
-        assert max(levels, default=0) - min(levels, default=0) < 0.03, (record.number, levels)
+        assert max(levels, default=0) - min(levels, default=0) < 0.05, (record.number, levels)
 
 
-def test_no_tree_pays_for_its_verify_on_this_target() -> None:
-    """The 135M target's decode step is so cheap that a verify costs more than the tokens it saves: every
-    tree measured is slower than the server without speculation at every level (the answer the sweep
-    gives: serve without speculation)."""
+def test_chains_never_pay_and_the_widest_trees_come_to_the_server_without_speculation() -> None:
+    """The 135M target's decode step is so cheap that a top-k 1 chain's verify costs more than the 1.4-1.6
+    tokens it gains: every chain is slower than the server without speculation at every level (by 30 to
+    47 %). Wider trees accept more for the same verify count, and the best of them comes to within the
+    noise of the server without speculation at every level, or above it (s4k4d16 at 1 and 8 concurrent,
+    s6k4d16 at 32). These launches ran on four H100 machines over four sessions (the baseline on the
+    first, the wide trees on the fourth), and a 135M target is overhead-bound (about +-10 % between
+    launches): whether a tree beats the baseline is for repeats on one machine to say, not this grid."""
     records = _records(CHAT)
     base = next(r for r in records if not r.result.config.speculative)
     plain = {s.concurrency: s.output_tok_per_s for s in base.result.stages}
+    best = dict.fromkeys(plain, 0.0)
     for record in records:
-        for stage in record.result.stages if record.result.config.speculative else ():
-            assert stage.output_tok_per_s < plain[stage.concurrency], (record.number, stage.concurrency)
+        tree = DraftTree.of(record.result.config)
+        for stage in record.result.stages if tree else ():
+            best[stage.concurrency] = max(best[stage.concurrency], stage.output_tok_per_s)
+            if tree is not None and tree.topk == 1:
+                assert stage.output_tok_per_s < 0.75 * plain[stage.concurrency], (record.number, stage)
+    assert all(best[c] > 0.95 * plain[c] for c in plain), (best, plain)
 
 
 def test_the_draft_was_trained_on_the_chat_mix() -> None:
@@ -118,9 +133,11 @@ def test_the_prior_predicted_the_h100_pools_once_the_first_launch_told_the_card(
 
 def test_the_speculation_model_predicts_each_measured_tree_from_the_others() -> None:
     """The policy's acceptance model on the chat draft's trees as the product's sweep measured them (one
-    launch each, SGLang's own accept length): each left out and predicted from the rest. Four trees so
-    far (0.8 % mean miss with the per-position form the model chooses, 6.5 % for the top-k 2 tree under
-    the verified-nodes form it leaves); goal: at most 2 % mean."""
+    launch each, SGLang's own accept length): each left out and predicted from the rest. Twelve trees
+    (steps 1-6, top-k 1-8, 2-16 draft tokens): 0.8 % mean miss, 2.5 % at worst (s6k4d16), with the
+    verified-nodes form the model chooses once wide trees are measured (with four narrow trees it chose
+    the per-position form, 0.8 % too). Goal: at most 2 % mean.
+    """
     from orchestrator.driver.speculation.spec_model import acceptance_loo, choose_form
 
     samples = [
@@ -128,6 +145,6 @@ def test_the_speculation_model_predicts_each_measured_tree_from_the_others() -> 
         for r in _records(CHAT)
         if (tree := DraftTree.of(r.result.config)) is not None and r.result.server_accept_length is not None
     ]
-    assert len(samples) >= 4
+    assert len(samples) >= 12
     loo = [abs(e) for e in acceptance_loo(samples, choose_form(samples))]
     assert sum(loo) / len(loo) <= 0.02 and max(loo) <= 0.05, loo

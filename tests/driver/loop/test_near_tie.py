@@ -193,11 +193,15 @@ def test_the_h100_grid_differs_from_its_baseline_only_at_ties() -> None:
     base = records.pop(0)
     assert base.baseline and len(records) >= 4
     requests = [RequestSpec((0,), 32, "mt_bench") for _ in base.result.greedy_outputs]
+    differing = 0
     for number, r in sorted(records.items()):
         outputs, margins = base.result.greedy_outputs, base.result.greedy_margins
         found = compare(requests, outputs, r.result.greedy_outputs, margins)
-        assert found and all(m.near_tie for m in found), (number, [m.describe() for m in found])
+        assert all(m.near_tie for m in found), (number, [m.describe() for m in found])
         assert {m.prompt for m in found} <= {1, 3}
+        differing += bool(found)
+    # 10 of the 12 trees left the baseline at one of its ties or both; two took every tie its way
+    assert differing >= len(records) // 2, differing
 
 
 def test_resume_judges_again_a_verdict_the_rule_has_since_changed(tmp_path: Path, captured: Captured) -> None:

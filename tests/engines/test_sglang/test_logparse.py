@@ -127,7 +127,10 @@ OUTCOMES = [
     # the real pair's grid (SmolLM2-135M and a draft trained here), its first seven launches: all served
     *[(f"0.5.17/smollm2-grid/trials/{n:04d}", "server.log", True, None, None) for n in range(7)],
     # ... and the chat-corpus draft's on an H100 (trial 4 was cut off with its node: no log)
-    *[(f"0.5.17/smollm2-chat-h100/trials/{n:04d}", "server.log", True, None, None) for n in (0, 1, 2, 3, 5)],
+    *[
+        (f"0.5.17/smollm2-chat-h100/trials/{n:04d}", "server.log", True, None, None)
+        for n in (0, 1, 2, 3, *range(5, 14))
+    ],
 ]
 
 
