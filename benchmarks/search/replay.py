@@ -13,7 +13,8 @@ grid did not measure) cannot be replayed, and is reported as such rather than gi
 
 `python -m benchmarks.search.replay [--grid real_pair] [--regime overhead_bound] [--seeds 20]` prints, per
 regime and strategy, its regret, its share within 2 % and its median launches and GPU-hours to 2 %
-(`FOLDER` and `--spec` replay another study folder as the chosen grid's).
+(`FOLDER` and `--spec` replay another study folder as the chosen grid's); `--markdown` prints the grid's
+rows and notes as `benchmarks.run` writes them into RESULTS.md.
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ import math
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.paths import ROOT
 from benchmarks.harness.quiet import quiet_optuna
-from benchmarks.harness.table import median
+from benchmarks.harness.table import Table, median
 from benchmarks.launches.noisy import Launcher
+from benchmarks.peers.registry import PEERS
 from benchmarks.search.efficiency import SearchSettings, Truth, strategies
-from benchmarks.search.notes import REGIMES, not_leading
-from benchmarks.search.regret import RunScore, score, summary_row
+from benchmarks.search.notes import NO_BUDGET, REGIMES, not_leading, table_rows
+from benchmarks.search.regret import REFERENCE, RunScore, score, summary_row
 from benchmarks.search.specsweep import strategy as specsweep_strategy
 from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, Unmeasured
 from orchestrator.driver.answer.noise import Regime
@@ -47,6 +49,8 @@ class ReplayResult:
     strategy: str
     runs: list[RunScore]
     error: str = ""  # why it could not be replayed
+    # final answers outside the replayed space (a base without speculation), by label: how many runs
+    outside: dict[str, int] = field(default_factory=dict)
 
 
 def replay(
@@ -79,6 +83,7 @@ def replay(
             strategy = specsweep_strategy("specsweep_no_baseline")
         cap = len(configs) if name == "grid" else 3 * budget
         runs: list[RunScore] = []
+        outside: dict[str, int] = {}
         try:
             for seed in range(seeds):
                 launcher = Launcher(
@@ -90,10 +95,13 @@ def replay(
                 )
                 run = strategy(launcher, configs)
                 runs.append(score(run, truth, best, censor_h=budget_s / 3600, censor_launches=cap))
+                answer = run.launches[-1].recommend if run.launches else None
+                if answer is not None and answer not in configs:
+                    outside[answer.label()] = outside.get(answer.label(), 0) + 1
         except Unmeasured as err:
             results.append(ReplayResult(name, [], str(err)))
             continue
-        results.append(ReplayResult(name, runs))
+        results.append(ReplayResult(name, runs, outside=outside))
     return best, results
 
 
@@ -129,12 +137,45 @@ def replay_rows(
             for r in results
             if r.error
         ]
+        notes += [
+            f"{head} ({REGIMES[regime]}): {r.strategy} answered {sum(r.outside.values())} of "
+            f"{len(r.runs)} runs outside the replayed space ({', '.join(r.outside)}), each scored by its "
+            "measured value (a regret of 0 where that is above the space's best)."
+            for r in results
+            if r.outside
+        ]
     if partial := grid.replayed().note():
         notes.append(f"{head}: {partial}.")
     if base := grid.baseline_note():
         notes.append(f"{head}: {base}.")
-    notes += not_leading(rows)
+    notes += not_leading(rows) + cheaper_to_2pct(rows)
     return rows, notes
+
+
+def cheaper_to_2pct(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Each case and regime where a budgeted peer got within 2 % for good on fewer median GPU-hours than
+    specsweep, said plainly."""
+    notes = []
+    for case, regime in dict.fromkeys((r["case"], r["regime"]) for r in rows):
+        group = [r for r in rows if r["case"] == case and r["regime"] == regime]
+        ours = next((r for r in group if r["strategy"] == REFERENCE), None)
+        if ours is None:
+            continue
+        ahead = [
+            r
+            for r in group
+            if r["strategy"] in PEERS
+            and r["strategy"] not in NO_BUDGET
+            and r["gpu_hours_to_2pct_median"] < ours["gpu_hours_to_2pct_median"]
+        ]
+        if ahead:
+            notes.append(
+                f"{case} ({regime}): specsweep is not the cheapest to 2 % (median "
+                f"{ours['gpu_hours_to_2pct_median']:.3f} GPU-h): "
+                + ", ".join(f"{r['strategy']} {r['gpu_hours_to_2pct_median']:.3f} GPU-h" for r in ahead)
+                + "."
+            )
+    return notes
 
 
 def report(best: float, results: Sequence[ReplayResult], notes: Sequence[str] = ()) -> str:
@@ -154,6 +195,11 @@ def report(best: float, results: Sequence[ReplayResult], notes: Sequence[str] = 
             f"{median([x.gpu_h_to_2pct for x in r.runs]):<22.3f} "
             f"{median([float(x.oom_launches) for x in r.runs]):g}"
         )
+        if r.outside:
+            answers = ", ".join(f"{label} in {k}" for label, k in r.outside.items())
+            lines.append(
+                f"{'':<16} answered outside the replayed space (scored by its measured value): {answers}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -170,6 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--budget", type=int, default=8, help="GPU-hour budget in median launches")
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the grid's rows and notes as benchmarks.run writes them into RESULTS.md (its regimes)",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.seeds < 1 or args.budget < 1:
@@ -180,6 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     by_name = {v: k for k, v in REGIMES.items()}
     regimes = [by_name[r] for r in args.regime] if args.regime else list(grid.regimes)
     try:
+        if args.markdown:
+            rows, notes = replay_rows(grid, seeds=args.seeds, budget=args.budget)
+            table = Table()
+            table.extend(table_rows(rows), notes)
+            print(table.markdown(), end="")
+            return 0
         replayed = grid.replayed()
         notes = [n for n in (replayed.note(), grid.baseline_note()) if n]
         for regime in regimes:
