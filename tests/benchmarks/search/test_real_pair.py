@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from benchmarks.launches.noisy import Launcher
 from benchmarks.search.efficiency import SearchSettings, strategies
 from benchmarks.search.replay import replay_rows
 from benchmarks.truth.measured_grid import GRIDS, ReplayOracle, Unmeasured, load_records
+from benchmarks.truth.oracle import Evaluation
+from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.search.space import space_configs
 from orchestrator.records import ServerConfig
 from orchestrator.spec.search import make_config
@@ -155,3 +158,19 @@ def test_specsweep_is_scored_against_the_best_measured_tree(
     note = next(n for n in notes if "without speculation" in n)
     assert f"{base:.1f} tok/s" in note and f"{max(means.values()):.1f} tok/s" in note
     assert all(row["optimum_tok_s"] < base for row in rows)
+
+
+def test_the_replay_draws_with_the_regime_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import benchmarks.search.replay as replay_module
+
+    seen: set[Regime] = set()
+
+    class Recording(Launcher):
+        def measure(self, config: ServerConfig) -> Evaluation:
+            seen.add(self.regime)
+            return super().measure(config)
+
+    monkeypatch.setattr(replay_module, "Launcher", Recording)
+    best, results = replay_module.replay(PAIR, seeds=1, budget=4, regime=Regime.OVERHEAD_BOUND)
+    assert seen == {Regime.OVERHEAD_BOUND} and best > 0
+    assert {r.strategy for r in results} == set(strategies(SearchSettings()))
