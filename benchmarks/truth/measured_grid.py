@@ -70,7 +70,8 @@ def load_records(folder: Path) -> list[TrialRecord]:
 def _evaluation(records: Sequence[TrialRecord]) -> Evaluation:
     """One cell: the first record's launch, its stages scaled so that the best stage is the mean measured
     objective of the cell's launches (the truth)."""
-    first = records[0].result
+    # a cell launched again after a failed launch answers with the launch that measured it
+    first = next((r.result for r in records if r.objective is not None), records[0].result)
     objectives = [r.objective for r in records if r.objective is not None]
     stages = first.stages
     if objectives and first.stages:
@@ -100,6 +101,8 @@ class ReplayOracle(Oracle):
         super().__init__(spec, load_profile(profile))
         cells: dict[ServerConfig, list[TrialRecord]] = {}
         for r in records:
+            if r.result.status.free:  # never launched, or stopped under it: nothing was measured
+                continue
             cells.setdefault(r.result.config, []).append(r)
         self.measured = {config: _evaluation(rs) for config, rs in cells.items()}
 

@@ -174,3 +174,23 @@ def test_the_replay_draws_with_the_regime_asked(monkeypatch: pytest.MonkeyPatch)
     best, results = replay_module.replay(PAIR, seeds=1, budget=4, regime=Regime.OVERHEAD_BOUND)
     assert seen == {Regime.OVERHEAD_BOUND} and best > 0
     assert {r.strategy for r in results} == set(strategies(SearchSettings()))
+
+
+def test_a_launch_stopped_under_it_measured_nothing(tmp_path: Path) -> None:
+    # a node taken back while a tree loads leaves it interrupted; the tree is launched again later
+    template = json.loads((PAIR.folder / "records" / "0001.json").read_text())
+    folder = tmp_path / "grid" / "records"
+    folder.mkdir(parents=True)
+    again, once = make_config(0.85, 32, 32, 6, 1, 7), make_config(0.85, 32, 32, 6, 2, 13)
+    for n, (tree, status, objective) in enumerate(
+        [(again, "interrupted", 1.0), (again, "ok", 3000.0), (once, "interrupted", 1.0)]
+    ):
+        rec = _record(template, tree, objective)
+        rec["result"]["status"] = status
+        if status != "ok":
+            rec["objective"], rec["result"]["stages"] = None, []
+        (folder / f"{n:04d}.json").write_text(json.dumps(rec))
+    oracle = ReplayOracle(PAIR.load_spec(), load_records(folder.parent), PAIR.profile)
+    assert oracle.evaluate(again).objective == pytest.approx(3000.0)
+    with pytest.raises(Unmeasured):
+        oracle.evaluate(once)
