@@ -95,7 +95,9 @@ def run_all(settings: Settings, parts: Sequence[str], sglang_path: str | None) -
         grid_rows: list[dict[str, Any]] = []
         grid_notes: list[str] = []
         for grid in GRIDS.values():
-            more_rows, more_notes = replay_rows(grid, seeds=settings.search.seeds)
+            more_rows, more_notes = replay_rows(
+                grid, seeds=settings.search.seeds, regimes=settings.search.regimes
+            )
             grid_rows += more_rows
             grid_notes += more_notes
         table.meta["search_rows"] = search_rows + grid_rows

@@ -106,11 +106,16 @@ def replay(
 
 
 def replay_rows(
-    grid: MeasuredGrid = GRIDS["h200_8b"], *, seeds: int = 20, budget: int = 8
+    grid: MeasuredGrid = GRIDS["h200_8b"],
+    *,
+    seeds: int = 20,
+    budget: int = 8,
+    regimes: Sequence[Regime] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The replay under each of the grid's regimes as search.json rows (the grid's case and set), and its
-    notes: a strategy that cannot be replayed, a partial grid, the baseline without speculation, where
-    specsweep does not lead; no rows and a note while the grid's records are not in the repository."""
+    """The replay under each of the grid's regimes (those of them in `regimes`, when given) as search.json
+    rows (the grid's case and set), and its notes: a strategy that cannot be replayed, answers outside the
+    replayed space, a partial grid, the baseline without speculation, where specsweep does not lead; no
+    rows and a note while the grid's records are not in the repository."""
     head = f"Replay of {grid.case}"
     if not (grid.folder / "records").is_dir():
         where = grid.folder.relative_to(ROOT) if grid.folder.is_relative_to(ROOT) else grid.folder
@@ -118,6 +123,8 @@ def replay_rows(
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     for regime in grid.regimes:
+        if regimes is not None and regime not in regimes:
+            continue
         best, results = replay(grid, seeds=seeds, budget=budget, regime=regime)
         rows += [
             summary_row(
