@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from benchmarks.harness.paths import BENCHMARKS, OUT, ROOT
 from benchmarks.harness.table import Row, Table
@@ -32,6 +33,7 @@ from benchmarks.system.client_ceiling import CeilingSettings, run_ceiling
 from benchmarks.system.giveup import GiveUpSettings, run_giveup
 from benchmarks.system.overhead import OverheadSettings, run_overhead
 from benchmarks.system.scale import ScaleSettings, run_scale
+from benchmarks.truth.measured_grid import GRIDS
 
 log = logging.getLogger("benchmarks")
 PARTS = ("search", "giveup", "ceiling", "overhead", "scale")
@@ -89,8 +91,15 @@ def run_all(settings: Settings, parts: Sequence[str], sglang_path: str | None) -
 
     def search() -> tuple[list[Row], list[str]]:
         rows, notes, search_rows = run_search(settings.search)
-        # every strategy replayed on the grid measured on real hardware, once it is in the repository
-        grid_rows, grid_notes = replay_rows(seeds=settings.search.seeds)
+        # every strategy replayed on each grid measured on real hardware, once it is in the repository
+        grid_rows: list[dict[str, Any]] = []
+        grid_notes: list[str] = []
+        for grid in GRIDS.values():
+            more_rows, more_notes = replay_rows(
+                grid, seeds=settings.search.seeds, regimes=settings.search.regimes
+            )
+            grid_rows += more_rows
+            grid_notes += more_notes
         table.meta["search_rows"] = search_rows + grid_rows
         return rows + table_rows(grid_rows), notes + grid_notes
 

@@ -96,12 +96,21 @@ METHOD = """\
   with its best memory flags, whatever their distance from the optimum) and spends the whole budget
   telling them apart, answering with the best median: the ceiling that noise puts on a strategy that
   still has to tell the top trees apart.
-- **Real-grid replay** (`benchmarks/search/replay.py`): a grid measured on one H200
-  (`trials/h200-8b-grid.yaml`, the product's own records under `tests/fixtures/sglang/0.5.17/llama8b-grid/`)
-  answers as the oracle: the truth is the measured objective, the draws get the GPU-bound spread. Cells SGLang
-  makes the same server (graph bs 64 or 256 under max running 16 captures graphs up to 16 only) answer with
-  the measured graph-bs-16 cell; a strategy that launches a configuration not measured (auto_benchmark's bases
-  without speculation) is reported as not replayable. `python -m benchmarks.search.replay`.
+- **Real-grid replay** (`benchmarks/search/replay.py`, the grids of `benchmarks/truth/measured_grid.py`): a
+  grid measured on real hardware answers as the oracle: the truth is the measured objective (a cell
+  launched more than once by its mean), the optimum the best of the replayed space. Two grids. The H200 8B
+  grid (`trials/h200-8b-grid.yaml`, records under `tests/fixtures/sglang/0.5.17/llama8b-grid/`, set
+  "real grid"), its draws with the GPU-bound spread; cells SGLang makes the same server (graph bs 64 or 256
+  under max running 16 captures graphs up to 16 only) answer with the measured graph-bs-16 cell. The real
+  pair (set "real_pair": SmolLM2-135M-Instruct and an EAGLE-3 draft trained for it on one H100,
+  `trials/smollm2-h200-grid.yaml`, records under `tests/fixtures/sglang/0.5.17/smollm2-chat-h100/`): its
+  space is its 16 trees (steps {1, 2, 4, 6} x top-k {1, 2, 4, 8}, each at its widest draft up to 16) at
+  fixed memory flags, replayed under both regimes since which holds for a 135M target is not decided.
+  While a grid is partial the replay searches its largest complete part (the largest product of the
+  spec's choices all measured; the notes say how many of the space's configurations are measured). A
+  strategy that launches a configuration not measured is reported as not replayable; one that answers
+  with a measured configuration outside the replayed space (auto_benchmark's base without speculation)
+  is scored by its measured value, said in the notes. `python -m benchmarks.search.replay --grid NAME`.
 - **Real-derived set** (`benchmarks/truth/real_derived.py`, `set: "real_derived"`): truth from outside the
   search. The decode steps of 12 trees and of the server without speculation, measured on one H200
   (the Llama-3-8B shape with dummy weights at concurrency 8 and 32, `trials/h200-8b-trees.yaml`, records in

@@ -2,14 +2,19 @@
 in how many launches.
 
 The grid answers as an oracle (`benchmarks.truth.measured_grid.ReplayOracle`: the truth is the measured
-objective of each cell). The launches are drawn with the GPU-bound regime's spread
-(`benchmarks.launches.noisy`: 0.5 % launch to launch, 1 % per stage, what the 8B shape measured). A
-strategy that launches a configuration the grid did not measure (SGLang's auto_benchmark starts with bases
-without speculation at memory flags the grid did not measure) cannot be replayed, and is reported as such
-rather than given invented figures.
+objective of each cell, the best of the replayed space the optimum). Each grid of the registry
+(`measured_grid.GRIDS`) is replayed under its regimes' spread (`benchmarks.launches.noisy`): the H200 8B
+grid GPU-bound (0.5 % launch to launch, 1 % per stage, what the 8B shape measured), the real pair
+(`real_pair`, SmolLM2-135M and its EAGLE-3 draft on one H100) under both, GPU-bound and overhead-bound,
+since which holds for a 135M target is not decided. A grid still partial is replayed on its largest
+complete part (`MeasuredGrid.replayed`), said in the notes. A strategy that launches a configuration the
+grid did not measure (SGLang's auto_benchmark starts with bases without speculation at memory flags the
+grid did not measure) cannot be replayed, and is reported as such rather than given invented figures.
 
-`python -m benchmarks.search.replay FOLDER [--spec trials/h200-8b-grid.yaml]` prints, per strategy, its
-regret, its share within 2 % and its median launches to 2 %.
+`python -m benchmarks.search.replay [--grid real_pair] [--regime overhead_bound] [--seeds 20]` prints, per
+regime and strategy, its regret, its share within 2 % and its median launches and GPU-hours to 2 %
+(`FOLDER` and `--spec` replay another study folder as the chosen grid's); `--markdown` prints the grid's
+rows and notes as `benchmarks.run` writes them into RESULTS.md.
 """
 
 from __future__ import annotations
@@ -20,29 +25,21 @@ import math
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.paths import ROOT
 from benchmarks.harness.quiet import quiet_optuna
-from benchmarks.harness.table import median
+from benchmarks.harness.table import Table, median
 from benchmarks.launches.noisy import Launcher
+from benchmarks.peers.registry import PEERS
 from benchmarks.search.efficiency import SearchSettings, Truth, strategies
-from benchmarks.search.regret import RunScore, score, summary_row
+from benchmarks.search.notes import NO_BUDGET, REGIMES, not_leading, table_rows
+from benchmarks.search.regret import REFERENCE, RunScore, score, summary_row
 from benchmarks.search.specsweep import strategy as specsweep_strategy
-from benchmarks.truth.measured_grid import (
-    GRID_FOLDER,
-    GRID_SPEC,
-    ReplayOracle,
-    Unmeasured,
-    baseline_note,
-    load_records,
-    same_start,
-)
+from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, Unmeasured
 from orchestrator.driver.answer.noise import Regime
-from orchestrator.driver.search.space import space_configs
-from orchestrator.spec.sweep_spec import load_spec
 
 log = logging.getLogger(__name__)
 
@@ -52,31 +49,31 @@ class ReplayResult:
     strategy: str
     runs: list[RunScore]
     error: str = ""  # why it could not be replayed
+    # final answers outside the replayed space (a base without speculation), by label: how many runs
+    outside: dict[str, int] = field(default_factory=dict)
 
 
 def replay(
-    folder: Path, spec_path: Path = GRID_SPEC, *, seeds: int = 20, budget: int = 8
+    grid: MeasuredGrid = GRIDS["h200_8b"],
+    *,
+    seeds: int = 20,
+    budget: int = 8,
+    regime: Regime = Regime.GPU_BOUND,
 ) -> tuple[float, list[ReplayResult]]:
-    """Every strategy on the measured grid, `seeds` times, each with `budget` median launches' GPU time.
-    Returns the grid's best (measured) and each strategy's runs."""
+    """Every strategy on the measured grid under `regime`, `seeds` times, each with `budget` median
+    launches' GPU time. Returns the replayed space's best (measured) and each strategy's runs."""
     quiet_optuna()
-    # The grid's dummy draft accepts nothing: the product says so (broken speculation) at ERROR on every
-    # replayed study; the replay knows it and reports figures, not that.
+    # The 8B grid's dummy draft accepts nothing, and every tree of the real pair is slower than its
+    # baseline: the product says so at ERROR on every replayed study; the replay knows it and reports
+    # figures, not that.
     logging.getLogger("orchestrator.driver").setLevel(logging.CRITICAL)
-    spec = same_start(load_spec(spec_path))
-    oracle = ReplayOracle(spec, load_records(folder))
-    # the spec's whole space: a cell SGLang makes the same server as a measured one is a configuration a
-    # strategy can propose, launched (and drawn) on its own
-    configs = space_configs(spec.search)
-    # The truth is the best of the searched space; the no-speculation baseline (measured beside it) is
-    # not in it, and is reported on its own (`baseline_tok_s`).
-    measured = {
-        c: e.objective
-        for c, e in oracle.measured.items()
-        if e.objective is not None and c.speculative_num_steps is not None
-    }
+    replayed = grid.replayed()
+    oracle, configs = replayed.oracle, replayed.configs
+    # The truth is the best of the searched space (each configuration by the cell that answers for it: graph
+    # bs 256 under max running 16 is the bs-16 figure); the no-speculation baseline (measured beside it) is
+    # not in it, and is reported on its own (`MeasuredGrid.baseline_note`).
+    measured = {c: e.objective for c in configs if (e := oracle.evaluate(c)).objective is not None}
     best = max(measured.values())
-    # an answer is scored by its measured cell (graph bs 256 under max running 16: the bs-16 figure)
     truth = Truth(oracle, measured)
     typical = statistics.median(e.seconds() for e in oracle.measured.values() if e.objective is not None)
     budget_s = budget * typical * oracle.gpus
@@ -86,6 +83,7 @@ def replay(
             strategy = specsweep_strategy("specsweep_no_baseline")
         cap = len(configs) if name == "grid" else 3 * budget
         runs: list[RunScore] = []
+        outside: dict[str, int] = {}
         try:
             for seed in range(seeds):
                 launcher = Launcher(
@@ -93,46 +91,106 @@ def replay(
                     seed,
                     budget_gpu_s=math.inf if name == "grid" else budget_s,
                     max_launches=cap,
-                    regime=Regime.GPU_BOUND,
+                    regime=regime,
                 )
                 run = strategy(launcher, configs)
                 runs.append(score(run, truth, best, censor_h=budget_s / 3600, censor_launches=cap))
+                answer = run.launches[-1].recommend if run.launches else None
+                if answer is not None and answer not in configs:
+                    outside[answer.label()] = outside.get(answer.label(), 0) + 1
         except Unmeasured as err:
             results.append(ReplayResult(name, [], str(err)))
             continue
-        results.append(ReplayResult(name, runs))
+        results.append(ReplayResult(name, runs, outside=outside))
     return best, results
 
 
-REPLAY_CASE = "h200-8b-grid (measured)"
-REPLAY_SET = "real grid"
-
-
 def replay_rows(
-    folder: Path = GRID_FOLDER, spec_path: Path = GRID_SPEC, *, seeds: int = 20, budget: int = 8
+    grid: MeasuredGrid = GRIDS["h200_8b"],
+    *,
+    seeds: int = 20,
+    budget: int = 8,
+    regimes: Sequence[Regime] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The replay as search.json rows (GPU-bound, set "real grid"), and a note per strategy that cannot be
-    replayed; no rows and a note while the measured grid is not in the repository."""
-    if not (folder / "records").is_dir():
-        where = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
-        return [], [f"Real-grid replay: no measured grid at {where} yet."]
-    best, results = replay(folder, spec_path, seeds=seeds, budget=budget)
-    rows = [
-        summary_row(
-            REPLAY_CASE, "gpu_bound", r.strategy, False, r.runs, set=REPLAY_SET, optimum_tok_s=round(best, 2)
-        )
-        for r in results
-        if r.runs
-    ]
-    notes = [f"Real-grid replay: {r.strategy} is not replayable: {r.error}." for r in results if r.error]
-    if base := baseline_note(folder):
-        notes.append(f"Real-grid replay: {base}.")
+    """The replay under each of the grid's regimes (those of them in `regimes`, when given) as search.json
+    rows (the grid's case and set), and its notes: a strategy that cannot be replayed, answers outside the
+    replayed space, a partial grid, the baseline without speculation, where specsweep does not lead; no
+    rows and a note while the grid's records are not in the repository."""
+    head = f"Replay of {grid.case}"
+    if not (grid.folder / "records").is_dir():
+        where = grid.folder.relative_to(ROOT) if grid.folder.is_relative_to(ROOT) else grid.folder
+        return [], [f"{head}: no measured grid at {where} yet."]
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for regime in grid.regimes:
+        if regimes is not None and regime not in regimes:
+            continue
+        best, results = replay(grid, seeds=seeds, budget=budget, regime=regime)
+        rows += [
+            summary_row(
+                grid.case,
+                REGIMES[regime],
+                r.strategy,
+                False,
+                r.runs,
+                set=grid.set,
+                optimum_tok_s=round(best, 2),
+            )
+            for r in results
+            if r.runs
+        ]
+        notes += [
+            f"{head} ({REGIMES[regime]}): {r.strategy} is not replayable: {r.error}."
+            for r in results
+            if r.error
+        ]
+        notes += [
+            f"{head} ({REGIMES[regime]}): {r.strategy} answered {sum(r.outside.values())} of "
+            f"{len(r.runs)} runs outside the replayed space ({', '.join(r.outside)}), each scored by its "
+            "measured value (a regret of 0 where that is above the space's best)."
+            for r in results
+            if r.outside
+        ]
+    if partial := grid.replayed().note():
+        notes.append(f"{head}: {partial}.")
+    if base := grid.baseline_note():
+        notes.append(f"{head}: {base}.")
+    notes += not_leading(rows) + cheaper_to_2pct(rows)
     return rows, notes
 
 
-def report(best: float, results: Sequence[ReplayResult], note: str = "") -> str:
-    lines = [f"grid's best (measured): {best:.1f} tok/s", *([note] if note else []), ""]
-    lines.append("strategy         seeds  regret mean %  within 2 %  launches to 2 % (median)  OOM (median)")
+def cheaper_to_2pct(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Each case and regime where a budgeted peer got within 2 % for good on fewer median GPU-hours than
+    specsweep, said plainly."""
+    notes = []
+    for case, regime in dict.fromkeys((r["case"], r["regime"]) for r in rows):
+        group = [r for r in rows if r["case"] == case and r["regime"] == regime]
+        ours = next((r for r in group if r["strategy"] == REFERENCE), None)
+        if ours is None:
+            continue
+        ahead = [
+            r
+            for r in group
+            if r["strategy"] in PEERS
+            and r["strategy"] not in NO_BUDGET
+            and r["gpu_hours_to_2pct_median"] < ours["gpu_hours_to_2pct_median"]
+        ]
+        if ahead:
+            notes.append(
+                f"{case} ({regime}): specsweep is not the cheapest to 2 % (median "
+                f"{ours['gpu_hours_to_2pct_median']:.3f} GPU-h): "
+                + ", ".join(f"{r['strategy']} {r['gpu_hours_to_2pct_median']:.3f} GPU-h" for r in ahead)
+                + "."
+            )
+    return notes
+
+
+def report(best: float, results: Sequence[ReplayResult], notes: Sequence[str] = ()) -> str:
+    lines = [f"replayed space's best (measured): {best:.1f} tok/s", *notes, ""]
+    lines.append(
+        "strategy         seeds  regret mean %  within 2 %  launches to 2 % (median)  GPU-h to 2 % (median)  "
+        "OOM (median)"
+    )
     for r in results:
         if r.error:
             lines.append(f"{r.strategy:<16} not replayable: {r.error}")
@@ -141,28 +199,60 @@ def report(best: float, results: Sequence[ReplayResult], note: str = "") -> str:
             f"{r.strategy:<16} {len(r.runs):<6} {100 * statistics.fmean(x.regret for x in r.runs):<14.2f} "
             f"{sum(x.right for x in r.runs) / len(r.runs):<11.0%} "
             f"{median([x.launches_to_2pct for x in r.runs]):<25g} "
+            f"{median([x.gpu_h_to_2pct for x in r.runs]):<22.3f} "
             f"{median([float(x.oom_launches) for x in r.runs]):g}"
         )
+        if r.outside:
+            answers = ", ".join(f"{label} in {k}" for label, k in r.outside.items())
+            lines.append(
+                f"{'':<16} answered outside the replayed space (scored by its measured value): {answers}"
+            )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.search.replay", description=__doc__)
-    p.add_argument("folder", nargs="?", type=Path, default=GRID_FOLDER, help="the measured study folder")
-    p.add_argument("--spec", type=Path, default=GRID_SPEC, help="the grid's spec")
+    p.add_argument("folder", nargs="?", type=Path, default=None, help="a study folder instead of the grid's")
+    p.add_argument("--grid", choices=list(GRIDS), default="h200_8b", help="the measured grid to replay")
+    p.add_argument("--spec", type=Path, default=None, help="a spec instead of the grid's")
+    p.add_argument(
+        "--regime",
+        choices=[REGIMES[r] for r in Regime],
+        action="append",
+        help="the launches' spread (repeatable; default: the grid's regimes)",
+    )
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--budget", type=int, default=8, help="GPU-hour budget in median launches")
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the grid's rows and notes as benchmarks.run writes them into RESULTS.md (its regimes)",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.seeds < 1 or args.budget < 1:
         print("error: --seeds and --budget must be at least 1", file=sys.stderr)
         return 2
+    grid = GRIDS[args.grid]
+    grid = replace(grid, folder=args.folder or grid.folder, spec=args.spec or grid.spec)
+    by_name = {v: k for k, v in REGIMES.items()}
+    regimes = [by_name[r] for r in args.regime] if args.regime else list(grid.regimes)
     try:
-        best, results = replay(args.folder, args.spec, seeds=args.seeds, budget=args.budget)
-    except FileNotFoundError as err:
+        if args.markdown:
+            rows, notes = replay_rows(grid, seeds=args.seeds, budget=args.budget)
+            table = Table()
+            table.extend(table_rows(rows), notes)
+            print(table.markdown(), end="")
+            return 0
+        replayed = grid.replayed()
+        notes = [n for n in (replayed.note(), grid.baseline_note()) if n]
+        for regime in regimes:
+            best, results = replay(grid, seeds=args.seeds, budget=args.budget, regime=regime)
+            print(f"{grid.case} [{grid.set}, {REGIMES[regime]}]")
+            print(report(best, results, notes))
+    except (FileNotFoundError, Unmeasured) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(report(best, results, baseline_note(args.folder)), end="")
     return 0
 
 

@@ -12,25 +12,41 @@ Cells equal by SGLang's own rule answer with the measured cell: a server capture
 cell is always used as measured (the grid measures one such pair to check the rule). A configuration
 neither measured nor equal to a measured one raises `Unmeasured`: a strategy that launches it cannot be
 replayed (`benchmarks.search.replay` reports it as such rather than give it invented figures).
+
+A grid is an entry of `GRIDS` (`MeasuredGrid`: a spec, a study folder, a name, the regimes it is replayed
+under): the H200 8B grid above, and the real pair (`real_pair`: SmolLM2-135M-Instruct and an EAGLE-3 draft
+trained for it, one H100, `trials/smollm2-h200-grid.yaml`), whose space is its 16 trees (steps {1, 2, 4, 6}
+x top-k {1, 2, 4, 8}, each at its widest draft up to 16) at fixed memory flags. A grid still being measured
+(the pair's records arrive a few trees per node) is replayed on the largest complete part of its space
+(`MeasuredGrid.replayed`): the largest product of the spec's choices whose every configuration was measured
+(or is the same server as a measured one), so that every strategy, the product's sweep included, searches
+only what was measured; the notes say how many of the space's configurations that is.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pydantic
 
 from benchmarks.harness.paths import DEMO_SPEC, ROOT
 from benchmarks.truth.oracle import STOP_S, Evaluation, Oracle
+from orchestrator.driver.answer.noise import Regime
+from orchestrator.driver.search.space import space_configs
 from orchestrator.records import MemoryAccount, ServerConfig, TrialRecord
 from orchestrator.sim.profile import load_profile
+from orchestrator.spec.search import Choices, SearchSpace
 from orchestrator.spec.sweep_spec import SweepSpec, load_spec
 
 GRID_SPEC = ROOT / "trials" / "h200-8b-grid.yaml"
 GRID_FOLDER = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "llama8b-grid"
+PAIR_SPEC = ROOT / "trials" / "smollm2-h200-grid.yaml"
+PAIR_FOLDER = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "smollm2-chat-h100"
 PROFILE = "h200-llama8b"  # SGLang's defaults for the peers: the simulated profile of the same node
 _ADAPTER: pydantic.TypeAdapter[TrialRecord] = pydantic.TypeAdapter(TrialRecord)
 
@@ -54,7 +70,8 @@ def load_records(folder: Path) -> list[TrialRecord]:
 def _evaluation(records: Sequence[TrialRecord]) -> Evaluation:
     """One cell: the first record's launch, its stages scaled so that the best stage is the mean measured
     objective of the cell's launches (the truth)."""
-    first = records[0].result
+    # a cell launched again after a failed launch answers with the launch that measured it
+    first = next((r.result for r in records if r.objective is not None), records[0].result)
     objectives = [r.objective for r in records if r.objective is not None]
     stages = first.stages
     if objectives and first.stages:
@@ -80,10 +97,12 @@ def _evaluation(records: Sequence[TrialRecord]) -> Evaluation:
 class ReplayOracle(Oracle):
     """An oracle that answers with a measured grid instead of the simulated node's model."""
 
-    def __init__(self, spec: SweepSpec, records: Sequence[TrialRecord]) -> None:
-        super().__init__(spec, load_profile(PROFILE))
+    def __init__(self, spec: SweepSpec, records: Sequence[TrialRecord], profile: str = PROFILE) -> None:
+        super().__init__(spec, load_profile(profile))
         cells: dict[ServerConfig, list[TrialRecord]] = {}
         for r in records:
+            if r.result.status.free:  # never launched, or stopped under it: nothing was measured
+                continue
             cells.setdefault(r.result.config, []).append(r)
         self.measured = {config: _evaluation(rs) for config, rs in cells.items()}
 
@@ -95,6 +114,14 @@ class ReplayOracle(Oracle):
         if capped in self.measured:
             return capped
         raise Unmeasured(f"{config.label()} was not measured, and no measured cell is the same server")
+
+    def answers(self, config: ServerConfig) -> bool:
+        """Whether a measured cell answers for `config`."""
+        try:
+            self.cell(config)
+        except Unmeasured:
+            return False
+        return True
 
     def evaluate(self, config: ServerConfig) -> Evaluation:
         return replace(self.measured[self.cell(config)], config=config)
@@ -110,17 +137,179 @@ def same_start(grid: SweepSpec) -> SweepSpec:
     )
 
 
-def baseline_note(folder: Path) -> str:
-    """What the same server measured without speculation (the grid's dummy draft accepts nothing)."""
+DUMMY_DRAFT = (
+    "the grid's draft (dummy weights) accepts nothing, so no speculative cell beats it; the search scores "
+    "the speculative space, where the memory flags decide"
+)
+
+
+def baseline_note(folder: Path, why: str = DUMMY_DRAFT) -> str:
+    """What the same server measured without speculation beside the grid's best speculative cell (each cell
+    by the mean of its launches), as the records hold them, then `why`."""
+    records = load_records(folder)
     base = [
         r.objective
-        for r in load_records(folder)
+        for r in records
         if r.objective is not None and r.result.config.speculative_num_steps is None
     ]
     if not base:
         return ""
-    return (
-        f"without speculation the same server measured {statistics.fmean(base):.1f} tok/s: the grid's draft "
-        "(dummy weights) accepts nothing, so no speculative cell beats it; the search scores the speculative "
-        "space, where the memory flags decide"
-    )
+    cells: dict[ServerConfig, list[float]] = {}
+    for r in records:
+        if r.objective is not None and r.result.config.speculative_num_steps is not None:
+            cells.setdefault(r.result.config, []).append(r.objective)
+    mean = statistics.fmean(base)
+    note = f"without speculation the same server measured {mean:.1f} tok/s"
+    if cells:
+        top, label = max((statistics.fmean(v), c.label()) for c, v in cells.items())
+        if mean > top:
+            note += (
+                f", above every one of the {len(cells)} speculative cells measured "
+                f"(the best, {label}: {top:.1f} tok/s)"
+            )
+        else:
+            note += f", not above the best speculative cell measured ({label}: {top:.1f} tok/s)"
+    return f"{note}: {why}" if why else note
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What a replay searches: the oracle (its spec's search block is the replayed space), the replayed
+    configurations, and how much of the spec's space they are."""
+
+    oracle: ReplayOracle
+    configs: list[ServerConfig]
+    space_size: int  # configurations of the spec's whole space
+    measured_in_space: int  # of those, how many a measured cell answers for
+    narrowed: tuple[str, ...] = ()  # the search block's dimensions the replay narrowed
+    left_out: tuple[ServerConfig, ...] = ()  # measured configurations of the space outside the replayed part
+
+    @property
+    def complete(self) -> bool:
+        return len(self.configs) == self.space_size
+
+    def note(self) -> str:
+        """How a partial grid is replayed, said plainly (empty for a complete grid)."""
+        if self.complete:
+            return ""
+        search = self.oracle.spec.search
+        dims = ", ".join(
+            f"{name} {[_num(v) for v in getattr(search, name).choices]}" for name in self.narrowed
+        )
+        out = ", ".join(c.label() for c in self.left_out)
+        return (
+            f"the grid is still partial: {self.measured_in_space} of the {self.space_size} configurations of "
+            f"its space are measured; the replay searches its largest complete part, {len(self.configs)} "
+            f"configurations ({dims}): every strategy searches only that, and its best is the truth"
+            + (f"; measured but left out: {out}" if out else "")
+        )
+
+
+def _num(v: float) -> float | int:
+    return int(v) if float(v) == int(v) else v
+
+
+def _subsets(choices: Sequence[float]) -> list[tuple[float, ...]]:
+    """Every non-empty subset of `choices`, largest first."""
+    return [c for k in range(len(choices), 0, -1) for c in itertools.combinations(choices, k)]
+
+
+def complete_part(space: SearchSpace, answers: Any) -> SearchSpace:
+    """The largest product of `space`'s choices whose every configuration `answers` (a predicate) holds:
+    `space` itself when it all does. Ranges and single choices are kept as they are. Raises `Unmeasured`
+    when no configuration does."""
+    full = space_configs(space)
+    if all(answers(c) for c in full):
+        return space
+    dims = {
+        name: [float(v) for v in dim.choices]
+        for name, dim in space
+        if isinstance(dim, Choices) and len(dim.choices) > 1
+    }
+    best: tuple[int, dict[str, tuple[float, ...]]] | None = None
+    for pick in itertools.product(*(_subsets(v) for v in dims.values())):
+        chosen = dict(zip(dims, pick, strict=True))
+        # a part's configurations are the whole space's whose values lie in the part: each tree's draft
+        # tokens are clipped by its own steps and top-k only
+        part = [c for c in full if all(float(getattr(c, n)) in vs for n, vs in chosen.items())]
+        if part and (best is None or len(part) > best[0]) and all(answers(c) for c in part):
+            best = (len(part), chosen)
+    if best is None:
+        raise Unmeasured("no configuration of the spec's space was measured")
+    return space.model_copy(update={n: Choices(choices=list(vs)) for n, vs in best[1].items()})
+
+
+@dataclass(frozen=True)
+class MeasuredGrid:
+    """A grid measured on real hardware, as the search benchmark replays it."""
+
+    name: str  # the registry's key (`--grid`)
+    case: str  # the rows' case
+    set: str  # the rows' set
+    spec: Path
+    folder: Path
+    regimes: tuple[Regime, ...]
+    profile: str = PROFILE  # SGLang's defaults for the peers' unmeasured proposals
+    search: Mapping[str, Any] = field(default_factory=dict)  # the spec's search block, as replayed
+    why: str = DUMMY_DRAFT  # what the baseline without speculation means here
+
+    def records(self) -> list[TrialRecord]:
+        return load_records(self.folder)
+
+    def load_spec(self) -> SweepSpec:
+        """The grid's spec as every strategy gets it (`same_start`), with the replayed search block."""
+        spec = same_start(load_spec(self.spec))
+        if not self.search:
+            return spec
+        search = SearchSpace.model_validate({**spec.search.model_dump(), **self.search})
+        return spec.model_copy(update={"search": search})
+
+    def replayed(self) -> Replayed:
+        """The oracle and the configurations a replay searches: the spec's space, or its largest
+        complete part while the grid is still partial."""
+        spec, records = self.load_spec(), self.records()
+        oracle = ReplayOracle(spec, records, self.profile)
+        full = space_configs(spec.search)
+        part = complete_part(spec.search, oracle.answers)
+        if part is not spec.search:
+            oracle = ReplayOracle(spec.model_copy(update={"search": part}), records, self.profile)
+        configs = space_configs(oracle.spec.search)
+        return Replayed(
+            oracle,
+            configs,
+            len(full),
+            sum(oracle.answers(c) for c in full),
+            tuple(n for n, dim in part if dim != getattr(spec.search, n)),
+            tuple(c for c in full if c not in configs and oracle.answers(c)),
+        )
+
+    def baseline_note(self) -> str:
+        return baseline_note(self.folder, self.why)
+
+
+PAIR_WHY = (
+    "every tree measured on this pair is slower than serving without speculation, so a user of this pair "
+    "should serve without speculation (specsweep as shipped launches that baseline first and may answer "
+    "with it; the replay runs it without). The replay scores the speculative space only: which tree is "
+    "fastest"
+)
+
+GRIDS: dict[str, MeasuredGrid] = {
+    "h200_8b": MeasuredGrid(
+        "h200_8b", "h200-8b-grid (measured)", "real grid", GRID_SPEC, GRID_FOLDER, (Regime.GPU_BOUND,)
+    ),
+    # A 135M target's verify step is 13.6 ms at concurrency 32: which regime holds is not decided, so both.
+    "real_pair": MeasuredGrid(
+        "real_pair",
+        "smollm2-chat-h100 (measured)",
+        "real_pair",
+        PAIR_SPEC,
+        PAIR_FOLDER,
+        (Regime.GPU_BOUND, Regime.OVERHEAD_BOUND),
+        # no H100 profile of this pair: the tiny model's (a peer's unmeasured proposal is Unmeasured anyway)
+        profile="h200-tiny",
+        # each tree at its widest draft up to 16: exactly the launched trees (the spec's comments)
+        search={"speculative_num_draft_tokens": {"choices": [16]}},
+        why=PAIR_WHY,
+    ),
+}

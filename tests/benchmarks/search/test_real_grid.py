@@ -9,7 +9,14 @@ from dataclasses import replace
 import pytest
 
 from benchmarks.search.replay import replay
-from benchmarks.truth.measured_grid import GRID_FOLDER, GRID_SPEC, ReplayOracle, baseline_note, load_records
+from benchmarks.truth.measured_grid import (
+    GRID_FOLDER,
+    GRID_SPEC,
+    GRIDS,
+    ReplayOracle,
+    baseline_note,
+    load_records,
+)
 from orchestrator.records import ServerConfig
 from orchestrator.spec.sweep_spec import load_spec
 
@@ -40,7 +47,7 @@ def test_truth_is_the_speculative_best_by_its_mean_and_capped_cells_map() -> Non
 
 
 def test_replay_scores_against_the_speculative_space() -> None:
-    best, results = replay(GRID_FOLDER, GRID_SPEC, seeds=2, budget=8)
+    best, results = replay(GRIDS["h200_8b"], seeds=2, budget=8)
     assert best == pytest.approx(2802.2, abs=0.2)  # not the 2908.6 of the baseline
     grid = next(r for r in results if r.strategy == "grid")
     assert all(run.regret < 0.02 for run in grid.runs)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks.search.efficiency import Truth
 from benchmarks.search.replay import replay, replay_rows
-from benchmarks.truth.measured_grid import ReplayOracle, Unmeasured, load_records
+from benchmarks.truth.measured_grid import GRIDS, ReplayOracle, Unmeasured, load_records
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import load_spec
 
@@ -67,7 +68,7 @@ def test_replay_answers_with_the_measured_cells(tmp_path: Path) -> None:
     assert truth.get(same) == truth[measured]  # an answer is scored by the cell that answers for it
     with pytest.raises(Unmeasured):
         oracle.evaluate(make_config(0.8, 16, 16))  # the baseline was measured at 0.5 only
-    best, results = replay(folder, GRID_SPEC, seeds=2, budget=4)
+    best, results = replay(replace(GRIDS["h200_8b"], folder=folder), seeds=2, budget=4)
     assert best == pytest.approx(1000 * 0.95 + 256 + 300)
     by_name = {r.strategy: r for r in results}
     assert all(r.regret == 0.0 for r in by_name["grid"].runs)  # 0.5 % noise cannot hide a 2 % gap
@@ -77,7 +78,7 @@ def test_replay_answers_with_the_measured_cells(tmp_path: Path) -> None:
 
 def test_replay_rows_join_search_json(tmp_path: Path) -> None:
     folder = _grid_folder(tmp_path)
-    rows, notes = replay_rows(folder, GRID_SPEC, seeds=2, budget=4)
+    rows, notes = replay_rows(replace(GRIDS["h200_8b"], folder=folder), seeds=2, budget=4)
     assert {r["set"] for r in rows} == {"real grid"} and {r["regime"] for r in rows} == {"gpu_bound"}
     assert "specsweep" in {r["strategy"] for r in rows} and any("auto_benchmark" in n for n in notes)
-    assert replay_rows(tmp_path / "nothing")[0] == []
+    assert replay_rows(replace(GRIDS["h200_8b"], folder=tmp_path / "nothing"))[0] == []
