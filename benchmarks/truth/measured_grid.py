@@ -288,10 +288,10 @@ class MeasuredGrid:
 
 
 PAIR_WHY = (
-    "every tree measured on this pair is slower than serving without speculation, so a user of this pair "
-    "should serve without speculation (specsweep as shipped launches that baseline first and may answer "
-    "with it; the replay runs it without). The replay scores the speculative space only: which tree is "
-    "fastest"
+    "on this 135M target a verify step costs about what the tokens it gains save, so the trees and the "
+    "server without speculation are close, and their launches ran on several machines (overhead-bound: "
+    "about +-10 % between launches); specsweep as shipped launches that baseline first and may answer with "
+    "it, the replay runs without it. The replay scores the speculative space only: which tree is fastest"
 )
 
 GRIDS: dict[str, MeasuredGrid] = {

@@ -87,6 +87,23 @@ def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) ->
     return math.ceil(reserve / max(slots, 1)) * statistics.median(walls)
 
 
+def reserve_in_time(
+    records: Sequence[TrialRecord], budget: BudgetSpec, reserve: int, slots: int, time_budget_s: float
+) -> int:
+    """The confirmation launches a time budget keeps back now: what the top configurations still need
+    (``to_confirm`` of the candidate ``records``: with one configuration measured, its repeats only), at
+    most ``reserve``, and no more than fit in half the time budget at a full launch's median wall time,
+    as ``reserved_launches`` keeps half the launch budget for the search. Without the half a single slow
+    first launch (graphs captured for a new shape) priced the whole reserve so high that the search
+    ended after it."""
+    walls = [r.result.wall_s for r in measured(records) if r.result.wall_s > 0]
+    if reserve <= 0 or not walls:
+        return 0
+    need = sum(missing for _, missing in to_confirm(records, budget))
+    fits = int(time_budget_s / 2 // statistics.median(walls)) * max(slots, 1)
+    return max(min(reserve, need, fits), 0)
+
+
 def measured(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """Launches that measured a value the ranking can use: ok, not pruned, within the latency limits."""
     return [

@@ -25,13 +25,18 @@ class ConfirmationReserve(SweepState):
         if not any(r.objective is not None and r.result.config.speculative for r in self.outcome.records):
             return False
         slots = max(self.executor.trial_slots(), 1)
-        need = confirm.time_to_confirm(self.outcome.records, self.confirm_reserve, slots)
+        candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
+        reserve = confirm.reserve_in_time(
+            candidates, self.spec.budget, self.confirm_reserve, slots, self.time_budget_s or 0.0
+        )
+        need = confirm.time_to_confirm(self.outcome.records, reserve, slots)
         if need is None or self.clock() + need < self.deadline:
             return False
         self.stopped_to_confirm = True
+        self.confirm_reserve = reserve  # the confirmation launches what was kept for it
         self._stop(
             StopReason.TIME_BUDGET,
-            f"time budget: the search ends here so that the {self.confirm_reserve} confirmation launches "
+            f"time budget: the search ends here so that the {reserve} confirmation launches "
             f"(about {need:.0f} s) still fit",
         )
         return True

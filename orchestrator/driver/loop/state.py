@@ -59,6 +59,7 @@ class SweepState(ABC):
     outcome: SweepOutcome
     clock: Callable[[], float]
     deadline: float | None
+    time_budget_s: float | None  # this invocation's, from which the deadline was set
     nodes: quarantine.NodeHealth
     skipped: int
     repeats: int

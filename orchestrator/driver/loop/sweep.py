@@ -94,6 +94,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         self.clock = clock or time.monotonic
         # No new launch after this moment; running trials finish (a later --resume goes on).
         self.deadline = self.clock() + time_budget_s if time_budget_s else None
+        self.time_budget_s = time_budget_s
         self._inflight: dict[Handle, InFlight] = {}
         self._open: dict[int, optuna.Trial] = {}  # asked and not yet told, launched or not
         self._by_number: dict[int, Handle] = {}

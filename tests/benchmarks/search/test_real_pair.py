@@ -152,12 +152,11 @@ def test_specsweep_is_scored_against_the_best_measured_tree(
     for row in ours:
         assert row["optimum_tok_s"] == pytest.approx(best, abs=0.01)
         assert row["seeds"] == 2 and all(0.0 <= run["regret"] < 1.0 for run in row["runs"])
-    # the baseline without speculation beats every tree: said with the records' figures, never scored
+    # the baseline without speculation is said with the records' figures beside the best tree, never scored
     base = _baseline(PAIR.folder)
-    assert base > max(means.values())
     note = next(n for n in notes if "without speculation" in n)
     assert f"{base:.1f} tok/s" in note and f"{max(means.values()):.1f} tok/s" in note
-    assert all(row["optimum_tok_s"] < base for row in rows)
+    assert ("above every one" in note) == (base > max(means.values())), note
 
 
 def test_the_replay_draws_with_the_regime_asked(monkeypatch: pytest.MonkeyPatch) -> None:

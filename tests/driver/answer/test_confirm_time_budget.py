@@ -12,6 +12,7 @@ launch's wall time, so the time budget is spent by launches, as on a node.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -171,3 +172,39 @@ def test_a_time_budget_too_short_to_confirm_still_launches_speculation_after_the
     assert outcome.stop_reason is StopReason.TIME_BUDGET
     speculative = [r for r in outcome.records if r.result.config.speculative]
     assert speculative, [r.result.config.label() for r in outcome.records]
+
+
+class SlowFirstExecutor(ClockedExecutor):
+    """The first launch on a fresh node captures graphs for a new shape: twice a launch's time."""
+
+    def result(self, handle: Handle) -> TrialResult:
+        result = super().result(handle)
+        if len(self.started_at) == 1:
+            self.now += result.wall_s
+            result = replace(result, wall_s=2 * result.wall_s)
+        return result
+
+
+def test_one_slow_first_launch_does_not_end_the_search_for_a_confirmation_of_itself(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen replaying the real pair's H100 grid with eight launches' time: its first launch took 252 s
+    (graphs captured for a new shape) against a median of 137 s, and the reserve, four confirmation
+    launches at that launch's time, ended the search after that one launch; the sweep confirmed it twice
+    and answered it, 34 % below the grid's best tree. The reserve now holds what the confirmation would
+    launch (one configuration measured: its two repeats), and never more than half the time budget, as
+    the launch budget keeps half for the search."""
+    executor = SlowFirstExecutor(oracle)
+    launch_s = oracle.evaluate(_any_ok(oracle)).seconds()
+    budget_s = 8 * launch_s
+    sweep = _sweep(oracle, executor, budget_s, monkeypatch)
+    sweep.prepare(resume=False)
+    assert sweep.reserve_for_confirmation() == 4
+    sweep.run()
+    outcome = sweep.confirm_best()
+    trials = sweep.study.get_trials(deepcopy=False)
+    confirming = {t.number for t in trials if TrialAttr.CONFIRM_OF in t.user_attrs}
+    searched = {r.result.config for r in outcome.records if r.number not in confirming and r.result.node_id}
+    assert len(searched) >= 3, [c.label() for c in searched]
+    assert confirming, "no confirmation launch ran"
+    assert max(executor.started_at) < budget_s
