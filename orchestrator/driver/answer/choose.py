@@ -199,7 +199,12 @@ def choose_answer(
     # The regime and a ramp-up are read off the launches the verdict decides between (the leader and the
     # runner-up): a losing configuration whose stage never settled says nothing about theirs.
     contenders = {g.config for g in groups[:2]}
-    noise = calibrate([g.values for g in groups], [x.timing for x in launches if x.config in contenders])
+    # The regime is the node's with this target: the server without speculation's decode step when it
+    # ran (a speculative step drafts and verifies a tree, longer on a node no more GPU-bound), so that
+    # every comparison of one study uses one prior.
+    target = [x.timing for x in baseline]
+    timings = [x.timing for x in launches if x.config in contenders]
+    noise = calibrate([g.values for g in groups], timings, target)
     groups = rank_groups(groups, noise, predictions)
     best = groups[0]
     answer = _answer(best, judge(groups, noise), estimate=best.estimate)
@@ -208,7 +213,7 @@ def choose_answer(
     base = replace(group_launches(baseline)[0], nospec=True)
     # Its own noise: the two it decides between give the regime, every repeat the pooled spread.
     timings = [x.timing for x in [*launches, *baseline] if x.config in (best.config, base.config)]
-    noise = calibrate([*(g.values for g in groups), base.values], timings)
+    noise = calibrate([*(g.values for g in groups), base.values], timings, target)
     comparison = NospecComparison(best, base, noise)
     if base.median > best.median:
         # The server without speculation measured faster: it is the answer, as the best median is among

@@ -190,11 +190,16 @@ def pooled_spread(groups: Sequence[Sequence[float]]) -> Spread | None:
     return Spread(math.sqrt(num / dof), dof, repeated, configurations) if dof else None
 
 
-def calibrate(groups: Sequence[Sequence[float]], timings: Sequence[StageTiming]) -> Noise:
+def calibrate(
+    groups: Sequence[Sequence[float]],
+    timings: Sequence[StageTiming],
+    regime_timings: Sequence[StageTiming] = (),
+) -> Noise:
     """The noise of one launch's figure: the pooled spread of ``groups`` (each configuration's launch
     figures) once it has `MIN_POOLED_DOF` degrees of freedom, else the prior for the regime that
-    ``timings`` (the stages of the launches that could be the answer) show."""
-    regime, step = regime_of(timings)
+    ``regime_timings`` show (the server without speculation's: the target's own step), or without them
+    ``timings`` (the stages of the launches that could be the answer)."""
+    regime, step = regime_of(regime_timings or timings)
     spread = pooled_spread(groups)
     if spread is not None and spread.dof >= MIN_POOLED_DOF:
         return Noise(

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.driver.answer.conclusion import conclude
+from orchestrator.driver.answer.conclusion import conclude, sweep_answer
+from orchestrator.driver.answer.noise import Regime
 from orchestrator.records import TrialRecord
 from orchestrator.spec.sweep_spec import load_spec
 from tests.driver.memory.h200_fixtures import study_records
@@ -41,3 +42,15 @@ def test_no_note_when_they_shared_a_node(tmp_path: Path) -> None:
     one = records[0].result.node_id
     same = [replace(r, result=replace(r.result, node_id=one)) for r in records]
     assert _notes(same, tmp_path) == []
+
+
+def test_one_regime_for_every_comparison_of_the_study() -> None:
+    """Seen on the real pair: the answer against the server without speculation was judged with the
+    overhead-bound prior (the median of a 5.6 ms plain step and a 10 ms verify step) and, on the next
+    line, against the runner-up with the GPU-bound one (two trees' 10 ms verify steps). A verify step is
+    long because it drafts and verifies a tree, not because the node is GPU-bound: the target's own step,
+    the baseline's, says which regime the node is in, for every comparison."""
+    answer = sweep_answer(_records())
+    assert answer is not None and answer.versus_nospec is not None
+    assert answer.verdict.regime is Regime.OVERHEAD_BOUND, answer.verdict.statement
+    assert answer.versus_nospec.regime is Regime.OVERHEAD_BOUND
