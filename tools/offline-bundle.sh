@@ -32,7 +32,7 @@
 #   WHEEL_CACHE  where wheels are downloaded (default /tmp/offline-wheels)
 #   STAGE        scratch folder (default /tmp/offline-stage)
 #   OUT_DIR      where the pieces and scripts go (default .gpu; keep it out of git)
-#   PIECE_MB     piece size in MiB (default 55)
+#   PIECE_MB     piece size in MiB (default: 64 less the repository's tracked files, less 3)
 #   WHEELHOUSE   output folder of the wheelhouse mode (default wheelhouse)
 # Needs here: pip, GNU tar 1.28+, xz, split, strip (binutils), sha256sum.
 set -euo pipefail
@@ -42,7 +42,12 @@ PY=${PYTHON:-python3}
 CACHE=${WHEEL_CACHE:-/tmp/offline-wheels}
 STAGE=${STAGE:-/tmp/offline-stage}
 OUT_DIR=${OUT_DIR:-.gpu}
-PIECE_MB=${PIECE_MB:-55}
+# A transfer holds the repository's tracked files and what it carries, 64 MiB in all: a piece is what is
+# left beside this repository, less 3 MiB for the transfer's own overhead (a 50 MiB piece beside 13.3 MiB
+# of repository was refused).
+repo_mib=$(git -C "$(dirname "$0")/.." ls-files -z | (cd "$(dirname "$0")/.." && xargs -0 stat -c %s 2>/dev/null) |
+  awk '{s += $1} END {print int(s / 1048576) + 1}')
+PIECE_MB=${PIECE_MB:-$((64 - repo_mib - 3))}
 WHEELHOUSE=${WHEELHOUSE:-wheelhouse}
 
 # Wheels for the node: CPython 3.12 on x86-64.
@@ -295,5 +300,6 @@ case "$MODE" in
   sglang) check_ignored; build_sglang; print_plan ;;
   deps) check_ignored; build_deps; print_plan ;;
   wheelhouse) build_wheelhouse ;;
-  *) echo "usage: $0 [all|sglang|deps|wheelhouse]" >&2; exit 2 ;;
+  piece-size) echo "$PIECE_MB" ;;
+  *) echo "usage: $0 [all|sglang|deps|wheelhouse|piece-size]" >&2; exit 2 ;;
 esac
