@@ -52,6 +52,7 @@ class BestConfig:
     versus_nospec: Verdict | None = None  # a speculative answer against the server without speculation
     split: str = ""  # where speculation pays and where it loses, and the policy that serves both
     lossy: int = 0  # speculative launches the lossless check set aside (their greedy output differed)
+    node_note: str = ""  # the answer and the server without speculation never ran on one node
 
 
 def journal_records(rows: Sequence[RunReadBack], study_dir: Path) -> list[TrialRecord]:
@@ -163,6 +164,7 @@ def _best_from_json(rows: Sequence[RunReadBack], study_dir: Path) -> BestConfig 
         best.nospec,
         best.versus_nospec,
         best.split.statement if best.split is not None else "",
+        node_note=best.node_note,
     )
 
 

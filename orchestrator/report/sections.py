@@ -112,6 +112,9 @@ def best_section(best: BestConfig | None) -> str:
             f'\n<p class="muted" id="nospec"><strong>Against no speculation:</strong> '
             f"{_e(best.versus_nospec.statement)}</p>"
         )
+    if best.node_note:
+        said = best.node_note.removeprefix("note: ")
+        verdict += f'\n<p class="note" id="nodes"><strong>Across nodes:</strong> {_e(said)}</p>'
     if best.split:
         verdict += f'\n<p class="note" id="split"><strong>By concurrency level:</strong> {_e(best.split)}</p>'
     return "\n".join(

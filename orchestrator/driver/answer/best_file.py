@@ -83,6 +83,8 @@ class BestFile(BaseModel):
     versus_nospec: Verdict | None = None  # a speculative answer against the server without speculation
     speculation_by_level: list[LevelComparison] = []  # the best speculative configuration against it
     split: Split | None = None  # speculation pays at some levels and loses at others
+    # The answer and the server without speculation never ran on one node (`answer.nodes.node_note`)
+    node_note: str = ""
 
     @field_validator("memory", mode="before")
     @classmethod

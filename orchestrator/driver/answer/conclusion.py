@@ -13,7 +13,6 @@ from pathlib import Path
 
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import Answer, Call, answer_launches, baseline_launches, choose_answer
-from orchestrator.driver.answer.nodes import node_note
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
 from orchestrator.driver.speculation.predictions import model_predictions
 from orchestrator.engines.shell import shell_command
@@ -149,7 +148,7 @@ def conclude(
         f"\n{best.headline()}",
         *nospec_lines(best, len(lossy), any(r.result.config.speculative for r in records)),
         f"confidence: {best.verdict.statement}",
-        *filter(None, [node_note(answer, trusted, lossy)]),
+        *filter(None, [best.node_note]),
         render_levels(best),
         f"SGLang launch command (also in {study_dir / BEST_COMMAND}):",
         shell_command(sglang_command(representative, spec)),

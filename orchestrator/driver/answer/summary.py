@@ -14,6 +14,7 @@ from orchestrator.config.adaptive import CONFIG_FILE
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile, Level, gib_keys
 from orchestrator.driver.answer.choose import Answer
 from orchestrator.driver.answer.levels import level_calls, split_of
+from orchestrator.driver.answer.nodes import node_note
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency, runtime_policy
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.engines.engine import LaunchSettings, TrialLaunch
@@ -96,6 +97,7 @@ def write_best(
         nospec=answer.nospec,
         versus_nospec=answer.versus_nospec,
         speculation_by_level=by_level,
+        node_note=node_note(answer, records),
         split=split,
     )
     written = [best.write(study_dir)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.conclusion import conclude, sweep_answer
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.records import TrialRecord
@@ -35,6 +36,8 @@ def test_an_answer_measured_on_another_node_than_the_baseline_says_so(tmp_path: 
     notes = _notes(records, tmp_path)
     assert len(notes) == 1, notes
     assert "and the server without speculation" in notes[0] and "launch both on one node" in notes[0]
+    best = BestFile.read(tmp_path)  # the report reads it from best.json
+    assert best is not None and best.node_note == notes[0]
 
 
 def test_no_note_when_they_shared_a_node(tmp_path: Path) -> None:
