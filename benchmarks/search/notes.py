@@ -69,27 +69,44 @@ def pooled_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     return notes
 
 
-def not_leading(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Each case and regime where a budgeted peer has a lower mean regret than specsweep, said plainly."""
-    notes = []
-    by_case: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        by_case.setdefault((r["case"], r["regime"]), []).append(r)
-    for (case, regime), group in by_case.items():
+def _peers_ahead(
+    rows: Sequence[dict[str, Any]], key: str
+) -> list[tuple[str, str, dict[str, Any], list[dict[str, Any]]]]:
+    """Per case and regime (in the rows' order), specsweep's row and the budgeted peers' rows whose
+    ``key`` is lower than its own; only where there is such a peer."""
+    found = []
+    for case, regime in dict.fromkeys((r["case"], r["regime"]) for r in rows):
+        group = [r for r in rows if r["case"] == case and r["regime"] == regime]
         ours = next((r for r in group if r["strategy"] == REFERENCE), None)
         if ours is None:
             continue
         ahead = [
             r
             for r in group
-            if r["strategy"] in PEERS
-            and r["strategy"] not in NO_BUDGET
-            and r["regret_mean"] < ours["regret_mean"]
+            if r["strategy"] in PEERS and r["strategy"] not in NO_BUDGET and r[key] < ours[key]
         ]
         if ahead:
-            notes.append(
-                f"{case} ({regime}): specsweep does not lead (mean regret {ours['regret_mean']:.2f} %): "
-                + ", ".join(f"{r['strategy']} {r['regret_mean']:.2f} %" for r in ahead)
-                + "."
-            )
-    return notes
+            found.append((case, regime, ours, ahead))
+    return found
+
+
+def not_leading(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Each case and regime where a budgeted peer has a lower mean regret than specsweep, said plainly."""
+    return [
+        f"{case} ({regime}): specsweep does not lead (mean regret {ours['regret_mean']:.2f} %): "
+        + ", ".join(f"{r['strategy']} {r['regret_mean']:.2f} %" for r in ahead)
+        + "."
+        for case, regime, ours, ahead in _peers_ahead(rows, "regret_mean")
+    ]
+
+
+def cheaper_to_2pct(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Each case and regime where a budgeted peer got within 2 % for good on fewer median GPU-hours than
+    specsweep, said plainly."""
+    key = "gpu_hours_to_2pct_median"
+    return [
+        f"{case} ({regime}): specsweep is not the cheapest to 2 % (median {ours[key]:.3f} GPU-h): "
+        + ", ".join(f"{r['strategy']} {r[key]:.3f} GPU-h" for r in ahead)
+        + "."
+        for case, regime, ours, ahead in _peers_ahead(rows, key)
+    ]

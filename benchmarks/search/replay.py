@@ -33,10 +33,9 @@ from benchmarks.harness.paths import ROOT
 from benchmarks.harness.quiet import quiet_optuna
 from benchmarks.harness.table import Table, median
 from benchmarks.launches.noisy import Launcher
-from benchmarks.peers.registry import PEERS
 from benchmarks.search.efficiency import SearchSettings, Truth, strategies
-from benchmarks.search.notes import NO_BUDGET, REGIMES, not_leading, table_rows
-from benchmarks.search.regret import REFERENCE, RunScore, score, summary_row
+from benchmarks.search.notes import REGIMES, cheaper_to_2pct, not_leading, table_rows
+from benchmarks.search.regret import RunScore, score, summary_row
 from benchmarks.search.specsweep import strategy as specsweep_strategy
 from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, Unmeasured
 from orchestrator.driver.answer.noise import Regime
@@ -157,32 +156,6 @@ def replay_rows(
         notes.append(f"{head}: {base}.")
     notes += not_leading(rows) + cheaper_to_2pct(rows)
     return rows, notes
-
-
-def cheaper_to_2pct(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Each case and regime where a budgeted peer got within 2 % for good on fewer median GPU-hours than
-    specsweep, said plainly."""
-    notes = []
-    for case, regime in dict.fromkeys((r["case"], r["regime"]) for r in rows):
-        group = [r for r in rows if r["case"] == case and r["regime"] == regime]
-        ours = next((r for r in group if r["strategy"] == REFERENCE), None)
-        if ours is None:
-            continue
-        ahead = [
-            r
-            for r in group
-            if r["strategy"] in PEERS
-            and r["strategy"] not in NO_BUDGET
-            and r["gpu_hours_to_2pct_median"] < ours["gpu_hours_to_2pct_median"]
-        ]
-        if ahead:
-            notes.append(
-                f"{case} ({regime}): specsweep is not the cheapest to 2 % (median "
-                f"{ours['gpu_hours_to_2pct_median']:.3f} GPU-h): "
-                + ", ".join(f"{r['strategy']} {r['gpu_hours_to_2pct_median']:.3f} GPU-h" for r in ahead)
-                + "."
-            )
-    return notes
 
 
 def report(best: float, results: Sequence[ReplayResult], notes: Sequence[str] = ()) -> str:
