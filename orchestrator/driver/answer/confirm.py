@@ -88,18 +88,23 @@ def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) ->
 
 
 def reserve_in_time(
-    records: Sequence[TrialRecord], budget: BudgetSpec, reserve: int, slots: int, time_budget_s: float
+    records: Sequence[TrialRecord],
+    budget: BudgetSpec,
+    reserve: int,
+    slots: int,
+    time_budget_s: float,
+    baseline: int = 0,
 ) -> int:
     """The confirmation launches a time budget keeps back now: what the top configurations still need
     (``to_confirm`` of the candidate ``records``: with one configuration measured, its repeats only), at
     most ``reserve``, and no more than fit in half the time budget at a full launch's median wall time,
     as ``reserved_launches`` keeps half the launch budget for the search. Without the half a single slow
     first launch (graphs captured for a new shape) priced the whole reserve so high that the search
-    ended after it."""
+    ended after it. ``baseline``: 1 when the baseline is launched once more (`relaunch_baseline`)."""
     walls = [r.result.wall_s for r in measured(records) if r.result.wall_s > 0]
     if reserve <= 0 or not walls:
         return 0
-    need = sum(missing for _, missing in to_confirm(records, budget))
+    need = sum(missing for _, missing in to_confirm(records, budget)) + baseline
     fits = int(time_budget_s / 2 // statistics.median(walls)) * max(slots, 1)
     return max(min(reserve, need, fits), 0)
 
@@ -153,16 +158,54 @@ def to_confirm(records: Sequence[TrialRecord], budget: BudgetSpec) -> list[tuple
     return out
 
 
-def enqueue(study: optuna.Study, records: Sequence[TrialRecord], budget: BudgetSpec, reserve: int) -> int:
+def enqueue(
+    study: optuna.Study,
+    records: Sequence[TrialRecord],
+    budget: BudgetSpec,
+    reserve: int,
+    baseline: int | None = None,
+) -> int:
     """Queue the confirmation launches (at most ``reserve``) of the top ``candidates``, each marked
     ``confirm_of`` the first trial of its configuration and asked with that trial's own params (under
-    adaptive speculation the launch's steps lie outside the searched range); returns how many."""
+    adaptive speculation the launch's steps lie outside the searched range); returns how many.
+    ``baseline`` (`relaunch_baseline`): the baseline trial to launch once more, right after the first
+    configuration's repeats, so that it runs on the node they run on."""
     params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
     enqueued = 0
-    for ranked, missing in to_confirm(records, budget):
-        attrs: dict[str, Any] = {TrialAttr.CONFIRM_OF: ranked.first}
-        asked = params[ranked.first]  # every ranked launch is a trial of this study
-        for _ in range(min(missing, reserve - enqueued)):
-            study.enqueue_trial(dict(asked), user_attrs=attrs)
+
+    def queue(first: int, times: int, extra: dict[str, Any]) -> None:
+        nonlocal enqueued
+        for _ in range(min(times, reserve - enqueued)):
+            # every ranked launch, and the baseline, is a trial of this study
+            study.enqueue_trial(dict(params[first]), user_attrs={TrialAttr.CONFIRM_OF: first, **extra})
             enqueued += 1
+
+    plan = to_confirm(records, budget)
+    if baseline is not None and not plan:
+        queue(baseline, 1, {TrialAttr.BASELINE: True})
+    for i, (ranked, missing) in enumerate(plan):
+        queue(ranked.first, missing, {})
+        if i == 0 and baseline is not None:
+            queue(baseline, 1, {TrialAttr.BASELINE: True})
     return enqueued
+
+
+def apart(records: Sequence[TrialRecord], label: str) -> bool:
+    """Whether the configuration labelled ``label`` and the server without speculation were both measured,
+    and never on the same node."""
+    ok = [r for r in measured(records) if r.result.node_id]
+    base = {r.result.node_id for r in ok if r.baseline and not r.result.config.speculative}
+    spec = {r.result.node_id for r in ok if not r.baseline and r.result.config.label() == label}
+    return bool(base) and bool(spec) and not base & spec
+
+
+def relaunch_baseline(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> int | None:
+    """The baseline trial to launch once more in the confirmation, or None. Needed when the configuration
+    the confirmation puts first and the server without speculation never ran on one node (a study
+    resumed on another machine): the gap between them would be measured across nodes, which the
+    confidence statement does not count (`answer.nodes`). Launched right after that configuration's
+    repeats, it runs where they run (on one node, always)."""
+    ranked = rank(candidates(records, lossy))
+    if not ranked or not apart(records, ranked[0].config.label()):
+        return None
+    return min(r.number for r in measured(records) if r.baseline and not r.result.config.speculative)

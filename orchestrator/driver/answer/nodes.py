@@ -11,25 +11,25 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from orchestrator.driver.answer.choose import Answer
-from orchestrator.driver.answer.confirm import candidates, measured, rank
+from orchestrator.driver.answer.confirm import apart, candidates, measured, rank
 from orchestrator.records import TrialRecord
 
 
 def node_note(answer: Answer, records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> str:
     """A line for the console when the answer's speculative configuration (or, when the answer is the
     baseline, the best speculative one) and the baseline never ran on the same node; '' otherwise."""
-    ok = [r for r in measured(records) if r.result.node_id]
-    base_nodes = {r.result.node_id for r in ok if r.baseline}
     if answer.nospec:
-        ranked = rank(candidates(ok, lossy))
+        ranked = rank(candidates(records, lossy))
         if not ranked:
             return ""
         label = ranked[0].config.label()
     else:
         label = answer.config
-    spec_nodes = {r.result.node_id for r in ok if not r.baseline and r.result.config.label() == label}
-    if not base_nodes or not spec_nodes or base_nodes & spec_nodes:
+    if not apart(records, label):
         return ""
+    ok = [r for r in measured(records) if r.result.node_id]
+    base_nodes = {r.result.node_id for r in ok if r.baseline}
+    spec_nodes = {r.result.node_id for r in ok if not r.baseline and r.result.config.label() == label}
     return (
         f"note: {label} and the server without speculation never ran on the same node ({len(spec_nodes)} "
         f"node(s) against {len(base_nodes)}): the gap between them includes what differs from node to "

@@ -26,8 +26,9 @@ class ConfirmationReserve(SweepState):
             return False
         slots = max(self.executor.trial_slots(), 1)
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
+        again = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy) is not None
         reserve = confirm.reserve_in_time(
-            candidates, self.spec.budget, self.confirm_reserve, slots, self.time_budget_s or 0.0
+            candidates, self.spec.budget, self.confirm_reserve, slots, self.time_budget_s or 0.0, int(again)
         )
         need = confirm.time_to_confirm(self.outcome.records, reserve, slots)
         if need is None or self.clock() + need < self.deadline:

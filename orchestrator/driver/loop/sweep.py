@@ -319,7 +319,15 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             return self.outcome
         self.confirming = True
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
-        enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, self.confirm_reserve)
+        # The baseline too, when it and the configuration put first never shared a node.
+        baseline = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy)
+        enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, self.confirm_reserve, baseline)
+        if baseline is not None:
+            log.info(
+                "confirmation: the server without speculation (trial %d) launches once more, as the "
+                "configuration confirmed first never ran on its node",
+                baseline,
+            )
         if not enqueued:
             return self.outcome
         # Exactly the enqueued launches: the loop asks the sampler for nothing new.

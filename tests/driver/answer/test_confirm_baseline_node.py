@@ -1,0 +1,120 @@
+"""The confirmation launches the baseline again when the answer never ran on the baseline's node.
+
+Seen on the real pair (`tests/fixtures/sglang/0.5.17/smollm2-chat-h100/`): a study resumed session after
+session on a fresh machine had its baseline on the first machine and its fastest trees on the fourth; the
+answer said so (`answer.nodes`) but the confirmation relaunched speculative configurations only, so
+nothing the product did would ever settle it. The confirmation now launches the baseline once more,
+right after the configuration it puts first, on the node they then share.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import cast
+
+import pytest
+from optuna.storages import InMemoryStorage
+
+from benchmarks.search.oracle_sweep import NoTracking
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
+from orchestrator.driver.answer.choose import answer_launches, choose_answer
+from orchestrator.driver.answer.confirm import relaunch_baseline
+from orchestrator.driver.answer.nodes import node_note
+from orchestrator.driver.dispatch.executor import Handle
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.study import launched_count, open_study
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.records import TrialResult
+from orchestrator.sim.profile import load_profile
+from tests.driver.answer.test_node_note import _records
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
+
+
+class MovedExecutor(InProcessExecutor):
+    """The first launch (the baseline) ran on a machine that is gone; every later one on another."""
+
+    def __init__(self, oracle: Oracle) -> None:
+        super().__init__(oracle)
+        self.nodes: list[str] = []
+
+    def result(self, handle: Handle) -> TrialResult:
+        node = "first-machine" if not self.nodes else "second-machine"
+        self.nodes.append(node)
+        return self.oracle.evaluate(self._requests[cast(int, handle)].config).result(node_id=node)
+
+
+class OneNodeExecutor(MovedExecutor):
+    def result(self, handle: Handle) -> TrialResult:
+        self.nodes.append("only")
+        return self.oracle.evaluate(self._requests[cast(int, handle)].config).result(node_id="only")
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Oracle:
+    case = CASES["tight"]
+    spec = case_spec(case, gpus=1)
+    budget = spec.budget.model_copy(update={"baseline": True})
+    return Oracle(spec.model_copy(update={"budget": budget}), load_profile(case.name))
+
+
+def _sweep(oracle: Oracle, executor: InProcessExecutor) -> Sweep:
+    study = open_study(oracle.spec, "baseline-node", InMemoryStorage(), resume=False)
+    sweep = Sweep(
+        oracle.spec,
+        study,
+        cast(Tracker, NoTracking()),
+        n_trials=12,
+        workdir=Path(tempfile.mkdtemp(prefix="sweep-")),
+        sim_profile=None,
+        executor=executor,
+        proposals=False,
+    )
+    sweep.journal.folder = None
+    sweep.prepare(resume=False)
+    sweep.reserve_for_confirmation()
+    sweep.run()
+    sweep.confirm_best()
+    return sweep
+
+
+def _baseline_relaunches(sweep: Sweep) -> list[int]:
+    return [
+        t.number
+        for t in sweep.study.get_trials(deepcopy=False)
+        if t.user_attrs.get(TrialAttr.BASELINE) and TrialAttr.CONFIRM_OF in t.user_attrs
+    ]
+
+
+def test_a_baseline_on_a_node_the_answer_never_ran_on_is_launched_again(oracle: Oracle) -> None:
+    executor = MovedExecutor(oracle)
+    sweep = _sweep(oracle, executor)
+    records = sweep.outcome.records
+    assert records[0].baseline and records[0].result.node_id == "first-machine"
+    again = _baseline_relaunches(sweep)
+    assert len(again) == 1, "the confirmation never relaunched the baseline"
+    relaunched = next(r for r in records if r.number == again[0])
+    assert relaunched.baseline and not relaunched.result.config.speculative
+    assert relaunched.result.node_id == "second-machine"
+    # the budget is kept: the baseline's launch came out of the confirmation's reserve (its first
+    # launch, the reference, costs none)
+    assert launched_count(sweep.study) == 12 and len(executor.nodes) == 13
+    answer = choose_answer(answer_launches(records, sweep.lossless.lossy))
+    assert answer is not None
+    assert node_note(answer, records, sweep.lossless.lossy) == ""
+    assert relaunch_baseline(records, sweep.lossless.lossy) is None  # a resume asks for no more
+
+
+def test_a_baseline_on_the_answers_node_is_not_launched_again(oracle: Oracle) -> None:
+    sweep = _sweep(oracle, OneNodeExecutor(oracle))
+    assert _baseline_relaunches(sweep) == []
+
+
+def test_the_real_pairs_study_asks_for_the_baseline_again() -> None:
+    """Its baseline ran on node 1 and every tree of its confirmation's top on node 4."""
+    records = _records()
+    baseline = relaunch_baseline(records)
+    assert baseline is not None
+    assert next(r for r in records if r.number == baseline).baseline
