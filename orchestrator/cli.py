@@ -194,7 +194,7 @@ def run(
     from orchestrator.driver.answer.confirm import confirmation_note
     from orchestrator.driver.dispatch import cluster
     from orchestrator.driver.loop.sweep import Sweep
-    from orchestrator.driver.store.study import open_study
+    from orchestrator.driver.store.study import confirmation_count, open_study
     from orchestrator.driver.store.study_lock import DriverLease, StudyInUse, current_driver
     from orchestrator.driver.store.tracking import Tracker
     from orchestrator.driver.store.trial_attrs import StudyAttr
@@ -262,7 +262,12 @@ def run(
             f"  confirmation: {reserved} of the {left} launches left kept to relaunch the best "
             f"{spec.budget.confirm_top} configuration(s) ({spec.budget.confirm_repeats} launches each)"
         )
-    elif note := confirmation_note(spec.budget, left, spent=n_trials - left if args.resume else 0):
+    elif note := confirmation_note(
+        spec.budget,
+        left,
+        spent=n_trials - left if args.resume else 0,
+        confirmed=confirmation_count(study) if args.resume else 0,
+    ):
         print(f"warning: {note}", file=sys.stderr)
     for warning in (short_stage_warning(spec), few_prompts_warning(spec)):
         if warning:

@@ -53,8 +53,15 @@ class NvmlProbe:
             for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
                 used = (p.usedGpuMemory or 0) / MIB
                 procs.append(GpuProcess(pid=int(p.pid), used_mib=used, name=_process_name(int(p.pid))))
-            samples.append(GpuSample(index, mem.total / MIB, mem.used / MIB, tuple(procs)))
+            uuid = _uuid(nvml, handle)
+            samples.append(GpuSample(index, mem.total / MIB, mem.used / MIB, tuple(procs), uuid))
         return tuple(samples)
+
+
+def _uuid(nvml: Any, handle: Any) -> str:
+    """The GPU's UUID (older bindings return bytes)."""
+    raw = nvml.nvmlDeviceGetUUID(handle)
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def _process_name(pid: int) -> str:

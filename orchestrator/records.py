@@ -136,6 +136,9 @@ class GpuSample:
     total_mib: float
     used_mib: float
     processes: tuple[GpuProcess, ...] = ()
+    # NVML's UUID: the same physical GPU whichever Ray node (a new id at each Ray start) saw it; "" in
+    # records written before it was kept.
+    uuid: str = ""
 
 
 @dataclass(frozen=True)

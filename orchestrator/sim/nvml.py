@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -157,6 +158,12 @@ class FakeNvml:
                 entries.extend(self._entries(folder, orphans_only=True))
         return entries
 
+    @staticmethod
+    def _uuid(index: int) -> str:
+        """A simulated GPU's UUID: the host's, so that the simulated node is one machine whichever Ray
+        node (a new id at every Ray start) runs it, as a real node's GPUs keep their UUIDs."""
+        return f"GPU-sim-{socket.gethostname()}-{index}"
+
     def snapshot(self) -> tuple[GpuSample, ...]:
         entries = self._all_entries()
         samples = []
@@ -169,5 +176,6 @@ class FakeNvml:
                         GpuProcess(pid=int(e["pid"]), used_mib=float(used), name=str(e.get("name", "")))
                     )
             used_total = self.baseline_mib + sum(p.used_mib for p in procs)
-            samples.append(GpuSample(index, self.total_mib, min(used_total, self.total_mib), tuple(procs)))
+            used_mib = min(used_total, self.total_mib)
+            samples.append(GpuSample(index, self.total_mib, used_mib, tuple(procs), self._uuid(index)))
         return tuple(samples)

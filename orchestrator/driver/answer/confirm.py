@@ -47,20 +47,26 @@ class Ranked:
         return self.numbers[order[(len(order) - 1) // 2]]
 
 
-def reserved_launches(budget: BudgetSpec, n_trials: int) -> int:
+def reserved_launches(budget: BudgetSpec, n_trials: int, left: int | None = None) -> int:
     """Launches kept back from the search for confirmation: ``confirm_top x (confirm_repeats - 1)``
-    (each top configuration has one launch from the search), or none when that is more than half the
-    budget (a sweep too small to confirm is better spent searching; ``confirmation_note`` says so)."""
+    (each top configuration has one launch from the search), or none when that is more than half of
+    ``n_trials`` (a sweep too small to confirm is better spent searching; ``confirmation_note`` says so).
+    ``n_trials``: the launches the search and this confirmation have in all, a resumed study's search
+    launches included (stopped during its search, it keeps what its first invocation kept); ``left``:
+    those still to make (default: all), which bound the reserve."""
     want = budget.confirm_top * (budget.confirm_repeats - 1)
-    return want if 0 < want <= n_trials // 2 else 0
+    if not 0 < want <= n_trials // 2:
+        return 0
+    return min(want, n_trials if left is None else left)
 
 
-def confirmation_note(budget: BudgetSpec, n_trials: int, spent: int = 0) -> str:
+def confirmation_note(budget: BudgetSpec, n_trials: int, spent: int = 0, confirmed: int = 0) -> str:
     """Why a sweep runs no confirmation although its spec asks for one ('' when it runs, or is off).
-    ``n_trials``: the launches left; ``spent``: those an earlier invocation of a resumed study made, so
-    that the fix named is the budget to resume with, not one the study already has."""
+    ``n_trials``: the launches left; ``spent``: those an earlier invocation of a resumed study made
+    (``confirmed`` of them confirmation launches), so that the fix named is the budget to resume with,
+    not one the study already has."""
     want = budget.confirm_top * (budget.confirm_repeats - 1)
-    if want == 0 or reserved_launches(budget, n_trials):
+    if want == 0 or reserved_launches(budget, spent - confirmed + n_trials, n_trials):
         return ""
     why = (
         f"cannot spare {want} (budget.confirm_top {budget.confirm_top} x (budget.confirm_repeats "
@@ -69,7 +75,7 @@ def confirmation_note(budget: BudgetSpec, n_trials: int, spent: int = 0) -> str:
     if spent:
         return (
             f"no confirmation launches: the {n_trials} trial(s) left {why}; resume with --resume --trials "
-            f"{spent + 2 * want} to confirm, or lower budget.confirm_top"
+            f"{confirmed + 2 * want} to confirm, or lower budget.confirm_top"
         )
     return (
         f"no confirmation launches: {n_trials} trial(s) {why}; raise budget.trials to {2 * want} or lower "
@@ -190,12 +196,28 @@ def enqueue(
     return enqueued
 
 
+def machine(record: TrialRecord) -> str:
+    """The machine a launch ran on: its GPUs' UUIDs, as NVML gave them, since Ray gives a node a new id
+    each time it starts (a sweep resumed on the same machine would look moved); its Ray node where the
+    record has none (written before they were kept)."""
+    gpus = record.result.gpu_before or record.result.gpu_after
+    uuids = sorted(g.uuid for g in gpus if g.uuid)
+    return ",".join(uuids) if uuids else record.result.node_id
+
+
+def machines(records: Sequence[TrialRecord], label: str) -> tuple[set[str], set[str]]:
+    """The machines the server without speculation and the configuration labelled ``label`` were
+    measured on."""
+    ok = [r for r in measured(records) if machine(r)]
+    base = {machine(r) for r in ok if r.baseline and not r.result.config.speculative}
+    spec = {machine(r) for r in ok if not r.baseline and r.result.config.label() == label}
+    return base, spec
+
+
 def apart(records: Sequence[TrialRecord], label: str) -> bool:
     """Whether the configuration labelled ``label`` and the server without speculation were both measured,
-    and never on the same node."""
-    ok = [r for r in measured(records) if r.result.node_id]
-    base = {r.result.node_id for r in ok if r.baseline and not r.result.config.speculative}
-    spec = {r.result.node_id for r in ok if not r.baseline and r.result.config.label() == label}
+    and never on the same machine."""
+    base, spec = machines(records, label)
     return bool(base) and bool(spec) and not base & spec
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from orchestrator.driver.answer.choose import Answer
-from orchestrator.driver.answer.confirm import apart, candidates, measured, rank
+from orchestrator.driver.answer.confirm import apart, candidates, machines, rank
 from orchestrator.records import TrialRecord
 
 
@@ -27,9 +27,7 @@ def node_note(answer: Answer, records: Sequence[TrialRecord], lossy: Collection[
         label = answer.config
     if not apart(records, label):
         return ""
-    ok = [r for r in measured(records) if r.result.node_id]
-    base_nodes = {r.result.node_id for r in ok if r.baseline}
-    spec_nodes = {r.result.node_id for r in ok if not r.baseline and r.result.config.label() == label}
+    base_nodes, spec_nodes = machines(records, label)
     return (
         f"note: {label} and the server without speculation never ran on the same node ({len(spec_nodes)} "
         f"node(s) against {len(base_nodes)}): the gap between them includes what differs from node to "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from orchestrator.driver.answer import confirm
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.state import SweepState
-from orchestrator.driver.store.study import launched_count
+from orchestrator.driver.store.study import confirmation_count, launched_count
 
 
 class ConfirmationReserve(SweepState):
@@ -45,8 +45,11 @@ class ConfirmationReserve(SweepState):
     def reserve_for_confirmation(self) -> int:
         """Keep the budget's confirmation launches back from the search (call before ``run``); returns
         how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""
-        # On --resume only what is left of the budget can be split: an earlier invocation's launches
-        # (its confirmation included) are spent.
-        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, self.remaining())
+        # On --resume the half kept for the search counts the search launches an earlier invocation made
+        # (stopped during its search, the study keeps the reserve its first invocation kept); only what
+        # is left can be reserved, and an earlier confirmation's launches are spent.
+        left = self.remaining()
+        searched = launched_count(self.study) - confirmation_count(self.study)
+        self.confirm_reserve = confirm.reserved_launches(self.spec.budget, searched + left, left)
         self.n_trials -= self.confirm_reserve
         return self.confirm_reserve

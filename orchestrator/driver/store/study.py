@@ -103,9 +103,18 @@ def launched_count(study: optuna.Study) -> int:
     time, a trial lost with its node, or interrupted (closed for a dead or stopped driver), says nothing
     about its configuration (it is re-queued), and the baseline is a reference: none of them uses up a
     launch. (An interrupted launch is still shown: `TrialStatus.INTERRUPTED`.)"""
+    return len(_paid(study))
+
+
+def confirmation_count(study: optuna.Study) -> int:
+    """The launches of `launched_count` that confirmation made (a relaunched baseline's among them)."""
+    return sum(1 for t in _paid(study) if TrialAttr.CONFIRM_OF in t.user_attrs)
+
+
+def _paid(study: optuna.Study) -> list[FrozenTrial]:
     closed = closed_numbers(study)
-    return sum(
-        1
+    return [
+        t
         for t in study.get_trials(deepcopy=False)
         if t.state.is_finished()
         and t.number not in closed
@@ -116,7 +125,7 @@ def launched_count(study: optuna.Study) -> int:
             bool(t.user_attrs.get(TrialAttr.BASELINE)), t.user_attrs.get(TrialAttr.CONFIRM_OF)
         )
         and t.user_attrs.get(TrialAttr.STATUS) not in _FREE_STATUSES
-    )
+    ]
 
 
 def finished_elsewhere(study: optuna.Study, trial: optuna.Trial) -> bool:

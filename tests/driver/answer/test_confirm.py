@@ -49,13 +49,15 @@ def test_reserve_is_top_times_missing_repeats_and_never_over_half_the_budget() -
 
 
 def test_a_resumed_sweep_too_short_to_confirm_is_told_the_budget_to_resume_with() -> None:
-    """A 12-trial study interrupted after 6 launches has 6 left, too few to spare 4 for confirmation. The
-    note once told the user to raise budget.trials to 8, which the study's budget (12) already was; what
-    confirms is a resume with 6 + 2 x 4 = 14 trials."""
-    budget = BudgetSpec(trials=12, confirm_top=2, confirm_repeats=3)
-    note = confirmation_note(budget, 6, spent=6)
-    assert "the 6 trial(s) left cannot spare 4" in note
-    assert "--resume --trials 14" in note and "budget.trials" not in note
+    """A 7-trial study interrupted after 3 launches has 4 left, and a budget too small to spare 4 for
+    confirmation and keep half for its search. The note once told the user to raise budget.trials, which
+    a resumed study does not read; what confirms is a resume with 2 x 4 = 8 trials. (A 12-trial study
+    interrupted after 6 keeps its 4: `test_confirm_resume.py`.)"""
+    budget = BudgetSpec(trials=7, confirm_top=2, confirm_repeats=3)
+    note = confirmation_note(budget, 4, spent=3)
+    assert "the 4 trial(s) left cannot spare 4" in note
+    assert "--resume --trials 8" in note and "budget.trials" not in note
+    assert confirmation_note(budget, 5, spent=3) == ""  # resumed with --trials 8: it confirms
 
 
 def test_the_luckiest_draw_loses_to_the_better_median() -> None:

@@ -10,6 +10,7 @@ right after the configuration it puts first, on the node they then share.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -20,6 +21,7 @@ from benchmarks.search.oracle_sweep import NoTracking
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
+from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.answer.confirm import relaunch_baseline
 from orchestrator.driver.answer.nodes import node_note
 from orchestrator.driver.dispatch.executor import Handle
@@ -27,7 +29,8 @@ from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
-from orchestrator.records import TrialResult
+from orchestrator.records import GpuSample, TrialRecord, TrialResult
+from orchestrator.sim.nvml import FakeNvml
 from orchestrator.sim.profile import load_profile
 from tests.driver.answer.test_node_note import _records
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
@@ -118,3 +121,29 @@ def test_the_real_pairs_study_asks_for_the_baseline_again() -> None:
     baseline = relaunch_baseline(records)
     assert baseline is not None
     assert next(r for r in records if r.number == baseline).baseline
+
+
+def _on(record: TrialRecord, node_id: str, uuid: str) -> TrialRecord:
+    gpus = (GpuSample(0, 81559.0, 480.0, (), uuid=uuid),)
+    return replace(record, result=replace(record.result, node_id=node_id, gpu_before=gpus, gpu_after=gpus))
+
+
+def test_a_study_resumed_on_the_same_machine_is_on_one_node() -> None:
+    """Ray gives a node a new id each time it starts, so a sweep stopped with Ctrl-C and resumed on the same
+    machine had its baseline on one node id and the rest on another: the answer said they never ran on
+    one node, and the confirmation spent a launch on the baseline. The machine is its GPUs (NVML's UUIDs),
+    whichever Ray node saw them; records without them (older journals) fall back to the Ray node."""
+    records = _records()
+    same = [_on(r, "ray-a" if r.baseline else "ray-b", "GPU-5e6f") for r in records]
+    assert relaunch_baseline(same) is None
+    answer = sweep_answer(same)
+    assert answer is not None and node_note(answer, same) == ""
+    moved = [_on(r, "ray-a", "GPU-1111") if r.baseline else _on(r, "ray-b", "GPU-2222") for r in records]
+    assert relaunch_baseline(moved) is not None
+
+
+def test_the_simulated_node_is_the_same_machine_whichever_ray_node_runs_it(tmp_path: Path) -> None:
+    one = FakeNvml(tmp_path / "ray-a", gpu_count=2, total_mib=1000.0).snapshot()
+    two = FakeNvml(tmp_path / "ray-b", gpu_count=2, total_mib=1000.0).snapshot()
+    assert [s.uuid for s in one] == [s.uuid for s in two]
+    assert len({s.uuid for s in one}) == 2 and all(s.uuid for s in one)

@@ -1,0 +1,81 @@
+"""A sweep stopped during its search (Ctrl-C) and resumed keeps its confirmation.
+
+Seen on a fresh clone: the demo (12 launches, 4 kept to confirm the best 2) stopped with Ctrl-C after 5,
+then `--resume`: "no confirmation launches: the 7 trial(s) left cannot spare 4 ... and keep half for the
+search", so the resumed sweep searched 7 more and answered with one unconfirmed launch. Half is the
+study's budget's half, what the first invocation kept: the search's launches already made count toward it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import cast
+
+import optuna
+import pytest
+from optuna.storages import InMemoryStorage
+
+from benchmarks.search.oracle_sweep import NoTracking
+from benchmarks.truth.cases import CASES, case_spec
+from benchmarks.truth.oracle import Oracle
+from orchestrator.driver.answer.confirm import confirmation_note, reserved_launches
+from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.store.study import launched_count, open_study
+from orchestrator.driver.store.tracking import Tracker
+from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.sim.profile import load_profile
+from tests.driver.loop.test_driver_decisions import InProcessExecutor
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Oracle:
+    case = CASES["tight"]
+    return Oracle(case_spec(case, gpus=1), load_profile(case.name))
+
+
+def _sweep(oracle: Oracle, study: optuna.Study, n_trials: int, resume: bool) -> Sweep:
+    sweep = Sweep(
+        oracle.spec,
+        study,
+        cast(Tracker, NoTracking()),
+        n_trials=n_trials,
+        workdir=Path(tempfile.mkdtemp(prefix="sweep-")),
+        sim_profile=None,
+        executor=InProcessExecutor(oracle),
+        proposals=False,
+    )
+    sweep.journal.folder = None
+    sweep.prepare(resume=resume)
+    return sweep
+
+
+def test_a_sweep_stopped_during_its_search_confirms_when_resumed(oracle: Oracle) -> None:
+    storage = InMemoryStorage()
+    study = open_study(oracle.spec, "ctrl-c", storage, resume=False)
+    first = _sweep(oracle, study, 12, resume=False)
+    assert first.reserve_for_confirmation() == 4  # the tight case: the best 2 until each has 3 launches
+    first.n_trials = 5  # stopped after 5 of its 8 search launches
+    first.run()
+    assert launched_count(study) == 5
+
+    again = _sweep(oracle, open_study(oracle.spec, "ctrl-c", storage, resume=True), 12, resume=True)
+    assert again.remaining() == 7
+    assert again.reserve_for_confirmation() == 4  # as the first invocation kept
+    again.run()
+    again.confirm_best()
+    confirmations = [
+        t for t in again.study.get_trials(deepcopy=False) if TrialAttr.CONFIRM_OF in t.user_attrs
+    ]
+    assert len(confirmations) == 4 and launched_count(again.study) == 12
+
+
+def test_the_reserve_of_a_resumed_study_counts_its_search_and_what_is_left() -> None:
+    budget = case_spec(CASES["tight"], gpus=1).budget  # confirm_top 2, confirm_repeats 3: 4 launches
+    assert reserved_launches(budget, 12) == 4  # a fresh sweep of 12
+    assert reserved_launches(budget, 12, left=7) == 4  # 5 searched, 7 left
+    assert reserved_launches(budget, 12, left=2) == 2  # stopped during its confirmation: what is left
+    assert reserved_launches(budget, 7) == 0  # too small a budget to confirm and keep half for the search
+    assert confirmation_note(budget, 7) != ""
+    # resumed, 5 searched: 7 left of a budget of 12 confirms; the note has nothing to say
+    assert confirmation_note(budget, 7, spent=5) == ""
