@@ -177,22 +177,15 @@ def enqueue(
     ``baseline`` (`relaunch_baseline`): the baseline trial to launch once more, right after the first
     configuration's repeats, so that it runs on the node they run on."""
     params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
+    plan: list[tuple[int, int, dict[str, Any]]] = [(c.first, n, {}) for c, n in to_confirm(records, budget)]
+    if baseline is not None:
+        plan.insert(min(1, len(plan)), (baseline, 1, {TrialAttr.BASELINE: True}))
     enqueued = 0
-
-    def queue(first: int, times: int, extra: dict[str, Any]) -> None:
-        nonlocal enqueued
+    for first, times, extra in plan:
         for _ in range(min(times, reserve - enqueued)):
             # every ranked launch, and the baseline, is a trial of this study
             study.enqueue_trial(dict(params[first]), user_attrs={TrialAttr.CONFIRM_OF: first, **extra})
             enqueued += 1
-
-    plan = to_confirm(records, budget)
-    if baseline is not None and not plan:
-        queue(baseline, 1, {TrialAttr.BASELINE: True})
-    for i, (ranked, missing) in enumerate(plan):
-        queue(ranked.first, missing, {})
-        if i == 0 and baseline is not None:
-            queue(baseline, 1, {TrialAttr.BASELINE: True})
     return enqueued
 
 

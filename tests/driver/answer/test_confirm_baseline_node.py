@@ -9,7 +9,6 @@ right after the configuration it puts first, on the node they then share.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -17,7 +16,6 @@ from typing import cast
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.search.oracle_sweep import NoTracking
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
@@ -27,32 +25,28 @@ from orchestrator.driver.answer.nodes import node_note
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import launched_count, open_study
-from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import GpuSample, TrialRecord, TrialResult
 from orchestrator.sim.nvml import FakeNvml
 from orchestrator.sim.profile import load_profile
 from tests.driver.answer.test_node_note import _records
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
+from tests.driver.loop.test_driver_decisions import _sweep as in_process_sweep
 
 
-class MovedExecutor(InProcessExecutor):
-    """The first launch (the baseline) ran on a machine that is gone; every later one on another."""
+class NodesExecutor(InProcessExecutor):
+    """Moved: the first launch (the baseline) ran on a machine that is gone, every later one on another;
+    otherwise every launch runs on one machine."""
 
-    def __init__(self, oracle: Oracle) -> None:
+    def __init__(self, oracle: Oracle, moved: bool) -> None:
         super().__init__(oracle)
+        self.moved = moved
         self.nodes: list[str] = []
 
     def result(self, handle: Handle) -> TrialResult:
-        node = "first-machine" if not self.nodes else "second-machine"
+        node = "second-machine" if self.nodes and self.moved else "first-machine"
         self.nodes.append(node)
         return self.oracle.evaluate(self._requests[cast(int, handle)].config).result(node_id=node)
-
-
-class OneNodeExecutor(MovedExecutor):
-    def result(self, handle: Handle) -> TrialResult:
-        self.nodes.append("only")
-        return self.oracle.evaluate(self._requests[cast(int, handle)].config).result(node_id="only")
 
 
 @pytest.fixture(scope="module")
@@ -65,16 +59,7 @@ def oracle() -> Oracle:
 
 def _sweep(oracle: Oracle, executor: InProcessExecutor) -> Sweep:
     study = open_study(oracle.spec, "baseline-node", InMemoryStorage(), resume=False)
-    sweep = Sweep(
-        oracle.spec,
-        study,
-        cast(Tracker, NoTracking()),
-        n_trials=12,
-        workdir=Path(tempfile.mkdtemp(prefix="sweep-")),
-        sim_profile=None,
-        executor=executor,
-        proposals=False,
-    )
+    sweep = in_process_sweep(oracle.spec, study, executor, n_trials=12, proposals=False)
     sweep.journal.folder = None
     sweep.prepare(resume=False)
     sweep.reserve_for_confirmation()
@@ -92,7 +77,7 @@ def _baseline_relaunches(sweep: Sweep) -> list[int]:
 
 
 def test_a_baseline_on_a_node_the_answer_never_ran_on_is_launched_again(oracle: Oracle) -> None:
-    executor = MovedExecutor(oracle)
+    executor = NodesExecutor(oracle, moved=True)
     sweep = _sweep(oracle, executor)
     records = sweep.outcome.records
     assert records[0].baseline and records[0].result.node_id == "first-machine"
@@ -111,7 +96,7 @@ def test_a_baseline_on_a_node_the_answer_never_ran_on_is_launched_again(oracle: 
 
 
 def test_a_baseline_on_the_answers_node_is_not_launched_again(oracle: Oracle) -> None:
-    sweep = _sweep(oracle, OneNodeExecutor(oracle))
+    sweep = _sweep(oracle, NodesExecutor(oracle, moved=False))
     assert _baseline_relaunches(sweep) == []
 
 

@@ -8,24 +8,19 @@ study's budget's half, what the first invocation kept: the search's launches alr
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-from typing import cast
-
 import optuna
 import pytest
 from optuna.storages import InMemoryStorage
 
-from benchmarks.search.oracle_sweep import NoTracking
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.answer.confirm import confirmation_note, reserved_launches
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import launched_count, open_study
-from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.sim.profile import load_profile
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
+from tests.driver.loop.test_driver_decisions import _sweep as in_process_sweep
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +30,7 @@ def oracle() -> Oracle:
 
 
 def _sweep(oracle: Oracle, study: optuna.Study, n_trials: int, resume: bool) -> Sweep:
-    sweep = Sweep(
-        oracle.spec,
-        study,
-        cast(Tracker, NoTracking()),
-        n_trials=n_trials,
-        workdir=Path(tempfile.mkdtemp(prefix="sweep-")),
-        sim_profile=None,
-        executor=InProcessExecutor(oracle),
-        proposals=False,
-    )
+    sweep = in_process_sweep(oracle.spec, study, InProcessExecutor(oracle), n_trials, proposals=False)
     sweep.journal.folder = None
     sweep.prepare(resume=resume)
     return sweep

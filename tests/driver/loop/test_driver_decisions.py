@@ -126,6 +126,7 @@ def _sweep(
     executor: InProcessExecutor,
     n_trials: int,
     workdir: Path | None = None,
+    proposals: bool = True,
 ) -> Sweep:
     tracker = cast(Tracker, NoTracking())
     return Sweep(
@@ -136,6 +137,7 @@ def _sweep(
         workdir=workdir or Path(tempfile.mkdtemp(prefix="sweep-")),
         sim_profile=None,
         executor=executor,
+        proposals=proposals,
     )
 
 
