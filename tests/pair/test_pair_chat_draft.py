@@ -1,17 +1,20 @@
 """The pair's second draft, trained on the chat corpus, measured on one H100: the product's records read back.
 
 `tests/fixtures/sglang/0.5.17/smollm2-chat-h100/` holds the draft's training and held-out figures and the
-launches of `trials/smollm2-h200-grid.yaml` with it so far (the server without speculation and 12
-trees), beside `smollm2-grid/`, the first draft's (templates only) launches on an H200. Accept
-lengths of greedy decoding do not depend on the card, so the two drafts compare on the same tree.
+launches of `trials/smollm2-h200-grid.yaml` with it (the server without speculation and 16 trees,
+with the confirmation's repeats), beside `smollm2-grid/`, the first draft's (templates only) launches on
+an H200. Accept lengths of greedy decoding do not depend on the card, so the two drafts compare on the
+same tree.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 from orchestrator.config.draft_tree import DraftTree
+from orchestrator.driver.answer.confirm import machine
 from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.prior import estimate
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
@@ -68,8 +71,9 @@ def test_acceptance_rises_with_depth_and_width_and_does_not_depend_on_concurrenc
     step each accept more (1.41, 1.56, 1.62 on one to four steps at top-k 1; 1.52, 1.60, 1.67 at two,
     four and eight candidates for one step), with diminishing steps as the draft's later-step accuracy
     falls; the widest deep trees pass 2.0 (s4k4d16, s6k4d16). Greedy acceptance is a property of the
-    draft on the workload, so the three concurrency levels of one launch agree within 0.05 (the largest
-    spread, s4k2d9's 1.82-1.86, is 2 %: batched numerics move a few near ties)."""
+    draft on the workload, so the three concurrency levels of one launch agree within 3 % (the largest
+    spread, s6k8d16's 2.08-2.13, is 2.4 %: batched numerics move a few near ties, and the widest trees
+    are the ones with most near ties to move)."""
     chain = [_accept(CHAT, label) for label in ("s1k1d2", "s2k1d3", "s4k1d5")]
     assert chain == sorted(chain) and chain[1] - chain[0] > chain[2] - chain[1] > 0, chain
     width = [_accept(CHAT, label) for label in ("s1k1d2", "s1k2d3", "s1k4d5", "s1k8d9")]
@@ -80,28 +84,37 @@ def test_acceptance_rises_with_depth_and_width_and_does_not_depend_on_concurrenc
     for record in _records(CHAT):
         levels = [s.accept_length for s in record.result.stages if s.accept_length is not None]
         assert not record.result.config.speculative or len(levels) == 3
-        assert max(levels, default=0) - min(levels, default=0) < 0.05, (record.number, levels)
+        assert not levels or max(levels) - min(levels) < 0.03 * max(levels), (record.number, levels)
 
 
-def test_chains_never_pay_and_the_widest_trees_come_to_the_server_without_speculation() -> None:
-    """The 135M target's decode step is so cheap that a top-k 1 chain's verify costs more than the 1.4-1.6
-    tokens it gains: every chain is slower than the server without speculation at every level (by 29 to
-    50 %). Wider trees accept more for the same verify count, and the best of them comes to within the
-    noise of the server without speculation at every level, or above it (s4k4d16 at 1 and 8 concurrent,
-    s6k4d16 at 32). These launches ran on four H100 machines over four sessions (the baseline on the
-    first, the wide trees on the fourth), and a 135M target is overhead-bound (about +-10 % between
-    launches): whether a tree beats the baseline is for repeats on one machine to say, not this grid."""
+def test_on_one_machine_no_tree_pays_and_chains_lose_most() -> None:
+    """The 135M target's decode step is so cheap that a verify costs more than the tokens it gains. The
+    grid's launches ran on five H100 machines, and the same server without speculation measured 47-58 %
+    more on the fifth than on the first: only launches on one machine compare. On each machine the
+    baseline ran on, every tree is slower at every level: top-k 1 chains by more than a quarter (s1k1d2
+    on the first, 47 % below; s6k1d7 twice on the fifth, 28-33 % below), and the best of the wide trees
+    on the fifth still by 20-23 % (s4k8d16 at 1 and 8 concurrent, s6k4d16 at 32)."""
     records = _records(CHAT)
-    base = next(r for r in records if not r.result.config.speculative)
-    plain = {s.concurrency: s.output_tok_per_s for s in base.result.stages}
-    best = dict.fromkeys(plain, 0.0)
+    on: dict[str, list[TrialRecord]] = {}
     for record in records:
-        tree = DraftTree.of(record.result.config)
-        for stage in record.result.stages if tree else ():
-            best[stage.concurrency] = max(best[stage.concurrency], stage.output_tok_per_s)
-            if tree is not None and tree.topk == 1:
-                assert stage.output_tok_per_s < 0.75 * plain[stage.concurrency], (record.number, stage)
-    assert all(best[c] > 0.95 * plain[c] for c in plain), (best, plain)
+        on.setdefault(machine(record), []).append(record)
+    compared = 0
+    for launches in on.values():
+        bases = [r for r in launches if not r.result.config.speculative]
+        if not bases:
+            continue
+        figures = [(s.concurrency, s.output_tok_per_s) for b in bases for s in b.result.stages]
+        plain = {c: statistics.median(v for level, v in figures if level == c) for c in (1, 8, 32)}
+        best = dict.fromkeys(plain, 0.0)
+        for record in launches:
+            tree = DraftTree.of(record.result.config)
+            for stage in record.result.stages if tree else ():
+                compared += 1
+                best[stage.concurrency] = max(best[stage.concurrency], stage.output_tok_per_s)
+                if tree is not None and tree.topk == 1:
+                    assert stage.output_tok_per_s < 0.75 * plain[stage.concurrency], (record.number, stage)
+        assert all(best[c] < 0.85 * plain[c] for c in plain), (best, plain)
+    assert compared >= 3 * 7  # node 1's chain, node 5's eight tree launches
 
 
 def test_the_draft_was_trained_on_the_chat_mix() -> None:

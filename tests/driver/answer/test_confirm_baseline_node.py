@@ -33,6 +33,8 @@ from tests.driver.answer.test_node_note import _records
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.loop.test_driver_decisions import _sweep as in_process_sweep
 
+FIRST_CONFIRMATION = 19  # the real pair's grid: trials 19-22 are its confirmation on node 5
+
 
 class NodesExecutor(InProcessExecutor):
     """Moved: the first launch (the baseline) ran on a machine that is gone, every later one on another;
@@ -101,11 +103,15 @@ def test_a_baseline_on_the_answers_node_is_not_launched_again(oracle: Oracle) ->
 
 
 def test_the_real_pairs_study_asks_for_the_baseline_again() -> None:
-    """Its baseline ran on node 1 and every tree of its confirmation's top on node 4."""
+    """As it stood before its confirmation (trials 0-18), its baseline had run on node 1 and the tree its
+    confirmation put first (s2k8d16) on node 5 only; the confirmation then launched it there (trial 20),
+    and the study asks for nothing more."""
     records = _records()
-    baseline = relaunch_baseline(records)
+    before = [r for r in records if r.number < FIRST_CONFIRMATION]
+    baseline = relaunch_baseline(before)
     assert baseline is not None
     assert next(r for r in records if r.number == baseline).baseline
+    assert relaunch_baseline(records) is None
 
 
 def _on(record: TrialRecord, node_id: str, uuid: str) -> TrialRecord:

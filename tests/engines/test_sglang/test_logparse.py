@@ -129,7 +129,7 @@ OUTCOMES = [
     # ... and the chat-corpus draft's on an H100 (trial 4 was cut off with its node: no log)
     *[
         (f"0.5.17/smollm2-chat-h100/trials/{n:04d}", "server.log", True, None, None)
-        for n in (0, 1, 2, 3, *range(5, 14))
+        for n in (0, 1, 2, 3, *range(5, 14), *range(15, 23))
     ],
 ]
 
