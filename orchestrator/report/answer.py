@@ -15,8 +15,9 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from orchestrator.driver.answer.best_file import BEST_JSON, BestFile
-from orchestrator.driver.answer.choose import Answer, Launch, Verdict, choose_answer
+from orchestrator.driver.answer.choose import Answer, Verdict, choose_answer
 from orchestrator.driver.answer.conclusion import sweep_answer
+from orchestrator.driver.answer.groups import Launch
 from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema import (

@@ -16,28 +16,25 @@ the same function answers from the sweep's records and from runs read back from 
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.driver.answer.confirm import candidates, measured
+from orchestrator.driver.answer.confirm import candidates, machine, measured
+from orchestrator.driver.answer.groups import (
+    Group,
+    Launch,
+    group_launches,
+    left_out,
+    on_one_machine,
+    repeat_groups,
+)
 from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime, StageTiming, calibrate, stage_timing
 from orchestrator.driver.answer.ranking import estimates
 from orchestrator.driver.speculation.predictions import Prediction
 from orchestrator.records import TrialRecord
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One launch that measured a figure the answer can use."""
-
-    number: int
-    config: str  # the configuration's label: launches of one configuration share it
-    value: float  # its objective: the best stage's tok/s within the latency limits
-    timing: StageTiming = field(default_factory=lambda: StageTiming(None, True))
 
 
 def _objective_stage(record: TrialRecord) -> StageTiming:
@@ -51,7 +48,7 @@ def answer_launches(records: Sequence[TrialRecord], lossy: Collection[int] = ())
     """The speculative launches that can be the answer: measured (ok, not pruned, an objective), not the
     baseline (`baseline_launches`) and not a draft that changed the greedy output."""
     return [
-        Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r))
+        Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r), machine(r))
         for r in sorted(measured(candidates(records, lossy)), key=lambda r: r.number)
     ]
 
@@ -60,56 +57,9 @@ def baseline_launches(records: Sequence[TrialRecord]) -> list[Launch]:
     """The measured launches of the server without speculation (the baseline), in launch order."""
     base = [r for r in records if r.baseline and not r.result.config.speculative]
     return [
-        Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r))
+        Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r), machine(r))
         for r in sorted(measured(base), key=lambda r: r.number)
     ]
-
-
-@dataclass(frozen=True)
-class Group:
-    """One configuration and what its launches measured, in launch order."""
-
-    config: str
-    numbers: tuple[int, ...]
-    values: tuple[float, ...]
-    nospec: bool = False  # the server without speculation
-    estimate: float | None = None  # what ranks it among the others (`answer.ranking`); None: its median
-    predicted: bool = False  # its estimate was shrunk toward the speculation model's prediction
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.values)
-
-    @property
-    def representative(self) -> int:
-        """The launch whose record gives the command and the memory account: the one whose value is the
-        median (the lower middle one for an even count)."""
-        order = sorted(range(len(self.values)), key=lambda i: self.values[i])
-        return self.numbers[order[(len(order) - 1) // 2]]
-
-    def name(self) -> str:
-        if len(self.numbers) == 1:
-            return f"trial {self.numbers[0]}"
-        return "trials " + ", ".join(map(str, self.numbers))
-
-    def subject(self) -> str:
-        """The configuration as the subject of a sentence."""
-        if self.nospec:
-            return f"the server without speculation ({self.name()})"
-        return self.name() if len(self.numbers) == 1 else f"the configuration of {self.name()}"
-
-
-def group_launches(launches: Sequence[Launch]) -> list[Group]:
-    """Every configuration, best median first; equal medians: more launches first, then the earliest."""
-    by_config: dict[str, list[Launch]] = {}
-    for launch in sorted(launches, key=lambda x: x.number):
-        by_config.setdefault(launch.config, []).append(launch)
-    groups = [
-        Group(config, tuple(x.number for x in ls), tuple(x.value for x in ls))
-        for config, ls in by_config.items()
-    ]
-    groups.sort(key=lambda g: (-g.median, -len(g.numbers), g.numbers[0]))
-    return groups
 
 
 def rank_groups(
@@ -204,7 +154,7 @@ def choose_answer(
     # every comparison of one study uses one prior.
     target = [x.timing for x in baseline]
     timings = [x.timing for x in launches if x.config in contenders]
-    noise = calibrate([g.values for g in groups], timings, target)
+    noise = calibrate(repeat_groups(groups), timings, target)
     groups = rank_groups(groups, noise, predictions)
     best = groups[0]
     answer = _answer(best, judge(groups, noise), estimate=best.estimate)
@@ -213,15 +163,25 @@ def choose_answer(
     base = replace(group_launches(baseline)[0], nospec=True)
     # Its own noise: the two it decides between give the regime, every repeat the pooled spread.
     timings = [x.timing for x in [*launches, *baseline] if x.config in (best.config, base.config)]
-    noise = calibrate([*(g.values for g in groups), base.values], timings, target)
-    comparison = NospecComparison(best, base, noise)
-    if base.median > best.median:
+    noise = calibrate(repeat_groups([*groups, base]), timings, target)
+    # On the machine both ran on, when they did: another machine's launches measure the machine too.
+    spec, base = on_one_machine(best, base)
+    comparison = NospecComparison(spec, base, noise)
+    if base.median > spec.median:
         # The server without speculation measured faster: it is the answer, as the best median is among
         # speculative configurations, and its verdict says how sure (a lead within the noise reads "too
         # close to call"). Kept speculative, a lead the noise could hide cost the user that lead whenever
         # it was real, and more often real than not: the speculative figure is the best of several draws.
-        return _answer(base, judge([base, *groups], noise), nospec=True, comparison=comparison)
-    return replace(answer, versus_nospec=judge([best, base], noise), comparison=comparison)
+        rest = groups[1:]
+        if spec.elsewhere or base.elsewhere:
+            # On that machine the one to beat is the fastest speculative configuration there, which a
+            # ranking over every machine's launches may have put lower.
+            here = spec.machines[0]
+            mine = sorted((g.on(here) for g in groups if here in g.machines), key=lambda g: -g.median)
+            spec, rest = mine[0], mine[1:]
+            comparison = NospecComparison(spec, base, noise)
+        return _answer(base, judge([base, spec, *rest], noise), nospec=True, comparison=comparison)
+    return replace(answer, versus_nospec=judge([spec, base], noise), comparison=comparison)
 
 
 def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
@@ -232,7 +192,7 @@ def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
     if not baseline:
         return None
     base = replace(group_launches(baseline)[0], nospec=True)
-    noise = calibrate([base.values], [x.timing for x in baseline])
+    noise = calibrate(repeat_groups([base]), [x.timing for x in baseline])
     return _answer(base, judge([base], noise), nospec=True)
 
 
@@ -283,6 +243,13 @@ def _counts(a: Group, b: Group) -> str:
     return f"{na} launch{'es' if na > 1 else ''} against {nb}"
 
 
+def _too_close(a: Group, b: Group, noise: Noise) -> bool:
+    """Whether ``a`` is not clearly ahead of ``b`` (compared on the machine both ran on, where they did)."""
+    a, b = on_one_machine(a, b)
+    limit = noise.gap_noise(len(a.numbers), len(b.numbers))
+    return b.median > 0 and not clearly_ahead(a.median, b.median, limit)
+
+
 def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
     """The answer (``groups[0]``) against the runner-up: 'clearly ahead' when its lead is larger than
     the gap noise alone opens between them at 95 %, else 'too close to call'. No interval is stated
@@ -310,10 +277,11 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
             launch_sd=noise.relative_sd,
             ci95=ci,
         )
-    runner = groups[1]
-    gap = lead(best.median, runner.median)
-    limit = noise.gap_noise(n, len(runner.numbers))
-    call = Call.CLEARLY_AHEAD if clearly_ahead(best.median, runner.median, limit) else Call.TOO_CLOSE
+    # Each pair on the machine both ran on, where they did (`groups.on_one_machine`).
+    ahead, runner = on_one_machine(best, groups[1])
+    gap = lead(ahead.median, runner.median)
+    limit = noise.gap_noise(len(ahead.numbers), len(runner.numbers))
+    call = Call.CLEARLY_AHEAD if clearly_ahead(ahead.median, runner.median, limit) else Call.TOO_CLOSE
     standing = f"{percent(gap)} ahead of"
     if gap < 0 and best.predicted:  # ranked first on its estimate, which the model's prediction moved
         standing = (
@@ -326,18 +294,16 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
             f"{percent(-gap)} behind {runner.subject()} by median but ranked first, its figure the surer "
             "of the two, the runner-up's pulled toward the rest by its fewer launches; the gap to"
         )
-    close = [
-        g.numbers[0]
-        for g in groups[1:]
-        if g.median > 0 and not clearly_ahead(best.median, g.median, noise.gap_noise(n, len(g.numbers)))
-    ]
+    close = [g.numbers[0] for g in groups[1:] if _too_close(best, g, noise)]
     # The figure is the threshold of this comparison (what noise alone opens between these two at 95 %,
     # with their launch counts), not the node's noise: it was once labelled so, and read as such.
     statement = (
-        f"{_counts(best, runner)}: {best.subject()} is {standing} {runner.subject()}; noise "
+        f"{_counts(ahead, runner)}: {ahead.subject()} is {standing} {runner.subject()}; noise "
         f"alone opens gaps of up to {percent(limit)} in this comparison ({noise.describe()}), so "
         f"{call.value}"
     )
+    if where := left_out(ahead, runner):
+        statement = f"{where}: {statement}"
     # Each by all its launches: a configuration launched three times named by its first read as one launch.
     others = [g for g in groups[2:] if g.numbers[0] in close]
     if others:

@@ -21,7 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.config.adaptive import CONFIG_FILE
-from orchestrator.driver.answer.choose import Group, NospecComparison, clearly_ahead, lead, percent
+from orchestrator.driver.answer.choose import NospecComparison, clearly_ahead, lead, percent
+from orchestrator.driver.answer.groups import Group
 from orchestrator.records import ServerConfig, TrialRecord
 
 

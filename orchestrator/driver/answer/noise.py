@@ -149,7 +149,7 @@ class Noise:
         if self.source is NoiseSource.POOLED:
             return (
                 f"measured: {_pct(self.relative_sd)} launch to launch, pooled over {self.repeated} launches "
-                f"of {self.configurations} configuration(s) launched more than once"
+                f"of {self.configurations} configuration(s) launched more than once on one machine"
             )
         article = "an" if self.regime is Regime.OVERHEAD_BOUND else "a"
         step = f" whose decode step takes {self.step_ms:.1f} ms" if self.step_ms is not None else ""

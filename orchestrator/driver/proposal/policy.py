@@ -51,13 +51,12 @@ from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import (
     Answer,
     Call,
-    Launch,
     Verdict,
     answer_launches,
     baseline_launches,
     choose_answer,
-    group_launches,
 )
+from orchestrator.driver.answer.groups import Launch, group_launches
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.memory_flags import covering_flags

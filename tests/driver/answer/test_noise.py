@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.driver.answer.choose import Call, Launch, choose_answer
+from orchestrator.driver.answer.choose import Call, choose_answer
+from orchestrator.driver.answer.groups import Launch
 from orchestrator.driver.answer.noise import (
     GPU_BOUND_STEP_MS,
     MIN_POOLED_DOF,
