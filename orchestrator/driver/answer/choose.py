@@ -167,21 +167,30 @@ def choose_answer(
     # On the machine both ran on, when they did: another machine's launches measure the machine too.
     spec, base = on_one_machine(best, base)
     comparison = NospecComparison(spec, base, noise)
-    if base.median > spec.median:
-        # The server without speculation measured faster: it is the answer, as the best median is among
-        # speculative configurations, and its verdict says how sure (a lead within the noise reads "too
-        # close to call"). Kept speculative, a lead the noise could hide cost the user that lead whenever
-        # it was real, and more often real than not: the speculative figure is the best of several draws.
-        rest = groups[1:]
-        if spec.elsewhere or base.elsewhere:
-            # On that machine the one to beat is the fastest speculative configuration there, which a
-            # ranking over every machine's launches may have put lower.
-            here = spec.machines[0]
-            mine = sorted((g.on(here) for g in groups if here in g.machines), key=lambda g: -g.median)
-            spec, rest = mine[0], mine[1:]
-            comparison = NospecComparison(spec, base, noise)
-        return _answer(base, judge([base, spec, *rest], noise), nospec=True, comparison=comparison)
-    return replace(answer, versus_nospec=judge([spec, base], noise), comparison=comparison)
+    if base.median <= spec.median:
+        return replace(answer, versus_nospec=judge([spec, base], noise), comparison=comparison)
+    rest = groups[1:]
+    if spec.elsewhere or base.elsewhere:
+        # On that machine the one to beat is the fastest speculative configuration there, which a
+        # ranking over every machine's launches may have put lower.
+        here = spec.machines[0]
+        mine = sorted((g.on(here) for g in groups if here in g.machines), key=lambda g: -g.median)
+        spec, rest = mine[0], mine[1:]
+        comparison = NospecComparison(spec, base, noise)
+        if spec.median >= base.median:
+            # It beat the server without speculation there, where the ranked first lost: on the one
+            # machine that compared them all, speculation pays, and this is its fastest configuration.
+            full = next(g for g in groups if g.config == spec.config)
+            return replace(
+                _answer(full, judge([spec, *rest], noise), estimate=full.estimate),
+                versus_nospec=judge([spec, base], noise),
+                comparison=comparison,
+            )
+    # The server without speculation measured faster: it is the answer, as the best median is among
+    # speculative configurations, and its verdict says how sure (a lead within the noise reads "too
+    # close to call"). Kept speculative, a lead the noise could hide cost the user that lead whenever
+    # it was real, and more often real than not: the speculative figure is the best of several draws.
+    return _answer(base, judge([base, spec, *rest], noise), nospec=True, comparison=comparison)
 
 
 def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:

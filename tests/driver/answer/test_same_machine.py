@@ -66,3 +66,21 @@ def test_launches_without_a_machine_are_one_machine() -> None:
     answer = choose_answer(launches, base)
     assert answer is not None and answer.launches == (1, 3) and answer.median == 110.5
     assert "compared on the machine" not in answer.verdict.statement
+
+
+def test_a_tree_that_beats_the_baseline_on_its_machine_is_not_answered_without_speculation() -> None:
+    """The ranked-best tree lost to the baseline on the machine they share, but another tree beat the
+    baseline there: speculation pays on that machine, so the answer is that tree, not the baseline."""
+    launches = [
+        Launch(1, "a", 200.0, OVERHEAD, "m1"),  # a fast machine lifts a's median above b's
+        Launch(2, "b", 120.0, OVERHEAD, "m2"),
+        Launch(3, "b", 121.0, OVERHEAD, "m2"),
+        Launch(4, "a", 95.0, OVERHEAD, "m2"),
+    ]
+    answer = choose_answer(launches, [Launch(0, "base", 100.0, OVERHEAD, "m2")])
+    assert answer is not None and not answer.nospec, answer
+    assert answer.config == "b" and answer.launches == (2, 3)
+    versus = answer.versus_nospec
+    assert versus is not None and versus.runner_up == [0] and versus.gap is not None and versus.gap > 0.15
+    # the verdict against the runner-up is the comparison on that machine: a's launch there, 95.0
+    assert answer.verdict.runner_up == [4], answer.verdict.statement
