@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator import dashboard_metrics
@@ -120,6 +121,11 @@ class TrialRun:
             log.debug("phase hook failed", exc_info=True)
 
     def run(self) -> TrialResult:
+        """The trial, from the GPU check to the GPUs clean again; no secret of the spec's server flags in
+        what it sends back, whichever way it ended."""
+        return scrub(self._run(), self.spec.server.secrets())
+
+    def _run(self) -> TrialResult:
         self._enter(Phase.GPU_CHECK)
         probe = self.node.probe()
         missing = self.node.missing_paths()
@@ -182,15 +188,13 @@ class TrialRun:
             oom_to_clean = time.monotonic() - startup.error_at
         if not after.clean:
             self.notes.append(f"GPUs not clean after the trial: {after.describe()}")
-        return self._result(
-            status,
-            failure=failure,
-            plan=plan,
+        # What only a launched server measures; the early returns above keep `TrialResult`'s defaults.
+        return replace(
+            self._result(status, failure, plan, gpu_before=before.samples),
             stages=stages,
-            accept=accept,
+            server_accept_length=accept,
             startup_s=startup.startup_s,
             oom_to_clean_s=oom_to_clean,
-            gpu_before=before.samples,
             gpu_after=after.samples,
         )
 
@@ -229,38 +233,29 @@ class TrialRun:
     def _result(
         self,
         status: TrialStatus,
-        *,
         failure: Failure | None = None,
         plan: LaunchPlan | None = None,
-        stages: tuple[StageMetrics, ...] = (),
-        accept: float | None = None,
-        startup_s: float | None = None,
-        oom_to_clean_s: float | None = None,
+        *,
         gpu_before: tuple[GpuSample, ...] = (),
-        gpu_after: tuple[GpuSample, ...] = (),
     ) -> TrialResult:
-        secrets = self.spec.server.secrets()
-        scrub_file(self.log_path, secrets)
+        """What the trial knows however far it got (its log, notes, times, greedy outputs); `run` scrubs
+        it. The figures only a launched server measures are left to `_run`, which sets them on this."""
+        scrub_file(self.log_path, self.spec.server.secrets())
         log_text = read_capped(self.log_path)
         report = self.parser.report()
         resolved = report.args.launch_values() if report.args is not None else ResolvedLaunch()
-        result = TrialResult(
+        return TrialResult(
             config=self.req.config,
             status=status,
             node_id=self.node.node_id,
             command=plan.masked_argv() if plan else (),
-            startup_s=startup_s,
             failure=failure,
-            stages=stages,
-            server_accept_length=accept,
             memory=report.memory,
             resolved_args=resolved,
             server_version=self.node.version(),
             log_path=str(self.log_path),
             log_text=log_text,
-            oom_to_clean_s=oom_to_clean_s,
             gpu_before=gpu_before,
-            gpu_after=gpu_after,
             wall_s=time.monotonic() - self.t0,
             started_unix=self.t0_unix,
             finished_unix=time.time(),
@@ -271,4 +266,3 @@ class TrialRun:
             greedy_outputs=self._greedy.outputs,
             greedy_margins=self._greedy.margins,
         )
-        return scrub(result, secrets)

@@ -50,6 +50,14 @@ class Backend(StrEnum):
     SIMULATED = "simulated"
 
 
+# The backends that run SGLang and no other engine: what each means, and the fix when the spec names
+# another engine (one rule, so that a new SGLang-only backend says the same kind of thing).
+_SGLANG_ONLY_BACKENDS: dict[Backend, tuple[str, str]] = {
+    Backend.SIMULATED: ("simulates SGLang only", "use backend: real, or engine: sglang"),
+    Backend.SGLANG: ("means SGLang on real GPUs", "write backend: real"),
+}
+
+
 class NodeKind(StrEnum):
     """Real GPUs, or the simulated node (the simulated SGLang server on fake GPUs)."""
 
@@ -232,16 +240,10 @@ class SweepSpec(SpecModel):
             raise ValueError(
                 "backend is 'simulated' but there is no 'simulated:' section; add one with a profile"
             )
-        if self.backend is Backend.SIMULATED and self.engine != EngineName.SGLANG:
-            raise ValueError(
-                f"backend 'simulated' simulates SGLang only, and engine is {self.engine!r}; "
-                "use backend: real, or engine: sglang"
-            )
-        if self.backend is Backend.SGLANG and self.engine != EngineName.SGLANG:
-            raise ValueError(
-                f"backend 'sglang' means SGLang on real GPUs, and engine is {self.engine!r}; "
-                "write backend: real"
-            )
+        only_sglang = _SGLANG_ONLY_BACKENDS.get(self.backend)
+        if only_sglang is not None and self.engine != EngineName.SGLANG:
+            what, fix = only_sglang
+            raise ValueError(f"backend '{self.backend.value}' {what}, and engine is {self.engine!r}; {fix}")
         return self
 
     @model_validator(mode="after")
