@@ -13,6 +13,8 @@ from pathlib import Path
 
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
 from orchestrator.driver.answer.choose import Answer, Call, answer_launches, baseline_launches, choose_answer
+from orchestrator.driver.answer.confirm import relaunch_baseline
+from orchestrator.driver.answer.levels import LevelCall, level_calls
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
 from orchestrator.driver.speculation.predictions import model_predictions
 from orchestrator.engines.shell import shell_command
@@ -56,6 +58,20 @@ def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) ->
     return choose_answer(
         answer_launches(records, lossy), baseline_launches(records), model_predictions(records)
     )
+
+
+def confirmation_moot(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> bool:
+    """Whether relaunching speculative configurations can no longer change the answer: it is the server
+    without speculation, clearly ahead of the fastest speculative configuration on the machine both ran
+    on, and speculation pays at no concurrency level (a level where it does rests its per-level answer on
+    those launches). The real pair on an H100 relaunched a tree 89.8 % behind at 26.3 % noise, a launch
+    another tree could have had."""
+    answer = sweep_answer(records, lossy)
+    if answer is None or not answer.nospec or answer.comparison is None:
+        return False
+    if answer.verdict.call is not Call.CLEARLY_AHEAD or relaunch_baseline(records, lossy) is not None:
+        return False
+    return all(level.call is not LevelCall.PAYS for level in level_calls(records, answer.comparison))
 
 
 def nospec_lines(best: BestFile, lossy: int = 0, speculation_launched: bool = True) -> list[str]:

@@ -4,6 +4,7 @@ that its answer is confirmed, and the moment the search must end for them to fit
 from __future__ import annotations
 
 from orchestrator.driver.answer import confirm
+from orchestrator.driver.answer.conclusion import confirmation_moot
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.state import SweepState
 from orchestrator.driver.store.study import confirmation_count, launched_count
@@ -23,6 +24,10 @@ class ConfirmationReserve(SweepState):
         # Nothing speculative measured, nothing to confirm: ending the search now answered "serve
         # without speculation" for a draft never launched. The search runs on to the deadline instead.
         if not any(r.objective is not None and r.result.config.speculative for r in self.outcome.records):
+            return False
+        # A confirmation that could not change the answer (`conclusion.confirmation_moot`) is not worth
+        # ending the search for: the search runs on to the deadline, where a tree not yet tried could.
+        if confirmation_moot(self.outcome.records, self.lossless.lossy):
             return False
         slots = max(self.executor.trial_slots(), 1)
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)

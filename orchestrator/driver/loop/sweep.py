@@ -18,6 +18,7 @@ from optuna.trial import FrozenTrial
 
 from orchestrator import dashboard_metrics
 from orchestrator.driver.answer import confirm
+from orchestrator.driver.answer.conclusion import confirmation_moot
 from orchestrator.driver.dispatch import placement, quarantine
 from orchestrator.driver.dispatch.executor import Executor, Handle
 from orchestrator.driver.loop import observers as obs
@@ -316,6 +317,12 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         if reason not in (StopReason.BUDGET_DONE, StopReason.ANSWER_KNOWN) and not (
             reason is StopReason.TIME_BUDGET and self.stopped_to_confirm
         ):
+            return self.outcome
+        if confirmation_moot(self.outcome.records, self.lossless.lossy):
+            log.info(
+                "confirmation: none launched: the server without speculation is clearly ahead of every "
+                "speculative configuration at every level, and no relaunch of one could change that"
+            )
             return self.outcome
         self.confirming = True
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)

@@ -59,6 +59,7 @@ from orchestrator.driver.answer.choose import (
     baseline_launches,
     choose_answer,
 )
+from orchestrator.driver.answer.conclusion import confirmation_moot
 from orchestrator.driver.answer.groups import Launch, group_launches
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.memory.learned import MemoryModel
@@ -197,7 +198,7 @@ class ProposalPolicy:
                 # Every flag is launched: what is left is the race. Handed to the sampler, the space
                 # ran out with one launch of each, and the answer was the luckiest of a dozen draws of
                 # one tree (on a noisy node 11-15 % short of the server without speculation).
-                return self._race_or_stop(records, answer, launches, 0, None)
+                return self._race_or_stop(records, answer, launches, 0, None, lossy)
             fitted = ([], fit(samples), math.inf)
         prospects, spec_model, error = fitted
         alive = [p for p in prospects if p.upper() > best]
@@ -216,7 +217,7 @@ class ProposalPolicy:
             if around is not None:
                 return around
         # 5. the race, then 6. the stop
-        return self._race_or_stop(records, answer, launches, len(prospects), spec_model)
+        return self._race_or_stop(records, answer, launches, len(prospects), spec_model, lossy)
 
     def _cover(self, tried: set[DraftTree], candidates: dict[DraftTree, ServerConfig]) -> DraftTree:
         """The classic chain (top-k 1, the middle depth) first, then the tree farthest from those tried."""
@@ -283,9 +284,18 @@ class ProposalPolicy:
         launches: Sequence[Launch],
         ruled_out: int,
         spec_model: SpecModel | None,
+        lossy: Collection[int] = (),
     ) -> Decision:
         verdict = answer.verdict
         trees = f"; the model rules out the {ruled_out} untried tree(s) left" if ruled_out else ""
+        if confirmation_moot(records, lossy):
+            # Racing speculative configurations decides which of them is best, and none is the answer:
+            # the server without speculation is clearly ahead of them all, at every level.
+            return Decision(
+                Action.STOP,
+                why=f"the answer is known: the server without speculation is clearly ahead of every "
+                f"speculative configuration at every level{trees}",
+            )
         first_of = {r.number: r for r in records}
         groups = group_launches(launches)
         counts = {g.numbers[0]: len(g.numbers) for g in groups}
