@@ -131,6 +131,8 @@ OUTCOMES = [
         (f"0.5.17/smollm2-chat-h100/trials/{n:04d}", "server.log", True, None, None)
         for n in (0, 1, 2, 3, *range(5, 14), *range(15, 23))
     ],
+    # the product's own sweep of the pair (trials/smollm2-h200.yaml) on one H100
+    *[(f"0.5.17/smollm2-sweep-h100/trials/{n:04d}", "server.log", True, None, None) for n in range(5)],
 ]
 
 
