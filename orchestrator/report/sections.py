@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.driver.answer.choose import Call
@@ -191,6 +191,15 @@ def trials_section(rows: Sequence[RunReadBack]) -> str:
     return _table(head, body, [r.outcome.value for r in rows])
 
 
+def _per_dataset(metrics: Mapping[str, float], name: str, form: str, labelled: bool) -> str:
+    """A trial's ``name.<dataset>`` metrics in one cell: each after its dataset's name where ``labelled``
+    (a mix), else the figures alone."""
+    keys = sorted(k.split(".", 1)[1] for k in metrics if k.startswith(f"{name}."))
+    if len(keys) == 1 and not labelled:
+        return form.format(metrics[f"{name}.{keys[0]}"])
+    return ", ".join(f"{d} {form.format(metrics[f'{name}.{d}'])}" for d in keys)
+
+
 def traffic_section(rows: Sequence[RunReadBack]) -> str:
     """Per trial: the dataset mix, the speculation policy, acceptance and tok/s per dataset, and the
     lossless check's verdict (a mismatch in red, with the prompt, position and both tokens)."""
@@ -205,12 +214,12 @@ def traffic_section(rows: Sequence[RunReadBack]) -> str:
     for r in rows:
         if r.status != TrialStatus.OK.value:
             continue
-        per = sorted({k.split(".", 1)[1] for k in r.metrics if k.startswith("accept_length.")})
-        accept = ", ".join(f"{d} {r.metrics[f'accept_length.{d}']:.2f}" for d in per) or "-"
-        tok = ", ".join(
-            f"{d} {r.metrics[f'output_tok_per_s.{d}']:.1f}"
-            for d in sorted({k.split(".", 1)[1] for k in r.metrics if k.startswith("output_tok_per_s.")})
-        )
+        dataset = str(r.params.get(Param.DATASET, "random"))
+        # A mix's label lists each dataset with its weight ("a 0.7, b 0.3"); one dataset's figures stand
+        # alone, the dataset column beside them naming it.
+        mix = ", " in dataset
+        accept = _per_dataset(r.metrics, "accept_length", "{:.2f}", mix) or "-"
+        tok = _per_dataset(r.metrics, "output_tok_per_s", "{:.1f}", mix)
         verdict = r.lossless or "-"
         if r.lossless == Lossless.MISMATCH:
             verdict = f"MISMATCH: {r.lossless_detail}"
@@ -220,7 +229,7 @@ def traffic_section(rows: Sequence[RunReadBack]) -> str:
             [
                 str(r.number),
                 r.config,
-                str(r.params.get(Param.DATASET, "random")),
+                dataset,
                 str(r.params.get(Param.SPECULATIVE_ADAPTIVE, AdaptiveMode.OFF.value)),
                 accept,
                 tok or "-",

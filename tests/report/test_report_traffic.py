@@ -54,3 +54,23 @@ def test_the_console_line_says_a_near_tie_is_numerics() -> None:
     tags = (("lossless", "near_tie"), ("lossless_detail", detail))
     printer.record(TrialRecord(1, result, 1.0, extra_tags=tags))
     assert "near tie (numerics, not lossy): " + detail in lines[-1] and "LOSSY" not in lines[-1]
+
+
+def test_one_dataset_figures_are_not_labelled_with_its_name_again() -> None:
+    """The real pair's report read `sharegpt-mt_bench_smollm2.sharegpt 1.63` in the accept-length column
+    beside the dataset column that names it: with one dataset the figure stands alone."""
+    row = RunReadBack(
+        number=1,
+        run_id="a",
+        status="ok",
+        config="mf0.950 s4k1d5",
+        params={"dataset": "sharegpt: trials/datasets/mt_bench_smollm2.sharegpt.json"},
+        metrics={
+            "accept_length.sharegpt-mt_bench_smollm2.sharegpt": 1.6258,
+            "output_tok_per_s.sharegpt-mt_bench_smollm2.sharegpt": 3621.49,
+        },
+        lossless="ok",
+    )
+    html = traffic_section([row])
+    assert '<td class="num">1.63</td>' in html and '<td class="num">3621.5</td>' in html, html
+    assert "sharegpt-mt_bench_smollm2.sharegpt 1.63" not in html
