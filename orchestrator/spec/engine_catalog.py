@@ -2,41 +2,18 @@
 for an engine registered with one, its search space (`spec.engine_space.EngineSpace`).
 
 The spec validates `engine:` and refuses a fixed flag the engine owns; it stands on a lower floor than the
-engines' own code (`engines/`, which reads the spec), so these facts live here, outside that folder, and
-no import runs from the spec into it. SGLang's are declared below; `engines.register` declares those of
-any other engine.
+engines' own code (`engines/`, which reads the spec), so it reads only an engine's declaration, a leaf on
+the lowest floor: SGLang's (`engines.sglang.declaration`) is read below, as the product's own engine;
+`engines.register` declares those of any other engine.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from orchestrator.config.fields import SEARCHED_FLAGS
+from orchestrator.engines.sglang.declaration import OWNED_FLAGS as SGLANG_OWNED_FLAGS
+from orchestrator.engines.sglang.declaration import READING as SGLANG_READING
 from orchestrator.spec.engine_space import EngineSpace, FlagReading
-
-# The SGLang flags the sweep owns: a fixed flag may not set them, or the trial would not be what the
-# study thinks it measured.
-SGLANG_OWNED_FLAGS: frozenset[str] = SEARCHED_FLAGS | {
-    "--model-path",
-    "--model",
-    "--tp-size",
-    "--tensor-parallel-size",
-    "--host",
-    "--port",
-    "--speculative-algorithm",
-    "--speculative-draft-model-path",
-    "--speculative-draft-model",
-}
-
-
-# Where SGLang's fixed flags carry what the driver reads typed: the prefill chunk and graphs, the KV dtype
-# (the memory prior) and the API key (the benchmark client).
-SGLANG_READING = FlagReading(
-    chunked_prefill_size="--chunked-prefill-size",
-    kv_cache_dtype="--kv-cache-dtype",
-    api_key="--api-key",
-    prefill_graphs_off=(("--cuda-graph-backend-prefill", "disabled"), ("--disable-cuda-graph", None)),
-)
 
 
 class EngineName(StrEnum):

@@ -18,7 +18,7 @@ import yaml
 
 from orchestrator.config.adaptive import CONFIG_FILE, AdaptiveMode, launch_steps
 from orchestrator.config.codec import config_from_mlflow, mlflow_params
-from orchestrator.config.fields import SEARCHED_FLAGS, SearchedField
+from orchestrator.config.fields import SearchedField
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
@@ -27,6 +27,7 @@ from orchestrator.driver.search.space import config_from_params, known_good_para
 from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.launch import launch_plan
 from orchestrator.engines.sglang.command import parse_version
+from orchestrator.engines.sglang.declaration import FIELD_FLAGS, SEARCHED_FLAGS
 from orchestrator.engines.shell import shell_command
 from orchestrator.mlflow_schema import (
     LaunchParams,
@@ -189,7 +190,7 @@ def test_every_command_of_a_configuration_is_the_launchs_own(version: str) -> No
         for field in SearchedField:  # every value the configuration sets is on its command line
             value = getattr(config, field.value)
             if value is not None and field is not SearchedField.SPECULATIVE_ADAPTIVE:
-                at = launched.index(field.flag(parse_version(version)))
+                at = launched.index(FIELD_FLAGS[field].at(parse_version(version)))
                 assert launched[at + 1] == param_value(value), (field, config.label())
         result = TrialResult(config, TrialStatus.OK, "n", launched, server_version=version)
         assert tuple(sglang_command(TrialRecord(0, result, 1.0), spec)) == launched  # best_command.sh

@@ -15,6 +15,7 @@ from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.codec import value_text
 from orchestrator.config.fields import SearchedField as F
 from orchestrator.engines.engine import TrialLaunch
+from orchestrator.engines.sglang.declaration import FIELD_FLAGS
 from orchestrator.records import ServerConfig
 
 
@@ -29,7 +30,7 @@ def flag_name(param: str, version: str) -> str:
     searched value)."""
     searched = {f.value: f for f in F}.get(param)
     if searched is not None:
-        return searched.flag(parse_version(version))
+        return FIELD_FLAGS[searched].at(parse_version(version))
     return "--" + param.replace("_", "-")
 
 
@@ -82,7 +83,7 @@ def _speculative_flags(
     )
     mode = AdaptiveMode(config.speculative_adaptive or AdaptiveMode.OFF.value)
     if mode is not AdaptiveMode.OFF and adaptive.supported(version):
-        adaptive_flag, config_flag = F.SPECULATIVE_ADAPTIVE.flags
+        adaptive_flag, config_flag = FIELD_FLAGS[F.SPECULATIVE_ADAPTIVE].spellings
         flags.append(adaptive_flag)
         if mode is AdaptiveMode.TIERS:
             flags += [config_flag, adaptive_config_path]
@@ -91,4 +92,4 @@ def _speculative_flags(
 
 def _valued_flags(version: tuple[int, ...], *values: tuple[F, str]) -> list[str]:
     """Each searched field's flag, as ``version`` spells it, followed by its value's text."""
-    return [word for field, text in values for word in (field.flag(version), text)]
+    return [word for field, text in values for word in (FIELD_FLAGS[field].at(version), text)]

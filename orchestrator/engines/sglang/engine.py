@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from orchestrator.config import adaptive
 from orchestrator.engines.engine import TrialLaunch
 from orchestrator.engines.sglang import command
+from orchestrator.engines.sglang.declaration import OWNED_FLAGS
 from orchestrator.engines.sglang.logparse import LogParser
 from orchestrator.engines.sglang.space import SGLANG_SPACE
 from orchestrator.engines.sglang.wire import SGLANG_API, SglangApi
 from orchestrator.records import ServerConfig
-from orchestrator.spec.engine_catalog import SGLANG_OWNED_FLAGS as OWNED_FLAGS
 from orchestrator.spec.engine_catalog import EngineName
 from orchestrator.spec.engine_space import EngineSpace
 

@@ -1,0 +1,82 @@
+"""What SGLang declares before any of its code loads: the flags that set the searched values, as each
+SGLang version spells them, the flags a trial owns, and those of its fixed flags the driver reads typed.
+
+The spec checks a user's fixed flags against these (`spec.engine_catalog`, which reads this module) before
+any GPU is claimed, so it is a leaf: it imports only the engine-neutral names of the searched values
+(`config.fields`) and the shape of a declaration (`spec.engine_space`), and stands on the lowest floor
+although it lives in SGLang's folder. SGLang's command line (`engines.sglang.command`) and its search space
+(`engines.sglang.space`) read their spellings here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.config.fields import SearchedField
+from orchestrator.spec.engine_space import FlagReading
+
+
+@dataclass(frozen=True)
+class FieldFlag:
+    """How SGLang sets one searched value."""
+
+    flag: str  # the oldest spelling SGLang takes
+    renamed: tuple[tuple[int, ...], str] | None = None  # (first version, new spelling)
+    extra_flags: tuple[str, ...] = ()  # flags that come with it (the adaptive tiers' config file)
+
+    def at(self, version: tuple[int, ...]) -> str:
+        """The spelling of ``version``."""
+        if self.renamed is not None and version >= self.renamed[0]:
+            return self.renamed[1]
+        return self.flag
+
+    @property
+    def newest(self) -> str:
+        return self.renamed[1] if self.renamed is not None else self.flag
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """Every spelling on any SGLang version, and the flags that come with it."""
+        return (self.flag, *((self.renamed[1],) if self.renamed else ()), *self.extra_flags)
+
+
+FIELD_FLAGS: dict[SearchedField, FieldFlag] = {
+    SearchedField.MEM_FRACTION_STATIC: FieldFlag("--mem-fraction-static"),
+    # 0.5.14 split the option per phase and kept the old name as a deprecated alias; 0.5.23 dropped it
+    # (an ambiguous prefix now), so the new name is used wherever it exists.
+    SearchedField.CUDA_GRAPH_MAX_BS: FieldFlag(
+        "--cuda-graph-max-bs", renamed=((0, 5, 14), "--cuda-graph-max-bs-decode")
+    ),
+    SearchedField.MAX_RUNNING_REQUESTS: FieldFlag("--max-running-requests"),
+    SearchedField.SPECULATIVE_NUM_STEPS: FieldFlag("--speculative-num-steps"),
+    SearchedField.SPECULATIVE_EAGLE_TOPK: FieldFlag("--speculative-eagle-topk"),
+    SearchedField.SPECULATIVE_NUM_DRAFT_TOKENS: FieldFlag("--speculative-num-draft-tokens"),
+    SearchedField.SPECULATIVE_ADAPTIVE: FieldFlag(
+        "--speculative-adaptive", extra_flags=("--speculative-adaptive-config",)
+    ),
+}
+
+SEARCHED_FLAGS: frozenset[str] = frozenset(s for f in FIELD_FLAGS.values() for s in f.spellings)
+
+# The flags the sweep sets: a fixed flag may not set them, or the trial would not be what the study thinks
+# it measured.
+OWNED_FLAGS: frozenset[str] = SEARCHED_FLAGS | {
+    "--model-path",
+    "--model",
+    "--tp-size",
+    "--tensor-parallel-size",
+    "--host",
+    "--port",
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+}
+
+# Where SGLang's fixed flags carry what the driver reads typed: the prefill chunk and graphs, the KV dtype
+# (the memory prior) and the API key (the benchmark client).
+READING = FlagReading(
+    chunked_prefill_size="--chunked-prefill-size",
+    kv_cache_dtype="--kv-cache-dtype",
+    api_key="--api-key",
+    prefill_graphs_off=(("--cuda-graph-backend-prefill", "disabled"), ("--disable-cuda-graph", None)),
+)
