@@ -25,10 +25,6 @@ class ConfirmationReserve(SweepState):
         # without speculation" for a draft never launched. The search runs on to the deadline instead.
         if not any(r.objective is not None and r.result.config.speculative for r in self.outcome.records):
             return False
-        # A confirmation that could not change the answer (`conclusion.confirmation_moot`) is not worth
-        # ending the search for: the search runs on to the deadline, where a tree not yet tried could.
-        if confirmation_moot(self.outcome.records, self.lossless.lossy):
-            return False
         slots = max(self.executor.trial_slots(), 1)
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
         again = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy) is not None
@@ -37,6 +33,11 @@ class ConfirmationReserve(SweepState):
         )
         need = confirm.time_to_confirm(self.outcome.records, reserve, slots)
         if need is None or self.clock() + need < self.deadline:
+            return False
+        # A confirmation that could not change the answer (`conclusion.confirmation_moot`) is not worth
+        # ending the search for: the search runs on to the deadline, where a tree not yet tried could.
+        # Asked last: it chooses the whole answer, and this runs before every launch the loop fills.
+        if confirmation_moot(self.outcome.records, self.lossless.lossy):
             return False
         self.stopped_to_confirm = True
         self.confirm_reserve = reserve  # the confirmation launches what was kept for it
