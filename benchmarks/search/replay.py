@@ -14,7 +14,10 @@ grid did not measure) cannot be replayed, and is reported as such rather than gi
 `python -m benchmarks.search.replay [--grid real_pair] [--regime overhead_bound] [--seeds 20]` prints, per
 regime and strategy, its regret, its share within 2 % and its median launches and GPU-hours to 2 %
 (`FOLDER` and `--spec` replay another study folder as the chosen grid's); `--markdown` prints the grid's
-rows and notes as `benchmarks.run` writes them into RESULTS.md.
+rows and notes as `benchmarks.run` writes them into RESULTS.md. A grid that measured the server without
+speculation at its space's own memory flags (`MeasuredGrid.with_baseline`: the real pair) is replayed twice:
+the speculative space alone, and the user's question, that baseline in the optimum and specsweep as it
+ships (rows "with the baseline").
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from benchmarks.harness.paths import ROOT
 from benchmarks.harness.quiet import quiet_optuna
 from benchmarks.harness.table import Table, median
 from benchmarks.launches.noisy import Launcher
+from benchmarks.peers.registry import BOUNDS
 from benchmarks.search.efficiency import SearchSettings, Truth, strategies
 from benchmarks.search.notes import REGIMES, cheaper_to_2pct, not_leading, table_rows
 from benchmarks.search.regret import RunScore, score, summary_row
 from benchmarks.search.specsweep import strategy as specsweep_strategy
-from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, Unmeasured
+from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, Unmeasured, measured_bases
 from orchestrator.driver.answer.noise import Regime
 
 log = logging.getLogger(__name__)
@@ -58,9 +62,15 @@ def replay(
     seeds: int = 20,
     budget: int = 8,
     regime: Regime = Regime.GPU_BOUND,
+    with_baseline: bool = False,
 ) -> tuple[float, list[ReplayResult]]:
     """Every strategy on the measured grid under `regime`, `seeds` times, each with `budget` median
-    launches' GPU time. Returns the replayed space's best (measured) and each strategy's runs."""
+    launches' GPU time. Returns the replayed space's best (measured) and each strategy's runs.
+
+    `with_baseline`: the user's question rather than the speculative space's alone. The truth then holds
+    the server without speculation at the space's memory flags too (measured, as the search benchmark's
+    optimum holds the bases, `efficiency.optimum`), and specsweep runs as it ships, its baseline first;
+    the peers search the same space as before and may answer with a base where they launch one."""
     quiet_optuna()
     # The 8B grid's dummy draft accepts nothing, and every tree of the real pair is slower than its
     # baseline: the product says so at ERROR on every replayed study; the replay knows it and reports
@@ -72,13 +82,16 @@ def replay(
     # bs 256 under max running 16 is the bs-16 figure); the no-speculation baseline (measured beside it) is
     # not in it, and is reported on its own (`MeasuredGrid.baseline_note`).
     measured = {c: e.objective for c in configs if (e := oracle.evaluate(c)).objective is not None}
+    bases = measured_bases(oracle, configs) if with_baseline else {}
+    measured |= bases
     best = max(measured.values())
     truth = Truth(oracle, measured)
     typical = statistics.median(e.seconds() for e in oracle.measured.values() if e.objective is not None)
     budget_s = budget * typical * oracle.gpus
     results = []
     for name, strategy in strategies(SearchSettings()).items():
-        if name == "specsweep":  # the truth here is speculative only (above): specsweep without its baseline
+        if name == "specsweep" and not with_baseline:
+            # the truth here is speculative only (above): specsweep without its baseline
             strategy = specsweep_strategy("specsweep_no_baseline")
         cap = len(configs) if name == "grid" else 3 * budget
         runs: list[RunScore] = []
@@ -92,10 +105,11 @@ def replay(
                     max_launches=cap,
                     regime=regime,
                 )
-                run = strategy(launcher, configs)
+                # a bound is told the best configurations of the truth it is scored on, the bases included
+                run = strategy(launcher, [*configs, *bases] if name in BOUNDS else configs)
                 runs.append(score(run, truth, best, censor_h=budget_s / 3600, censor_launches=cap))
                 answer = run.launches[-1].recommend if run.launches else None
-                if answer is not None and answer not in configs:
+                if answer is not None and answer not in measured:
                     outside[answer.label()] = outside.get(answer.label(), 0) + 1
         except Unmeasured as err:
             results.append(ReplayResult(name, [], str(err)))
@@ -124,32 +138,34 @@ def replay_rows(
     for regime in grid.regimes:
         if regimes is not None and regime not in regimes:
             continue
-        best, results = replay(grid, seeds=seeds, budget=budget, regime=regime)
-        rows += [
-            summary_row(
-                grid.case,
-                REGIMES[regime],
-                r.strategy,
-                False,
-                r.runs,
-                set=grid.set,
-                optimum_tok_s=round(best, 2),
-            )
-            for r in results
-            if r.runs
-        ]
-        notes += [
-            f"{head} ({REGIMES[regime]}): {r.strategy} is not replayable: {r.error}."
-            for r in results
-            if r.error
-        ]
-        notes += [
-            f"{head} ({REGIMES[regime]}): {r.strategy} answered {sum(r.outside.values())} of "
-            f"{len(r.runs)} runs outside the replayed space ({', '.join(r.outside)}), each scored by its "
-            "measured value (a regret of 0 where that is above the space's best)."
-            for r in results
-            if r.outside
-        ]
+        for view in grid.views():
+            case = grid.view_case(view)
+            best, results = replay(grid, seeds=seeds, budget=budget, regime=regime, with_baseline=view)
+            rows += [
+                summary_row(
+                    case,
+                    REGIMES[regime],
+                    r.strategy,
+                    False,
+                    r.runs,
+                    set=grid.set,
+                    optimum_tok_s=round(best, 2),
+                )
+                for r in results
+                if r.runs
+            ]
+            notes += [
+                f"Replay of {case} ({REGIMES[regime]}): {r.strategy} is not replayable: {r.error}."
+                for r in results
+                if r.error
+            ]
+            notes += [
+                f"Replay of {case} ({REGIMES[regime]}): {r.strategy} answered {sum(r.outside.values())} of "
+                f"{len(r.runs)} runs outside the replayed space ({', '.join(r.outside)}), each scored by its "
+                "measured value (a regret of 0 where that is above the space's best)."
+                for r in results
+                if r.outside
+            ]
     if partial := grid.replayed().note():
         notes.append(f"{head}: {partial}.")
     if base := grid.baseline_note():
@@ -220,9 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         replayed = grid.replayed()
         notes = [n for n in (replayed.note(), grid.baseline_note()) if n]
         for regime in regimes:
-            best, results = replay(grid, seeds=args.seeds, budget=args.budget, regime=regime)
-            print(f"{grid.case} [{grid.set}, {REGIMES[regime]}]")
-            print(report(best, results, notes))
+            for view in grid.views():
+                best, results = replay(
+                    grid, seeds=args.seeds, budget=args.budget, regime=regime, with_baseline=view
+                )
+                print(f"{grid.view_case(view)} [{grid.set}, {REGIMES[regime]}]")
+                print(report(best, results, notes))
     except (FileNotFoundError, Unmeasured) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

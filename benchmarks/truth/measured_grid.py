@@ -41,7 +41,7 @@ from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.search.space import space_configs
 from orchestrator.records import MemoryAccount, ServerConfig, TrialRecord
 from orchestrator.sim.profile import load_profile
-from orchestrator.spec.search import Choices, SearchSpace
+from orchestrator.spec.search import Choices, SearchSpace, make_config
 from orchestrator.spec.sweep_spec import SweepSpec, load_spec
 
 GRID_SPEC = ROOT / "trials" / "h200-8b-grid.yaml"
@@ -128,13 +128,32 @@ class ReplayOracle(Oracle):
         return replace(self.measured[self.cell(config)], config=config)
 
 
+def measured_bases(oracle: ReplayOracle, configs: Sequence[ServerConfig]) -> dict[ServerConfig, float]:
+    """The server without speculation at each memory point of `configs` that the grid measured, by its
+    truth (the mean of its launches): the bases a replay of the user's question adds to the optimum."""
+    memory = {(c.mem_fraction_static, c.cuda_graph_max_bs, c.max_running_requests) for c in configs}
+    bases = (make_config(*m) for m in sorted(memory))
+    return {
+        base: objective
+        for base in bases
+        if oracle.answers(base) and (objective := oracle.evaluate(base).objective) is not None
+    }
+
+
 def same_start(grid: SweepSpec) -> SweepSpec:
     """The grid's spec as every strategy gets it: the grid enqueued its cells as known-good
     configurations, launched the baseline and confirmed nothing; a replayed search starts from nothing
     and keeps the demo's confirmation (the product as shipped), like every other case."""
     demo = load_spec(DEMO_SPEC)
+    # The grid answers every launch, so no prompt is sent: a text dataset's tokenizer (the model's, on the
+    # node) is not needed here, where specsweep's baseline would otherwise build its greedy check's prompts.
+    workload = grid.workload.model_copy(update={"dataset": "random", "tokenizer": ""})
     return grid.model_copy(
-        update={"known_good": [], "budget": demo.budget.model_copy(update={"baseline": False})}
+        update={
+            "known_good": [],
+            "budget": demo.budget.model_copy(update={"baseline": False}),
+            "workload": workload,
+        }
     )
 
 
@@ -253,6 +272,19 @@ class MeasuredGrid:
     profile: str = PROFILE  # SGLang's defaults for the peers' unmeasured proposals
     search: Mapping[str, Any] = field(default_factory=dict)  # the spec's search block, as replayed
     why: str = DUMMY_DRAFT  # what the baseline without speculation means here
+    # Whether the grid measured the server without speculation at its space's own memory flags, where
+    # specsweep as shipped launches its baseline: then the replay also scores the user's question (the
+    # space with that baseline), beside which tree is fastest. The H200 8B grid's baseline stands at
+    # flags its space does not hold, and its draft accepts nothing: the trees alone are its question.
+    with_baseline: bool = False
+
+    def views(self) -> tuple[bool, ...]:
+        """The replay's views of this grid: the speculative space alone, then the user's question."""
+        return (False, True) if self.with_baseline else (False,)
+
+    def view_case(self, with_baseline: bool) -> str:
+        """The rows' case of a view: the grid's own for the trees alone."""
+        return f"{self.case.removesuffix(')')}, with the baseline)" if with_baseline else self.case
 
     def records(self) -> list[TrialRecord]:
         return load_records(self.folder)
@@ -293,9 +325,10 @@ PAIR_WHY = (
     "(trials 15-22, six trees) the server without speculation measured 8097.0 tok/s, 30 % above the best "
     "tree there (s6k4d16, 6251.2), as on the first (5513.5 against s1k1d2's 3167.8). The launches ran on "
     "five machines, and the same server measured 47 % more on the fifth than on the first, so a cell's "
-    "truth (the mean of its launches) is partly its machine's; specsweep as shipped launches that baseline "
-    "first and may answer with it, the replay runs without it. The replay scores the speculative space "
-    "only: which tree is fastest"
+    "truth (the mean of its launches) is partly its machine's. The replay scores two questions: the "
+    "user's (rows 'with the baseline': that server at the trees' memory flags is in the optimum, and "
+    "specsweep runs as shipped, its baseline first), and which tree is fastest (the speculative space "
+    "alone, specsweep without its baseline)"
 )
 
 GRIDS: dict[str, MeasuredGrid] = {
@@ -315,5 +348,6 @@ GRIDS: dict[str, MeasuredGrid] = {
         # each tree at its widest draft up to 16: exactly the launched trees (the spec's comments)
         search={"speculative_num_draft_tokens": {"choices": [16]}},
         why=PAIR_WHY,
+        with_baseline=True,
     ),
 }

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore::optuna.exceptions.ExperimentalWarning", "ignore::FutureWarning"
 )
 PAIR = GRIDS["real_pair"]
+TREES, WITH_BASELINE = "smollm2-chat-h100 (measured)", "smollm2-chat-h100 (measured, with the baseline)"
 
 
 def _tree_means(folder: Path) -> dict[ServerConfig, float]:
@@ -135,7 +136,7 @@ def test_a_quick_replay_runs_every_strategy_under_both_regimes(
         unreplayable = {n for n in names if any(f"({regime}): {n} is not replayable" in x for x in notes)}
         assert ran | unreplayable == names and "specsweep" in ran
     assert {r["set"] for r in rows} == {"real_pair"}
-    assert {r["case"] for r in rows} == {"smollm2-chat-h100 (measured)"}
+    assert {r["case"] for r in rows} == {TREES, WITH_BASELINE}
 
 
 def test_specsweep_is_scored_against_the_best_measured_tree(
@@ -147,7 +148,7 @@ def test_specsweep_is_scored_against_the_best_measured_tree(
     best = max(means[c] for c in replayed.configs)
     if replayed.complete:
         assert best == max(means.values())
-    ours = [r for r in rows if r["strategy"] == "specsweep"]
+    ours = [r for r in rows if r["strategy"] == "specsweep" and r["case"] == TREES]
     assert len(ours) == 2
     for row in ours:
         assert row["optimum_tok_s"] == pytest.approx(best, abs=0.01)
@@ -157,6 +158,32 @@ def test_specsweep_is_scored_against_the_best_measured_tree(
     note = next(n for n in notes if "without speculation" in n)
     assert f"{base:.1f} tok/s" in note and f"{max(means.values()):.1f} tok/s" in note
     assert ("above every one" in note) == (base > max(means.values())), note
+
+
+def test_the_users_question_holds_the_baseline_and_specsweep_as_shipped_answers_it(
+    quick: tuple[list[dict[str, Any]], list[str]],
+) -> None:
+    """The view 'with the baseline': the server without speculation, measured at the trees' own memory
+    flags, is in the optimum (the mean of its launches, above every tree on this pair), and specsweep runs
+    as it ships, its baseline first: it answers with that server, as its real sweep of the pair did, while
+    the peers that search the trees alone answer with a tree."""
+    rows, _ = quick
+    base = _baseline(PAIR.folder)
+    view = {(r["regime"], r["strategy"]): r for r in rows if r["case"] == WITH_BASELINE}
+    assert view and all(r["optimum_tok_s"] == pytest.approx(base, abs=0.01) for r in view.values())
+    for regime in ("gpu_bound", "overhead_bound"):
+        ours = view[(regime, "specsweep")]
+        assert ours["hit_2pct"] == 1.0 and ours["regret_mean"] == 0.0
+        assert ours["launches_to_2pct_median"] == 1  # the baseline is its first launch
+        tree_best = max(_tree_means(PAIR.folder).values())
+        assert view[(regime, "plain_tpe")]["regret_mean"] >= 100 * (1 - tree_best / base) - 1e-6
+
+
+def test_a_grid_without_its_baseline_in_the_space_is_replayed_on_the_trees_alone() -> None:
+    # the H200 8B grid measured its baseline at flags its space does not hold, with a draft that accepts
+    # nothing: its one question is the speculative space
+    assert GRIDS["h200_8b"].views() == (False,) and PAIR.views() == (False, True)
+    assert PAIR.view_case(True) == WITH_BASELINE and PAIR.view_case(False) == TREES
 
 
 def test_the_replay_draws_with_the_regime_asked(monkeypatch: pytest.MonkeyPatch) -> None:
