@@ -195,8 +195,7 @@ def test_off_a_terminal_each_event_is_one_plain_line() -> None:
     p = Progress(running=1)
 
     def came(event: PhaseEvent) -> None:  # as the loop files an event (`driver.loop.pruning`)
-        p.phases[event.number] = event
-        p.unshown.append(event)
+        p.file(event)
 
     came(_event(0, Phase.GPU_CHECK, 0.0))
     printer.show(p)
@@ -218,6 +217,28 @@ def test_off_a_terminal_each_event_is_one_plain_line() -> None:
         "  trial   0 warming up (at 2.1 s)",
         "  trial   0 benchmarking stage 2 of 2 (at 9.0 s)",
     ]
+
+
+def test_a_phase_that_arrives_after_a_later_one_is_not_shown_as_the_trials_phase() -> None:
+    # The channel's actor is async: two events a trial sent a moment apart can reach the driver swapped
+    # (a fresh clone's `make sweep` printed "trial 9 started ...: starting the server", then "checking GPUs
+    # (at 0.0 s)"). The older one is stale: neither printed after the newer nor kept as the phase.
+    out: list[str] = []
+    printer = ProgressPrinter(4, tty=False, write=out.append)
+    p = Progress(running=1)
+    p.file(_event(0, Phase.LAUNCH, 0.02))
+    p.file(_event(0, Phase.GPU_CHECK, 0.0))
+    printer.show(p)
+    assert p.phases[0].phase is Phase.LAUNCH
+    p.file(_event(0, Phase.LOADING_WEIGHTS, 1.5))
+    printer.show(p)
+    assert "".join(out).splitlines() == [
+        "  trial   0 started on node abcdef012345: starting the server",
+        "  trial   0 loading weights (at 1.5 s)",
+    ]
+    # a relaunch of the same trial number starts afresh: its first phase is new, whatever came before
+    p.file(PhaseEvent(0, Phase.GPU_CHECK, 200.0, 200.0, "abcdef0123456789"))
+    assert p.phases[0].phase is Phase.GPU_CHECK
 
 
 def test_on_a_terminal_the_live_line_shows_each_running_trial(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,16 @@ class Progress:
     # between two prints: the latest alone lost the capture of a quick start-up); it empties this.
     unshown: list[PhaseEvent] = field(default_factory=list)
 
+    def file(self, event: PhaseEvent) -> None:
+        """Take a trial's phase event, unless it is older than the phase already taken for the same launch:
+        the channel's async actor can hand over two events sent a moment apart swapped, and the older
+        one would show the trial going back a phase."""
+        last = self.phases.get(event.number)
+        if last is not None and last.started_unix == event.started_unix and event.at_unix < last.at_unix:
+            return
+        self.phases[event.number] = event
+        self.unshown.append(event)
+
     def absorb(self, earlier: Progress) -> None:
         """Take the counts an earlier invocation reached (--resume)."""
         self.done, self.pruned_oom, self.failed = earlier.done, earlier.pruned_oom, earlier.failed

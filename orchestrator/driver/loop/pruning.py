@@ -18,8 +18,7 @@ class StageReports(SweepState):
             if isinstance(event, PhaseEvent):
                 if event.server is not None:
                     self.journal.servers.record(event.number, event.server)
-                self.outcome.progress.phases[event.number] = event
-                self.outcome.progress.unshown.append(event)
+                self.outcome.progress.file(event)
                 continue
             step, trial = event.step, info.trial
             # The best tok/s so far: monotonic in the step, as the percentile pruner expects.
