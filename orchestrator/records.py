@@ -102,10 +102,17 @@ class ServerConfig:
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
     speculative_adaptive: str | None = None  # "default" or "tiers" (orchestrator.config.adaptive); None = off
+    # The engine's own searched values, those its space declares beyond the fields above (the spec's
+    # `search.engine`), by name in name order; () for SGLang, whose every searched value is a field.
+    engine_values: tuple[tuple[str, float], ...] = ()
 
     @property
     def speculative(self) -> bool:
         return self.speculative_num_steps is not None
+
+    def engine_value(self, name: str) -> float | None:
+        """One of the engine's own values; None when this configuration has none of that name."""
+        return next((value for key, value in self.engine_values if key == name), None)
 
     def label(self) -> str:
         """Short human name, used as the Ray task name and in tables."""
@@ -118,7 +125,8 @@ class ServerConfig:
         if self.speculative_adaptive:
             spec += f" adaptive-{self.speculative_adaptive}"
         base = f"mf{fraction_text(self.mem_fraction_static)} gbs{self.cuda_graph_max_bs}"
-        return f"{base} mrr{self.max_running_requests}{spec}"
+        own = "".join(f" {name}={value:g}" for name, value in self.engine_values)
+        return f"{base} mrr{self.max_running_requests}{spec}{own}"
 
 
 @dataclass(frozen=True)

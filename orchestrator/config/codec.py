@@ -9,7 +9,8 @@ again (the journal, MLflow, the study) keeps it structured.
 Every value is walked through the fields of `config.fields.SearchedField`, so a searched value is never
 dropped by one direction and kept by the other (``speculative_adaptive`` once was: an adaptive trial
 read back as a fixed one). MLflow's params, the journal (the `ServerConfig` itself, through pydantic) and
-the command line hold the *launched* values, the configuration's own.
+the command line hold the *launched* values, the configuration's own. An engine's own searched values
+(`ServerConfig.engine_values`) travel as params named `engine_value.NAME`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from orchestrator.config.fields import SearchedField as F
 from orchestrator.records import ServerConfig
 
 ParamValue = float | int | str
+# An engine's own value as an MLflow param: beside the run's other params (the engine, the model, ...),
+# its name alone could be taken for one of them.
+ENGINE_VALUE = "engine_value."
 
 
 def _mode(config: ServerConfig) -> AdaptiveMode:
@@ -44,17 +48,25 @@ def mlflow_params(config: ServerConfig) -> dict[str, str]:
         if f is not F.SPECULATIVE_ADAPTIVE and (value := getattr(config, f.value)) is not None
     }
     params[F.SPECULATIVE_ADAPTIVE] = _mode(config).value
+    params.update({ENGINE_VALUE + name: value_text(value) for name, value in config.engine_values})
     return params
+
+
+def engine_value_name(param: str) -> str | None:
+    """The engine's own value an MLflow param holds (its name), or None for any other param."""
+    return param.removeprefix(ENGINE_VALUE) if param.startswith(ENGINE_VALUE) else None
 
 
 def config_from_mlflow(params: Mapping[str, str]) -> ServerConfig | None:
     """The configuration a trial run was logged with; None when its params do not make one. Runs
     written before ``speculative_adaptive`` was a param read as fixed, which they were."""
     try:
+        own = ((name, float(text)) for key, text in params.items() if (name := engine_value_name(key)))
         base = ServerConfig(
             mem_fraction_static=float(params[F.MEM_FRACTION_STATIC]),
             cuda_graph_max_bs=int(params[F.CUDA_GRAPH_MAX_BS]),
             max_running_requests=int(params[F.MAX_RUNNING_REQUESTS]),
+            engine_values=tuple(sorted(own)),
         )
         steps = params.get(F.SPECULATIVE_NUM_STEPS)
         if not steps:
@@ -81,6 +93,7 @@ def _launched(base: ServerConfig, steps: int, topk: int, draft: int, mode: Adapt
         topk,
         draft,
         None if mode is AdaptiveMode.OFF else mode.value,
+        base.engine_values,
     )
     if mode is not AdaptiveMode.OFF and (topk != 1 or adaptive.launch_steps(mode, steps) != steps):
         raise ValueError(f"{config.label()} is no launch SGLang runs")

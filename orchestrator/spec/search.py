@@ -6,6 +6,7 @@ known-good configuration is checked to be a point of the search space before any
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -103,6 +104,11 @@ class SearchSpace(SpecModel):
         description="SGLang's runtime speculation policy (0.5.17+, top-k 1 only): off, default "
         "(SGLang's tiers) and/or tiers (built from the trial's steps)",
     )
+    engine: dict[str, FloatRange | Choices] = Field(
+        default_factory=dict,
+        description="the engine's own searched values, those its space declares beyond the fields above, "
+        "by the engine's name for each: a range or choices (SGLang declares none)",
+    )
 
     @field_validator("speculative_adaptive", mode="before")
     @classmethod
@@ -133,6 +139,17 @@ class SearchSpace(SpecModel):
             odd = [_num(c) for c in dim.choices if float(c) != int(c)]
             raise ValueError(f"choices must be whole numbers; {odd} are not")
         return dim
+
+    @field_validator("engine")
+    @classmethod
+    def _own_names(cls, dims: dict[str, FloatRange | Choices]) -> dict[str, FloatRange | Choices]:
+        taken = [name for name in dims if name in {f.value for f in SearchedField} or name == "engine"]
+        if taken:
+            raise ValueError(
+                f"{', '.join(taken)}: a field of the search section itself; set it there, and keep this "
+                "section for the engine's own values"
+            )
+        return dims
 
     @model_validator(mode="after")
     def _bounds(self) -> SearchSpace:
@@ -184,7 +201,7 @@ def searched_fields(space: SearchSpace) -> list[str]:
     """The fields ``space`` searches over more than one value, in its order."""
     names = [name for name in SEARCHED_PARAMS if len(set(_values(getattr(space, name)))) > 1]
     adaptive = [SearchedField.SPECULATIVE_ADAPTIVE.value] if len(set(space.speculative_adaptive)) > 1 else []
-    return names + adaptive
+    return names + adaptive + [name for name, dim in space.engine.items() if len(set(_values(dim))) > 1]
 
 
 def _values(dim: FloatRange | IntRange | Choices) -> list[float]:
@@ -201,9 +218,10 @@ def make_config(
     speculative_eagle_topk: int | None = None,
     speculative_num_draft_tokens: int | None = None,
     speculative_adaptive: AdaptiveMode = AdaptiveMode.OFF,
+    engine_values: Mapping[str, float] | None = None,
 ) -> ServerConfig:
     """Build a configuration applying SGLang's own rules to the speculative values (named, like every
-    field of `ServerConfig`, after SGLang's flags)."""
+    field of `ServerConfig`, after SGLang's flags); `engine_values` are the engine's own, kept as given."""
     steps, topk, draft_tokens = speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens
     adaptive = speculative_adaptive
     if adaptive is not AdaptiveMode.OFF:
@@ -225,6 +243,7 @@ def make_config(
         speculative_eagle_topk=topk,
         speculative_num_draft_tokens=draft_tokens,
         speculative_adaptive=None if adaptive is AdaptiveMode.OFF else adaptive.value,
+        engine_values=tuple(sorted((name, float(v)) for name, v in (engine_values or {}).items())),
     )
 
 

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from orchestrator.spec import engine_catalog as catalog
 from orchestrator.spec.dataset_ref import DatasetRef, parse_ref, resolve_source
 from orchestrator.spec.engine_catalog import EngineName
+from orchestrator.spec.engine_space import EngineSpace
 from orchestrator.spec.errors import NAME_PATTERN as NAME_PATTERN  # the CLI checks --study against it
 from orchestrator.spec.errors import describe
 from orchestrator.spec.fixed_flags import ServerFacts, read_facts
@@ -266,6 +267,19 @@ class SweepSpec(SpecModel):
         """A value searched over several values that the engine has no flag for would launch one server
         under several names; refused, naming the engine's own fields."""
         space = catalog.space(self.engine)
+        # SGLang's space is the search section's own fields (declared when its engine loads, if at all)
+        own = space.unknown(self.search.engine) if space is not None else list(self.search.engine)
+        if own:
+            # one value as much as several: the engine would be given a value it has no flag for
+            raise ValueError(
+                f"search.engine: the {self.engine} engine has no {', '.join(own)}; remove "
+                f"{'it' if len(own) == 1 else 'them'}, or name the engine's own fields"
+                + (
+                    f": {', '.join(names)}"
+                    if space and (names := _own_fields(space))
+                    else " (it declares none)"
+                )
+            )
         unknown = space.unknown(searched_fields(self.search)) if space is not None else []
         if space is not None and unknown:
             raise ValueError(
@@ -295,6 +309,11 @@ class SweepSpec(SpecModel):
     @property
     def node_kind(self) -> NodeKind:
         return NodeKind.SIMULATED if self.backend is Backend.SIMULATED else NodeKind.REAL
+
+
+def _own_fields(space: EngineSpace) -> list[str]:
+    """The engine's own searched values: the fields of its space the search section has no key for."""
+    return [name for name in space.names if name not in SearchSpace.model_fields]
 
 
 def parse_spec(data: Any, source: str = "spec") -> SweepSpec:

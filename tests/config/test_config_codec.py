@@ -13,6 +13,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import optuna
+import pydantic
 import pytest
 import yaml
 
@@ -23,7 +24,13 @@ from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call, Verdict
 from orchestrator.driver.answer.noise import NoiseSource, Regime
 from orchestrator.driver.answer.summary import sglang_command
-from orchestrator.driver.search.space import config_from_params, known_good_params, params_for, suggest_config
+from orchestrator.driver.search.space import (
+    config_from_params,
+    known_good_params,
+    params_for,
+    space_configs,
+    suggest_config,
+)
 from orchestrator.driver.store.journal import Journal
 from orchestrator.engines.launch import launch_plan
 from orchestrator.engines.sglang.command import parse_version
@@ -202,8 +209,9 @@ def test_every_command_of_a_configuration_is_the_launchs_own(version: str) -> No
 
 def test_the_searched_fields_are_the_spec_sections_fields_and_the_configurations() -> None:
     names = {f.value for f in SearchedField}
-    assert names == {f.name for f in fields(ServerConfig)}
-    assert names == set(SearchSpace.model_fields) == set(KnownGood.model_fields)
+    # beside them, each holds the engine's own values (none for SGLang): `engine_values`, `search.engine`
+    assert names | {"engine_values"} == {f.name for f in fields(ServerConfig)}
+    assert names | {"engine"} == set(SearchSpace.model_fields) and names == set(KnownGood.model_fields)
     assert names <= {p.value for p in Param}
     assert SEARCHED_FLAGS <= OWNED_FLAGS
 
@@ -251,3 +259,42 @@ def test_a_configuration_survives_best_json(tmp_path: Path) -> None:
         best.write(tmp_path)
         read = BestFile.read(tmp_path)
         assert read is not None and read.server_config() == config
+
+
+def test_an_engines_own_values_survive_optuna_mlflow_and_the_journal(tmp_path: Path) -> None:
+    """A value only the engine knows (`search.engine`) travels with the configuration every way: drawn as
+    an Optuna param of its own name, logged as `engine_value.NAME`, kept by the journal, in the label."""
+    data = yaml.safe_load(DEMO.read_text())
+    space = SearchSpace.model_validate(
+        {
+            **data["search"],
+            "engine": {"tick_ms": {"choices": [1, 4]}, "chunk": {"low": 2, "high": 3, "step": 1}},
+        }
+    )
+    assert isinstance(space.engine["tick_ms"], Choices)
+    configs = space_configs(space)
+    assert {c.engine_value("tick_ms") for c in configs} == {1.0, 4.0}
+    assert {c.engine_value("chunk") for c in configs} == {2.0, 3.0}
+    config = next(c for c in configs if c.speculative and c.engine_value("tick_ms") == 4.0)
+    assert config.engine_values == (("chunk", config.engine_value("chunk")), ("tick_ms", 4.0))
+    assert "tick_ms=4" in config.label()
+    params = params_for(config, space)
+    assert params["tick_ms"] == 4.0 and config_from_params(params) == config
+    study = optuna.create_study()
+    study.enqueue_trial(params)
+    assert suggest_config(study.ask(), space) == config
+    assert config_from_mlflow(mlflow_params(config)) == config
+    assert mlflow_params(config)["engine_value.tick_ms"] == "4"
+    journal = tmp_path / "config.json"
+    journal.write_bytes(pydantic.TypeAdapter(ServerConfig).dump_json(config))
+    assert pydantic.TypeAdapter(ServerConfig).validate_json(journal.read_bytes()) == config
+
+
+def test_sglang_declares_no_value_of_its_own() -> None:
+    data = yaml.safe_load(DEMO.read_text())
+    data["search"]["engine"] = {"tick_ms": {"choices": [1]}}
+    with pytest.raises(SpecError, match=r"search\.engine: the sglang engine has no tick_ms"):
+        parse_spec(data, "demo.yaml")
+    data["search"]["engine"] = {"max_running_requests": {"choices": [16]}}
+    with pytest.raises(SpecError, match="a field of the search section itself"):
+        parse_spec(data, "demo.yaml")

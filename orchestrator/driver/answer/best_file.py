@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from orchestrator.config.codec import config_from_mlflow, mlflow_params
+from orchestrator.config.codec import config_from_mlflow, engine_value_name, mlflow_params
 from orchestrator.config.fields import SearchedField
 from orchestrator.driver.answer.choose import Verdict
 from orchestrator.driver.answer.levels import LevelComparison, Split
@@ -116,6 +116,9 @@ class BestFile(BaseModel):
         """What `config` holds for a `ServerConfig`: the codec's MLflow form with each value typed."""
         typed: dict[str, int | float | str] = {}
         for name, text in mlflow_params(config).items():
+            if (own := engine_value_name(name)) is not None:
+                typed[name] = config.engine_value(own) or 0.0
+                continue
             value = getattr(config, name) if name != SearchedField.SPECULATIVE_ADAPTIVE else None
             typed[name] = value if isinstance(value, int | float) and not isinstance(value, bool) else text
         return typed

@@ -41,6 +41,7 @@ from orchestrator.spec.search import (
 )
 
 ParamValue = float | int | str
+_FIELDS = frozenset(f.value for f in F)
 
 
 def _suggest_int(
@@ -67,6 +68,13 @@ def _suggest_float(trial: BaseTrial, field: F, dim: FloatRange | Choices) -> flo
     return trial.suggest_float(name, dim.low, dim.high, step=dim.step, log=dim.log and dim.step is None)
 
 
+def _suggest_own(trial: BaseTrial, name: str, dim: FloatRange | Choices) -> float:
+    """One of the engine's own values, drawn under the engine's name for it."""
+    if isinstance(dim, Choices):
+        return float(trial.suggest_categorical(name, [float(c) for c in dim.choices]))
+    return trial.suggest_float(name, dim.low, dim.high, step=dim.step, log=dim.log and dim.step is None)
+
+
 def suggest_config(trial: BaseTrial, space: SearchSpace) -> ServerConfig:
     """The configuration ``trial`` draws from ``space``: its params, drawn, and turned into a
     configuration by the one route every Optuna params take (`config_from_params`)."""
@@ -82,6 +90,9 @@ def _suggest_params(trial: BaseTrial, space: SearchSpace) -> dict[str, ParamValu
         F.CUDA_GRAPH_MAX_BS: _suggest_int(trial, F.CUDA_GRAPH_MAX_BS, space.cuda_graph_max_bs),
         F.MAX_RUNNING_REQUESTS: _suggest_int(trial, F.MAX_RUNNING_REQUESTS, space.max_running_requests),
     }
+    # The engine's own values: not speculative, so the baseline draws them too.
+    for name, dim in sorted(space.engine.items()):
+        params[name] = _suggest_own(trial, name, dim)
     if trial.user_attrs.get(TrialAttr.BASELINE):
         return params
     steps = params[F.SPECULATIVE_NUM_STEPS] = _suggest_int(
@@ -125,9 +136,11 @@ def _config_of(params: Mapping[str, Any]) -> ServerConfig:
         int(params[F.CUDA_GRAPH_MAX_BS]),
         int(params[F.MAX_RUNNING_REQUESTS]),
     )
+    # every param that is no field of the configuration is one of the engine's own values
+    own = {name: float(value) for name, value in params.items() if name not in _FIELDS}
     steps = params.get(F.SPECULATIVE_NUM_STEPS)
     if steps is None:
-        return make_config(*base)
+        return make_config(*base, engine_values=own)
     topk = int(params[F.SPECULATIVE_EAGLE_TOPK])
     draft = params.get(F.SPECULATIVE_NUM_DRAFT_TOKENS)
     if topk != 1 and draft is not None:
@@ -140,6 +153,7 @@ def _config_of(params: Mapping[str, Any]) -> ServerConfig:
         topk,
         int(draft) if draft is not None else None,
         AdaptiveMode(params.get(F.SPECULATIVE_ADAPTIVE, AdaptiveMode.OFF.value)),
+        own,
     )
 
 
@@ -154,6 +168,7 @@ def params_for(config: ServerConfig, space: SearchSpace | None = None) -> dict[s
         F.MEM_FRACTION_STATIC: config.mem_fraction_static,
         F.CUDA_GRAPH_MAX_BS: config.cuda_graph_max_bs,
         F.MAX_RUNNING_REQUESTS: config.max_running_requests,
+        **dict(config.engine_values),
     }
     steps, topk = config.speculative_num_steps, config.speculative_eagle_topk
     if steps is None or topk is None:
