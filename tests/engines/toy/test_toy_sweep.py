@@ -99,3 +99,61 @@ def test_a_whole_sweep_runs_on_the_toy_engine(tmp_path: Path) -> None:
     assert params[Param.ENGINE] == "toy"
     rebuilt = command_from_params({k: parse_param(v) for k, v in params.items()}, "1.2")
     assert rebuilt.startswith("python -m toy_server") and "--toy-batch" in rebuilt
+
+
+def test_the_toys_own_value_is_searched_end_to_end(tmp_path: Path) -> None:
+    """A value SGLang has no field for (`toy_tick_ms`, the toy's pause between decode steps, under its own
+    flag `--toy-tick-ms`), declared in the toy's space and searched from the spec's `search.engine`: the
+    same driver draws it, launches it, records it, and answers with the faster tick."""
+    data = toy_data()
+    data["search"]["engine"] = {"toy_tick_ms": {"choices": [1, 25]}}
+    data["budget"].update(trials=6, confirm_top=1, confirm_repeats=2)
+    spec = parse_spec(data, "toy.yaml")
+    study = open_study(spec, "toy", InMemoryStorage(), resume=False)
+    sweep = Sweep(
+        spec,
+        study,
+        cast(Tracker, NoTracking()),
+        n_trials=6,
+        workdir=tmp_path / "trials",
+        sim_profile=None,
+        executor=ToyExecutor(),
+    )
+    sweep.journal.folder = None
+    sweep.prepare(resume=False)
+    sweep.reserve_for_confirmation()
+    sweep.run()
+    sweep.confirm_best()
+    launched = [r for r in sweep.outcome.records if r.result.command]
+    ticks = {r.result.config.engine_value("toy_tick_ms") for r in launched}
+    assert ticks == {1.0, 25.0}, [r.result.config.label() for r in launched]
+    for r in launched:
+        argv = list(r.result.command)
+        assert float(argv[argv.index("--toy-tick-ms") + 1]) == r.result.config.engine_value("toy_tick_ms")
+        assert f"toy_tick_ms={r.result.config.engine_value('toy_tick_ms'):g}" in r.result.config.label()
+    # a 25 ms pause between steps serves far fewer tokens a second: the answer has the 1 ms tick
+    slow = max(r.objective or 0.0 for r in launched if r.result.config.engine_value("toy_tick_ms") == 25.0)
+    fast = max(r.objective or 0.0 for r in launched if r.result.config.engine_value("toy_tick_ms") == 1.0)
+    assert fast > 2 * slow
+    concluded = conclude(sweep.outcome.records, spec, tmp_path, sweep.lossless.lossy)
+    best = BestFile.read(tmp_path)
+    assert best is not None and best == concluded.best
+    config = best.server_config()
+    assert config is not None and config.engine_value("toy_tick_ms") == 1.0
+    # MLflow: the value is a param of the run, and the command rebuilt from the params sets it
+    record = next(r for r in launched if r.result.config == config)
+    params = trial_params(record.result, LaunchParams.from_spec(spec))
+    assert params["engine_value.toy_tick_ms"] == "1"
+    rebuilt = command_from_params({k: parse_param(v) for k, v in params.items()}, "1.2")
+    assert "--toy-tick-ms 1" in rebuilt
+
+
+def test_a_value_the_engine_does_not_declare_is_refused_before_any_launch() -> None:
+    import pytest
+
+    from orchestrator.spec.search import SpecError
+
+    data = toy_data()
+    data["search"]["engine"] = {"toy_tock_ms": {"choices": [1]}}
+    with pytest.raises(SpecError, match=r"search.engine: the toy engine has no toy_tock_ms.*toy_tick_ms"):
+        parse_spec(data, "toy.yaml")

@@ -40,7 +40,11 @@ TOY_ENDPOINTS = Endpoints(
     generate="/toy/generate", health="/toy/health", flush_cache="/toy/flush", server_info=("/toy/info",)
 )
 # The flags the toy's searched values go by (`ToyEngine.flag_name`, the rendered command, the report).
-PARAM_FLAGS = {"mem_fraction_static": "--toy-fraction", "max_running_requests": "--toy-batch"}
+PARAM_FLAGS = {
+    "mem_fraction_static": "--toy-fraction",
+    "max_running_requests": "--toy-batch",
+    "toy_tick_ms": "--toy-tick-ms",  # its own value: the pause between two decode steps
+}
 
 # The toy is searched in its fraction and its batch alone, under its own flags; the memory prior, fitted on
 # SGLang's accounting, does not apply to it (no memory defaults).
@@ -50,6 +54,8 @@ TOY_SPACE = EngineSpace(
             "mem_fraction_static", FieldKind.FLOAT, PARAM_FLAGS["mem_fraction_static"], low=0.0, high=1.0
         ),
         SpaceField("max_running_requests", FieldKind.INT, PARAM_FLAGS["max_running_requests"], low=1.0),
+        # a value SGLang has no field for: searched as the spec's `search.engine.toy_tick_ms`
+        SpaceField("toy_tick_ms", FieldKind.FLOAT, PARAM_FLAGS["toy_tick_ms"], low=0.0),
     ),
 )
 
@@ -214,7 +220,15 @@ class ToyEngine:
     name: str = "toy"
     launch_module: str = "toy_server"  # tests/engines/toy/toy_server.py, on the server's PYTHONPATH
     owned_flags: frozenset[str] = frozenset(
-        {"--toy-model", "--toy-gpus", "--toy-batch", "--toy-fraction", "--toy-host", "--toy-port"}
+        {
+            "--toy-model",
+            "--toy-gpus",
+            "--toy-batch",
+            "--toy-fraction",
+            "--toy-tick-ms",
+            "--toy-host",
+            "--toy-port",
+        }
     )
     api: ToyApi = ToyApi()
     space: EngineSpace = TOY_SPACE
@@ -239,6 +253,7 @@ class ToyEngine:
             str(config.max_running_requests),
             PARAM_FLAGS["mem_fraction_static"],
             f"{config.mem_fraction_static:g}",
+            *(arg for name, value in config.engine_values for arg in (PARAM_FLAGS[name], f"{value:g}")),
             *settings.fixed_flags,
             "--toy-host",
             settings.host,
@@ -247,7 +262,8 @@ class ToyEngine:
         ]
 
     def flag_name(self, param: str, version: str) -> str:
-        return PARAM_FLAGS.get(param) or "--toy-" + param.replace("_", "-")
+        own = param.removeprefix("engine_value.")  # an own value's MLflow param
+        return PARAM_FLAGS.get(own) or "--toy-" + own.replace("_", "-")
 
     def log_parser(self) -> ToyLogParser:
         return ToyLogParser()

@@ -23,6 +23,7 @@ VERSION = "1.2"
 FREE_GIB = 80.0
 WEIGHTS_GIB = 0.5
 KV_TOKENS_PER_GIB = 16384
+TICK_S = 0.001  # between two decode steps (--toy-tick-ms)
 
 
 def say(text: str) -> None:
@@ -45,7 +46,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     await resp.prepare(request)
     produced, steps = 0, 0
     while produced < wanted:
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(TICK_S)
         step = min(2 if steps % 2 else 1, wanted - produced)  # one token, then two: a speculative step
         line: dict[str, object] = {"produced": produced + step, "new": ids[produced : produced + step]}
         produced, steps = produced + step, steps + 1
@@ -71,10 +72,13 @@ async def main() -> int:
     p.add_argument("--toy-gpus", type=int, default=1)
     p.add_argument("--toy-batch", type=int, default=16)
     p.add_argument("--toy-fraction", type=float, default=0.8)
+    p.add_argument("--toy-tick-ms", type=float, default=1.0)
     p.add_argument("--toy-fail", choices=("kv-oom", "crash"), default=None)
     p.add_argument("--toy-host", required=True)
     p.add_argument("--toy-port", type=int, required=True)
     args = p.parse_args()
+    global TICK_S
+    TICK_S = args.toy_tick_ms / 1000
     say(f"{VERSION} starting: model {args.toy_model} on {args.toy_gpus} gpu(s)")
     if args.toy_fail == "crash":
         say("error: crashed reading the weights: the file ends early")
