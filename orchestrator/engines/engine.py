@@ -5,7 +5,9 @@ own: the module a node launches and the flags it renders, which flags it owns, w
 version can run, the reader that follows its log into a `LogReport`, its HTTP API as the benchmark
 client speaks it (`engines.api.ServerApi`), its cache flush, and its search space (`Engine.space`: the
 fields it can be searched in, which the spec's search block is checked against, and whether the memory
-prior, fitted on SGLang's accounting, applies to it). The configuration record and the search-space rules
+prior, fitted on SGLang's accounting, applies to it). A field of that space that is no searched value of
+SGLang's is the engine's own (the spec's `search.engine`, `ServerConfig.engine_values`), which the engine
+renders with its own flags. The configuration record's other fields and the search-space rules
 (`spec.search`, `driver/search/space.py`) stay SGLang's for now.
 """
 
