@@ -23,7 +23,7 @@ from orchestrator.driver.store.tracking import Tracker
 from orchestrator.mlflow_schema import LaunchParams, Param, command_from_params, parse_param, trial_params
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialResult, TrialStatus
-from orchestrator.spec.sweep_spec import parse_spec
+from orchestrator.spec.sweep_spec import SweepSpec, parse_spec
 from orchestrator.trial_events import TrialEvent, TrialRequest
 from tests.engines.toy.toy_spec import ToyNode, toy_data
 
@@ -53,16 +53,14 @@ class ToyExecutor(OneNodeExecutor):
         return self.results[cast(int, handle)]
 
 
-def test_a_whole_sweep_runs_on_the_toy_engine(tmp_path: Path) -> None:
-    data = toy_data()
-    data["budget"].update(trials=4, confirm_top=1, confirm_repeats=2)
-    spec = parse_spec(data, "toy.yaml")
+def _swept(spec: SweepSpec, tmp_path: Path) -> Sweep:
+    """The product's sweep of `spec` on the toy's node, run to its end as the CLI runs it."""
     study = open_study(spec, "toy", InMemoryStorage(), resume=False)
     sweep = Sweep(
         spec,
         study,
         cast(Tracker, NoTracking()),
-        n_trials=4,
+        n_trials=spec.budget.trials,
         workdir=tmp_path / "trials",
         sim_profile=None,
         executor=ToyExecutor(),
@@ -72,6 +70,14 @@ def test_a_whole_sweep_runs_on_the_toy_engine(tmp_path: Path) -> None:
     sweep.reserve_for_confirmation()
     sweep.run()
     sweep.confirm_best()
+    return sweep
+
+
+def test_a_whole_sweep_runs_on_the_toy_engine(tmp_path: Path) -> None:
+    data = toy_data()
+    data["budget"].update(trials=4, confirm_top=1, confirm_repeats=2)
+    spec = parse_spec(data, "toy.yaml")
+    sweep = _swept(spec, tmp_path)
     records = sweep.outcome.records
     launched = [r for r in records if r.result.command]
     assert len(launched) == 4, [(r.number, r.result.status, r.result.failure) for r in records]
@@ -109,21 +115,7 @@ def test_the_toys_own_value_is_searched_end_to_end(tmp_path: Path) -> None:
     data["search"]["engine"] = {"toy_tick_ms": {"choices": [1, 25]}}
     data["budget"].update(trials=6, confirm_top=1, confirm_repeats=2)
     spec = parse_spec(data, "toy.yaml")
-    study = open_study(spec, "toy", InMemoryStorage(), resume=False)
-    sweep = Sweep(
-        spec,
-        study,
-        cast(Tracker, NoTracking()),
-        n_trials=6,
-        workdir=tmp_path / "trials",
-        sim_profile=None,
-        executor=ToyExecutor(),
-    )
-    sweep.journal.folder = None
-    sweep.prepare(resume=False)
-    sweep.reserve_for_confirmation()
-    sweep.run()
-    sweep.confirm_best()
+    sweep = _swept(spec, tmp_path)
     launched = [r for r in sweep.outcome.records if r.result.command]
     ticks = {r.result.config.engine_value("toy_tick_ms") for r in launched}
     assert ticks == {1.0, 25.0}, [r.result.config.label() for r in launched]
