@@ -48,8 +48,14 @@ def mlflow_params(config: ServerConfig) -> dict[str, str]:
         if f is not F.SPECULATIVE_ADAPTIVE and (value := getattr(config, f.value)) is not None
     }
     params[F.SPECULATIVE_ADAPTIVE] = _mode(config).value
-    params.update({ENGINE_VALUE + name: value_text(value) for name, value in config.engine_values})
+    params.update({ENGINE_VALUE + name: _exact(value) for name, value in config.engine_values})
     return params
+
+
+def _exact(value: float) -> str:
+    """An engine's own value as text that reads back the same float (`value_text`'s six digits may not:
+    the engine's values are not rounded as the fraction is)."""
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def engine_value_name(param: str) -> str | None:

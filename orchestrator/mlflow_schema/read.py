@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.config.codec import config_from_mlflow
+from orchestrator.config.codec import config_from_mlflow, engine_value_name
 from orchestrator.config.fields import SearchedField
 from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import command_argv
@@ -104,7 +104,7 @@ def _fixed_flags(params: Mapping[str, float | str]) -> tuple[str, ...]:
     named = {p.value for p in Param} | {f.value for f in SearchedField}
     out: list[str] = []
     for key, value in params.items():
-        if key not in named:
+        if key not in named and engine_value_name(key) is None:  # an engine's own value: the configuration's
             flag = "--" + key.replace("_", "-")
             out += [flag] if value == FLAG_SET else [flag, str(value)]
     return tuple(out)

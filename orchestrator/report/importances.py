@@ -22,6 +22,7 @@ from optuna.distributions import (
 )
 from optuna.trial import TrialState
 
+from orchestrator.config.fields import SearchedField
 from orchestrator.report.data import sqlite_missing
 from orchestrator.report.plots import LABELS
 from orchestrator.spec.search import SEARCHED_PARAMS
@@ -79,7 +80,9 @@ def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
         if p.get("speculative_eagle_topk") == 1 and "speculative_num_draft_tokens" not in p:
             p["speculative_num_draft_tokens"] = int(p["speculative_num_steps"]) + 1  # derived by SGLang
         params.append(p)
-    names = [n for n in SEARCHED_PARAMS if n not in SET_PER_TREE and all(n in p for p in params)]
+    # the engine's own values are params of their own names, beside SGLang's searched ones
+    own = sorted({n for p in params for n in p} - {f.value for f in SearchedField})
+    names = [n for n in (*SEARCHED_PARAMS, *own) if n not in SET_PER_TREE and all(n in p for p in params)]
     if len({tuple(p[n] for n in names) for p in params}) < 2:
         return Importances((), "Parameter importances need completed trials with different values.")
     dists = {

@@ -8,6 +8,7 @@ import html
 from collections.abc import Mapping, Sequence
 
 from orchestrator.config.adaptive import AdaptiveMode
+from orchestrator.config.codec import engine_value_name
 from orchestrator.driver.answer.choose import Call
 from orchestrator.engines import engine_for
 from orchestrator.mlflow_schema import Lossless, Metric, Param, run_engine
@@ -77,6 +78,12 @@ def best_section(best: BestConfig | None) -> str:
         (f"trial {r.number}: start-up (s)", _num(r.metrics.get(Metric.STARTUP_S))),
     ]
     params = [(p, _num(r.value(p), "g")) for p in SEARCHED_PARAMS if r.value(p) is not None]
+    # the engine's own values, under the flag the engine sets each by (`_flag`, the engine's `flag_name`)
+    params += [
+        (k, _num(r.value(k), "g"))
+        for k in sorted(r.params)
+        if engine_value_name(k) and r.value(k) is not None
+    ]
     verdict = ""
     if best.verdict is not None:
         cls = "note" if best.verdict.call is Call.TOO_CLOSE else "muted"

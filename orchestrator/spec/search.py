@@ -151,6 +151,20 @@ class SearchSpace(SpecModel):
             )
         return dims
 
+    def engine_defaults(self) -> dict[str, float]:
+        """The engine's own values where nothing chose them yet (the baseline, a known-good configuration,
+        the policy's structure): each one's middle value, as the baseline's memory flags are the middle of
+        theirs without a prior; a range's middle on its step."""
+        out: dict[str, float] = {}
+        for name, dim in self.engine.items():
+            if isinstance(dim, Choices):
+                out[name] = float(sorted(dim.choices)[len(dim.choices) // 2])
+            elif dim.step:
+                out[name] = dim.low + round((dim.high - dim.low) / 2 / dim.step) * dim.step
+            else:
+                out[name] = (dim.low + dim.high) / 2
+        return out
+
     @model_validator(mode="after")
     def _bounds(self) -> SearchSpace:
         steps_lo, _ = _dim_bounds(self.speculative_num_steps)

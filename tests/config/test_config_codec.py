@@ -285,6 +285,10 @@ def test_an_engines_own_values_survive_optuna_mlflow_and_the_journal(tmp_path: P
     assert suggest_config(study.ask(), space) == config
     assert config_from_mlflow(mlflow_params(config)) == config
     assert mlflow_params(config)["engine_value.tick_ms"] == "4"
+    # an engine's value is not rounded as the fraction is: its text reads back the same float
+    for odd in (1048580.0, 0.123456789):
+        wide = make_config(0.8, 64, 16, engine_values={"tick_ms": odd})
+        assert config_from_mlflow(mlflow_params(wide)) == wide
     journal = tmp_path / "config.json"
     journal.write_bytes(pydantic.TypeAdapter(ServerConfig).dump_json(config))
     assert pydantic.TypeAdapter(ServerConfig).validate_json(journal.read_bytes()) == config

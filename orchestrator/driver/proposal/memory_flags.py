@@ -11,6 +11,7 @@ cannot rank.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection, Sequence
 
@@ -22,7 +23,8 @@ from orchestrator.records import ServerConfig
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import SweepSpec
 
-# A continuous fraction range is searched at its ends and its middle, not on its whole grid.
+# A continuous range (the fraction, an engine's own value) is searched at its ends and its middle, not on its
+# whole grid.
 MAX_FLAG_FRACTIONS = 5
 
 
@@ -45,26 +47,30 @@ def covering_flags(
     top = max(spec.workload.concurrency)
     graphs = _covering_values(dim_values(spec.search.cuda_graph_max_bs, integer=True), top)
     running = _covering_values(dim_values(spec.search.max_running_requests, integer=True), top)
-    fractions = list(structure.fractions)
-    if len(fractions) > MAX_FLAG_FRACTIONS:  # a continuous range: its ends and its middle
-        fractions = [fractions[0], fractions[len(fractions) // 2], fractions[-1]]
-    servers: set[tuple[float, int, int]] = set()
+    fractions = _ends_and_middle(list(structure.fractions))
+    own = {name: _ends_and_middle(dim_values(dim)) for name, dim in sorted(spec.search.engine.items())}
+    servers: set[tuple[float, int, int, tuple[float, ...]]] = set()
     options: list[ServerConfig] = []
     for r in running:
         for g in graphs:
             for f in fractions:
-                server = (f, min(g, r), r)
-                if server in servers:
-                    continue
-                servers.add(server)
-                variant = make_config(f, g, r, tree.steps, tree.topk, tree.draft_tokens)
-                if variant not in launched and not model.predict(variant).skip:
-                    options.append(variant)
+                for values in itertools.product(*own.values()):
+                    server = (f, min(g, r), r, values)
+                    if server in servers:
+                        continue
+                    servers.add(server)
+                    engine_values = dict(zip(own, values, strict=True))
+                    variant = make_config(
+                        f, g, r, tree.steps, tree.topk, tree.draft_tokens, engine_values=engine_values
+                    )
+                    if variant not in launched and not model.predict(variant).skip:
+                        options.append(variant)
     if not options:
         return None
     ends = (fractions[0], fractions[-1]), (graphs[0], graphs[-1]), (running[0], running[-1])
+    own_ends = {name: (values[0], values[-1]) for name, values in own.items()}
 
-    def coords(c: ServerConfig) -> tuple[float, float, float]:
+    def coords(c: ServerConfig) -> tuple[float, ...]:
         def scaled(v: float, lo: float, hi: float, log: bool) -> float:
             if hi <= lo:
                 return 0.0
@@ -75,6 +81,7 @@ def covering_flags(
             scaled(c.mem_fraction_static, f0, f1, False),
             scaled(min(c.cuda_graph_max_bs, c.max_running_requests), g0, g1, True),
             scaled(c.max_running_requests, r0, r1, True),
+            *(scaled(c.engine_value(n) or lo, lo, hi, False) for n, (lo, hi) in own_ends.items()),
         )
 
     same_tree = [coords(c) for c in launched if DraftTree.of(c) == tree and not c.speculative_adaptive]
@@ -89,6 +96,13 @@ def covering_flags(
         f"(the space holds fewer trees than the model needs)"
     )
     return pick, why
+
+
+def _ends_and_middle(values: list[float]) -> list[float]:
+    """A dimension's values, or its ends and its middle where a continuous range gives too many."""
+    if len(values) > MAX_FLAG_FRACTIONS:
+        return [values[0], values[len(values) // 2], values[-1]]
+    return values
 
 
 def _covering_values(values: Sequence[float], need: int) -> list[int]:

@@ -249,6 +249,7 @@ class ProposalPolicy:
                     tree.topk,
                     tree.draft_tokens,
                     mode,
+                    dict(config.engine_values),
                 )
                 if variant not in launched and not model.predict(variant).skip:
                     return Decision(Action.PROPOSE, variant, why=f"around the leader: adaptive {mode.value}")
@@ -259,6 +260,7 @@ class ProposalPolicy:
                     max(dim_values(self.spec.search.max_running_requests, integer=True))
                 ),
                 fractions=self.structure.fractions,
+                engine_values=config.engine_values,
             )
             served = {r.result.config.mem_fraction_static for r in [leader]}
             variant_or_none = fitting_config(wider, tree, model, served)

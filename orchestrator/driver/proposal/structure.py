@@ -34,6 +34,9 @@ class Structure:
     cuda_graph_max_bs: int
     max_running_requests: int
     fractions: tuple[float, ...]  # the searched fractions, ascending
+    # the engine's own values its configurations take (the space's middle ones; none for SGLang): the
+    # memory-flag coverage (`memory_flags.covering_flags`) searches them, the sampler too
+    engine_values: tuple[tuple[str, float], ...] = ()
 
 
 def covering(values: list[float], need: int) -> int:
@@ -48,13 +51,17 @@ def choose_structure(space: SearchSpace, concurrency: list[int]) -> Structure:
         cuda_graph_max_bs=covering(dim_values(space.cuda_graph_max_bs, integer=True), top),
         max_running_requests=covering(dim_values(space.max_running_requests, integer=True), top),
         fractions=tuple(dim_values(space.mem_fraction_static, integer=False)),
+        engine_values=tuple(sorted(space.engine_defaults().items())),
     )
 
 
 def config_for(structure: Structure, tree: DraftTree | None, fraction: float) -> ServerConfig:
     """The tree with the structure's memory flags; ``tree`` None: the server without speculation."""
+    own = dict(structure.engine_values)
     if tree is None:
-        return make_config(fraction, structure.cuda_graph_max_bs, structure.max_running_requests)
+        return make_config(
+            fraction, structure.cuda_graph_max_bs, structure.max_running_requests, engine_values=own
+        )
     return make_config(
         fraction,
         structure.cuda_graph_max_bs,
@@ -62,6 +69,7 @@ def config_for(structure: Structure, tree: DraftTree | None, fraction: float) ->
         tree.steps,
         tree.topk,
         tree.draft_tokens,
+        engine_values=own,
     )
 
 

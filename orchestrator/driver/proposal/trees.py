@@ -26,11 +26,12 @@ def dim_values(dim: FloatRange | IntRange | Choices, *, integer: bool = False) -
     return values
 
 
-# Not enumerated: the memory values are the structure's choice, and adaptive speculation changes no tree.
+# Not enumerated: the memory values are the structure's choice, adaptive speculation changes no tree, and
+# neither does an engine's own value.
 _NOT_TREE = ("mem_fraction_static", "cuda_graph_max_bs", "max_running_requests", "speculative_adaptive")
 
 
 def trees_of(space: SearchSpace) -> list[DraftTree]:
     """Every distinct tree `suggest_config` can return for `space` (adaptive speculation aside)."""
-    trees = {DraftTree.of(config) for config in space_configs(space, held=_NOT_TREE)}
+    trees = {DraftTree.of(config) for config in space_configs(space, held=(*_NOT_TREE, *space.engine))}
     return sorted(tree for tree in trees if tree is not None)

@@ -188,7 +188,8 @@ def known_good_params(known: KnownGood, space: SearchSpace) -> dict[str, ParamVa
     """A known-good configuration's Optuna params, with the steps the user wrote: with adaptive
     speculation the launch's steps are the largest tier (outside the searched range for SGLang's
     defaults), and the user's are a searched value (`spec.search.known_good_problems` checks it)."""
-    params = params_for(known.to_config(), space)
+    # a known-good configuration names SGLang's fields only: the engine's own values take their defaults
+    params = {**space.engine_defaults(), **params_for(known.to_config(), space)}
     if F.SPECULATIVE_NUM_STEPS in params:
         params[F.SPECULATIVE_NUM_STEPS] = known.speculative_num_steps
     return params
@@ -228,7 +229,7 @@ def _int_values(dim: IntDim) -> list[int]:
 def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str, Any]:
     """Memory settings for the no-speculation baseline: the first known-good's, else the middle."""
     if known is not None:
-        return memory_params(known)
+        return {**space.engine_defaults(), **memory_params(known)}
 
     def middle(dim: FloatRange | IntRange | Choices) -> float:
         if isinstance(dim, Choices):
@@ -239,15 +240,18 @@ def baseline_config(space: SearchSpace, known: ServerConfig | None) -> dict[str,
         F.MEM_FRACTION_STATIC.value: middle(space.mem_fraction_static),
         F.CUDA_GRAPH_MAX_BS.value: int(middle(space.cuda_graph_max_bs)),
         F.MAX_RUNNING_REQUESTS.value: int(middle(space.max_running_requests)),
+        **space.engine_defaults(),
     }
 
 
 def memory_params(config: ServerConfig) -> dict[str, Any]:
-    """The Optuna params of a configuration's memory values alone (a baseline's)."""
+    """The Optuna params of a configuration without its speculation (a baseline's): its memory values and
+    the engine's own values, which apply with or without speculation."""
     return {
         F.MEM_FRACTION_STATIC.value: config.mem_fraction_static,
         F.CUDA_GRAPH_MAX_BS.value: config.cuda_graph_max_bs,
         F.MAX_RUNNING_REQUESTS.value: config.max_running_requests,
+        **dict(config.engine_values),
     }
 
 

@@ -149,3 +149,57 @@ def test_a_value_the_engine_does_not_declare_is_refused_before_any_launch() -> N
     data["search"]["engine"] = {"toy_tock_ms": {"choices": [1]}}
     with pytest.raises(SpecError, match=r"search.engine: the toy engine has no toy_tock_ms.*toy_tick_ms"):
         parse_spec(data, "toy.yaml")
+
+
+def test_an_engine_value_of_one_choice_changes_nothing_of_the_search(tmp_path: Path) -> None:
+    """The proposal policy builds its configurations with the engine's own values: with one choice the
+    sweep launches, stops and confirms as without it (the policy once built them without, never found its
+    proposals among the launched ones, and answered 180 repeats from the record)."""
+    runs = []
+    for own in (None, {"toy_tick_ms": {"choices": [1]}}):
+        data = toy_data()
+        data["search"]["mem_fraction_static"] = {"choices": [0.7, 0.88]}
+        if own is not None:
+            data["search"]["engine"] = own
+        data["budget"].update(trials=10, confirm_top=1, confirm_repeats=2)
+        sweep = _swept(parse_spec(data, "toy.yaml"), tmp_path / str(len(runs)))
+        launched = [r for r in sweep.outcome.records if r.result.command]
+        # which configuration the confirmation relaunches turns on the toy's measured (wall-clock) speed
+        runs.append((sweep.outcome.stop_reason, len(launched), len(sweep.outcome.records)))
+        if own is not None:
+            assert all(r.result.config.engine_value("toy_tick_ms") == 1.0 for r in launched)
+    assert runs[0] == runs[1]
+
+
+def test_the_baseline_and_a_known_good_configuration_take_the_engines_middle_value(tmp_path: Path) -> None:
+    data = toy_data()
+    data["search"]["engine"] = {"toy_tick_ms": {"choices": [1, 2, 25]}}
+    data["budget"].update(trials=2, confirm_top=0, baseline=True)
+    sweep = _swept(parse_spec(data, "toy.yaml"), tmp_path)
+    first = sweep.outcome.records[:2]  # the baseline, then the known-good configuration (toy_data's)
+    assert [r.result.config.speculative for r in first] == [False, True]
+    assert [r.result.config.engine_value("toy_tick_ms") for r in first] == [2.0, 2.0]
+
+
+def test_a_search_outside_the_engines_declared_bounds_is_refused() -> None:
+    import pytest
+
+    from orchestrator.spec.search import SpecError
+
+    data = toy_data()
+    data["search"]["engine"] = {"toy_tick_ms": {"low": -50, "high": -1}}
+    with pytest.raises(
+        SpecError, match=r"search\.engine\.toy_tick_ms: -50 is below the engine's least value, 0"
+    ):
+        parse_spec(data, "toy.yaml")
+
+
+def test_a_continuous_range_of_the_engines_value_is_searched_at_its_ends_and_middle(tmp_path: Path) -> None:
+    # a continuous range cannot be enumerated: the policy's trees hold it, its flag coverage takes three
+    data = toy_data()
+    data["search"]["engine"] = {"toy_tick_ms": {"low": 1, "high": 25}}
+    data["budget"].update(trials=3, confirm_top=0)
+    sweep = _swept(parse_spec(data, "toy.yaml"), tmp_path)
+    launched = [r for r in sweep.outcome.records if r.result.command]
+    assert len(launched) == 3 and all(r.result.status is TrialStatus.OK for r in launched)
+    assert all(1 <= (r.result.config.engine_value("toy_tick_ms") or 0) <= 25 for r in launched)
