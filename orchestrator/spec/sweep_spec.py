@@ -16,14 +16,13 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from orchestrator.spec import engine_catalog as catalog
 from orchestrator.spec.dataset_ref import DatasetRef, parse_ref, resolve_source
 from orchestrator.spec.engine_catalog import EngineName
-from orchestrator.spec.engine_space import EngineSpace, FieldKind
 from orchestrator.spec.errors import NAME_PATTERN as NAME_PATTERN  # the CLI checks --study against it
 from orchestrator.spec.errors import describe
 from orchestrator.spec.fixed_flags import ServerFacts, read_facts
 from orchestrator.spec.model_checks import model_problems
+from orchestrator.spec.own_values import own_value_problems
 from orchestrator.spec.search import (
     Choices,
-    FloatRange,
     KnownGood,
     SearchSpace,
     SpecError,
@@ -268,25 +267,8 @@ class SweepSpec(SpecModel):
         """A value searched over several values that the engine has no flag for would launch one server
         under several names; refused, naming the engine's own fields."""
         space = catalog.space(self.engine)
-        # SGLang's space is the search section's own fields (declared when its engine loads, if at all)
-        own = space.unknown(self.search.engine) if space is not None else list(self.search.engine)
-        if own:
-            # one value as much as several: the engine would be given a value it has no flag for
-            raise ValueError(
-                f"search.engine: the {self.engine} engine has no {', '.join(own)}; remove "
-                f"{'it' if len(own) == 1 else 'them'}, or name the engine's own fields"
-                + (
-                    f": {', '.join(names)}"
-                    if space and (names := _own_fields(space))
-                    else " (it declares none)"
-                )
-            )
-        if space is not None:
-            problems = [
-                p for name, dim in self.search.engine.items() if (p := _own_problem(space, name, dim))
-            ]
-            if problems:
-                raise ValueError("; ".join(problems))
+        if problem := own_value_problems(self.engine, space, self.search.engine):
+            raise ValueError(problem)
         unknown = space.unknown(searched_fields(self.search)) if space is not None else []
         if space is not None and unknown:
             raise ValueError(
@@ -316,36 +298,6 @@ class SweepSpec(SpecModel):
     @property
     def node_kind(self) -> NodeKind:
         return NodeKind.SIMULATED if self.backend is Backend.SIMULATED else NodeKind.REAL
-
-
-def _own_problem(space: EngineSpace, name: str, dim: FloatRange | Choices) -> str:
-    """Why `dim` is no search of the engine's own value `name` (its declared kind and bounds); ''."""
-    field = space.field(name)
-    if field is None:
-        return ""
-    where = f"search.engine.{name}"
-    if field.kind is FieldKind.CHOICE:
-        words = ", ".join(field.choices)
-        return f"{where}: the engine's value takes words ({words}), not numbers: set it in server.flags"
-    values = list(dim.choices) if isinstance(dim, Choices) else [dim.low, dim.high]
-    low, high = field.low, field.high
-    if low is not None and min(values) < low:
-        return f"{where}: {min(values):g} is below the engine's least value, {low:g}; search from {low:g} up"
-    if high is not None and max(values) > high:
-        return (
-            f"{where}: {max(values):g} is above the engine's largest value, {high:g}; search up to {high:g}"
-        )
-    whole = isinstance(dim, Choices) or (dim.step is not None and float(dim.step).is_integer())
-    if field.kind is FieldKind.INT and (not whole or any(not float(v).is_integer() for v in values)):
-        return (
-            f"{where}: the engine takes whole numbers here; give whole choices, or a range with a whole step"
-        )
-    return ""
-
-
-def _own_fields(space: EngineSpace) -> list[str]:
-    """The engine's own searched values: the fields of its space the search section has no key for."""
-    return [name for name in space.names if name not in SearchSpace.model_fields]
 
 
 def parse_spec(data: Any, source: str = "spec") -> SweepSpec:

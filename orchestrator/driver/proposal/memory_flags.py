@@ -81,7 +81,7 @@ def covering_flags(
             scaled(c.mem_fraction_static, f0, f1, False),
             scaled(min(c.cuda_graph_max_bs, c.max_running_requests), g0, g1, True),
             scaled(c.max_running_requests, r0, r1, True),
-            *(scaled(c.engine_value(n) or lo, lo, hi, False) for n, (lo, hi) in own_ends.items()),
+            *(scaled(_or(c.engine_value(n), lo), lo, hi, False) for n, (lo, hi) in own_ends.items()),
         )
 
     same_tree = [coords(c) for c in launched if DraftTree.of(c) == tree and not c.speculative_adaptive]
@@ -96,6 +96,10 @@ def covering_flags(
         f"(the space holds fewer trees than the model needs)"
     )
     return pick, why
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value  # a value of 0 is a value
 
 
 def _ends_and_middle(values: list[float]) -> list[float]:

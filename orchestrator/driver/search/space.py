@@ -61,15 +61,8 @@ def _suggest_int(
     return trial.suggest_int(name, low, high, step=dim.step, log=dim.log and dim.step == 1)
 
 
-def _suggest_float(trial: BaseTrial, field: F, dim: FloatRange | Choices) -> float:
-    name = field.value
-    if isinstance(dim, Choices):
-        return float(trial.suggest_categorical(name, [float(c) for c in dim.choices]))
-    return trial.suggest_float(name, dim.low, dim.high, step=dim.step, log=dim.log and dim.step is None)
-
-
-def _suggest_own(trial: BaseTrial, name: str, dim: FloatRange | Choices) -> float:
-    """One of the engine's own values, drawn under the engine's name for it."""
+def _suggest_float(trial: BaseTrial, name: str, dim: FloatRange | Choices) -> float:
+    """A drawn value under `name`: a searched field's (its `SearchedField` value) or an engine's own."""
     if isinstance(dim, Choices):
         return float(trial.suggest_categorical(name, [float(c) for c in dim.choices]))
     return trial.suggest_float(name, dim.low, dim.high, step=dim.step, log=dim.log and dim.step is None)
@@ -86,13 +79,13 @@ def _suggest_params(trial: BaseTrial, space: SearchSpace) -> dict[str, ParamValu
     under top-k 1 the draft tokens are SGLang's (not drawn) and adaptive speculation may be; above it a
     draft-token range is drawn inside the tree's size."""
     params: dict[str, ParamValue] = {
-        F.MEM_FRACTION_STATIC: _suggest_float(trial, F.MEM_FRACTION_STATIC, space.mem_fraction_static),
+        F.MEM_FRACTION_STATIC: _suggest_float(trial, F.MEM_FRACTION_STATIC.value, space.mem_fraction_static),
         F.CUDA_GRAPH_MAX_BS: _suggest_int(trial, F.CUDA_GRAPH_MAX_BS, space.cuda_graph_max_bs),
         F.MAX_RUNNING_REQUESTS: _suggest_int(trial, F.MAX_RUNNING_REQUESTS, space.max_running_requests),
     }
     # The engine's own values: not speculative, so the baseline draws them too.
     for name, dim in sorted(space.engine.items()):
-        params[name] = _suggest_own(trial, name, dim)
+        params[name] = _suggest_float(trial, name, dim)
     if trial.user_attrs.get(TrialAttr.BASELINE):
         return params
     steps = params[F.SPECULATIVE_NUM_STEPS] = _suggest_int(
