@@ -138,8 +138,8 @@ def split_of(levels: Sequence[LevelComparison], config: ServerConfig) -> Split |
             str(off): {"candidate_steps": [0], **still},
         }
         how = (
-            f"SGLang's adaptive speculation (--speculative-adaptive with these tiers as "
-            f"--speculative-adaptive-config {CONFIG_FILE}: {config.speculative_num_steps} steps below "
+            f"SGLang's adaptive speculation (speculative_adaptive with these tiers as its config file, "
+            f"{CONFIG_FILE}: {config.speculative_num_steps} steps below "
             f"{off} running requests, none from {off}; not measured: a sweep with 'tiers' in "
             f"search.speculative_adaptive measures adaptive speculation)"
         )
