@@ -7,7 +7,8 @@ speculation). `ReplayOracle` answers each configuration with what was measured: 
 objective (the mean over repeated launches of one cell), its stages, start-up and wall time are the
 record's, and a failed start is the record's failure.
 
-Cells equal by SGLang's own rule answer with the measured cell: a server captures CUDA graphs only up to
+Cells the engine serves as one server answer with the measured cell, by the engine's own rule, the one the
+driver keys its measurements by (`spec.engine_catalog.server_of`): SGLang captures CUDA graphs only up to
 `max_running_requests`, so graph bs 64 or 256 under max running 16 is the graph-bs-16 server. A measured
 cell is always used as measured (the grid measures one such pair to check the rule). A configuration
 neither measured nor equal to a measured one raises `Unmeasured`: a strategy that launches it cannot be
@@ -41,6 +42,7 @@ from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.search.space import space_configs
 from orchestrator.records import MemoryAccount, ServerConfig, TrialRecord
 from orchestrator.sim.profile import load_profile
+from orchestrator.spec import engine_catalog
 from orchestrator.spec.search import Choices, SearchSpace, make_config
 from orchestrator.spec.sweep_spec import SweepSpec, load_spec
 
@@ -106,14 +108,20 @@ class ReplayOracle(Oracle):
                 continue
             cells.setdefault(r.result.config, []).append(r)
         self.measured = {config: _evaluation(rs) for config, rs in cells.items()}
+        # the engine's own rule of which configurations are one server (the product's, not a copy)
+        self._server_of = engine_catalog.server_of(spec.engine)
+        self._servers: dict[ServerConfig, ServerConfig] = {}
+        for config in self.measured:
+            self._servers.setdefault(self._server_of(config), config)
 
     def cell(self, config: ServerConfig) -> ServerConfig:
-        """The measured cell that answers for `config`: itself, or the server SGLang makes of it."""
+        """The measured cell that answers for `config`: itself, or one the engine serves as the same
+        server."""
         if config in self.measured:
             return config
-        capped = replace(config, cuda_graph_max_bs=min(config.cuda_graph_max_bs, config.max_running_requests))
-        if capped in self.measured:
-            return capped
+        same = self._servers.get(self._server_of(config))
+        if same is not None:
+            return same
         raise Unmeasured(f"{config.label()} was not measured, and no measured cell is the same server")
 
     def answers(self, config: ServerConfig) -> bool:

@@ -7,8 +7,10 @@ client speaks it (`engines.api.ServerApi`), its cache flush, and its search spac
 fields it can be searched in, which the spec's search block is checked against, and whether the memory
 prior, fitted on SGLang's accounting, applies to it). A field of that space that is no searched value of
 SGLang's is the engine's own (the spec's `search.engine`, `ServerConfig.engine_values`), which the engine
-renders with its own flags. The configuration record's other fields and the search-space rules
-(`spec.search`, `driver/search/space.py`) stay SGLang's for now.
+renders with its own flags, and the space's rules of which configurations the engine serves as one server
+(`spec.engine_space.SameServer`) are what the driver knows its measurements by. The configuration record's
+other fields and the rules between the speculative values (`spec.search`, `driver/search/space.py`) stay
+SGLang's for now.
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ class Engine(Protocol):
 
     @property
     def space(self) -> EngineSpace:
-        """What the engine is searched in: its fields and flags, and whether the memory prior applies."""
+        """What the engine is searched in: its fields and flags, whether the memory prior applies, and
+        which configurations it serves as one server."""
         ...
 
     def installed_version(self, python: str) -> str:

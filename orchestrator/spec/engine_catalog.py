@@ -9,11 +9,16 @@ the lowest floor: SGLang's (`engines.sglang.declaration`) is read below, as the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 
+from orchestrator.config.served import served_as
 from orchestrator.engines.sglang.declaration import OWNED_FLAGS as SGLANG_OWNED_FLAGS
 from orchestrator.engines.sglang.declaration import READING as SGLANG_READING
-from orchestrator.spec.engine_space import EngineSpace, FlagReading
+from orchestrator.engines.sglang.declaration import SAME_SERVER as SGLANG_SAME_SERVER
+from orchestrator.records import ServerConfig
+from orchestrator.spec.engine_space import EngineSpace, FlagReading, SameServer
 
 
 class EngineName(StrEnum):
@@ -27,6 +32,8 @@ _READINGS: dict[str, FlagReading] = {EngineName.SGLANG.value: SGLANG_READING}
 # SGLang's space is the spec's own search section (its fields are SGLang's), so it is checked by that
 # section's model; it is declared here when SGLang's engine registers, as any engine's is.
 _SPACES: dict[str, EngineSpace] = {}
+# Its rules of which configurations are one server are known before its code loads, as its flags are.
+_SAME_SERVER: dict[str, tuple[SameServer, ...]] = {EngineName.SGLANG.value: SGLANG_SAME_SERVER}
 
 
 def declare(
@@ -40,6 +47,7 @@ def declare(
     _OWNED[str(name)] = frozenset(owned_flags)
     if space is not None:
         _SPACES[str(name)] = space
+        _SAME_SERVER[str(name)] = space.same_server
     if flag_reading is not None:
         _READINGS[str(name)] = flag_reading
 
@@ -47,6 +55,18 @@ def declare(
 def space(name: str) -> EngineSpace | None:
     """The search space engine ``name`` declared; None when it declared none (yet)."""
     return _SPACES.get(str(name))
+
+
+def same_server(name: str) -> tuple[SameServer, ...]:
+    """Engine ``name``'s rules of which configurations it serves as one server; none for an engine that
+    declared none."""
+    return _SAME_SERVER.get(str(name), ())
+
+
+def server_of(name: str) -> Callable[[ServerConfig], ServerConfig]:
+    """The server engine ``name`` makes of a configuration (`config.served.served_as` under its rules):
+    the key under which the driver knows what it has measured."""
+    return partial(served_as, rules=same_server(name))
 
 
 def reading(name: str) -> FlagReading:

@@ -5,7 +5,10 @@ An engine declares its space with its name and owned flags (`spec.engine_catalog
 a field searched over several values that the engine has no flag for would launch the same server under
 different names, and its measurements would be noise. Whether the memory prior applies is the space's
 too: the prior is fitted on SGLang's accounting and defaults, and an engine without them is searched
-from launches alone. A leaf: it imports nothing of the package.
+from launches alone. So are the engine's rules of which configurations it serves as one server
+(`SameServer`: SGLang captures graphs up to its request pool, so a graph batch above it is that pool's
+server): the driver measures each server once, whatever names its draws give it. A leaf: it imports
+nothing of the package.
 """
 
 from __future__ import annotations
@@ -34,6 +37,23 @@ class SpaceField:
     choices: tuple[str, ...] = ()
 
 
+class RuleKind(StrEnum):
+    CAPPED = "capped"  # a value above another field's is served at that field's value
+    STEPPED = "stepped"  # a value is served at the multiple of a step at or below it
+
+
+@dataclass(frozen=True)
+class SameServer:
+    """One rule of an engine's: which configurations it serves as one server, so that a launch of one
+    measures them all (`config.served.served_as`). CAPPED: `name` above the value of the field `at` is
+    served at that value. STEPPED: `name` is served at the multiple of `step` at or below it."""
+
+    name: str
+    kind: RuleKind
+    at: str = ""
+    step: float = 0.0
+
+
 @dataclass(frozen=True)
 class FlagReading:
     """Which of an engine's own flags carry what the driver reads typed from the spec's fixed flags
@@ -48,11 +68,13 @@ class FlagReading:
 
 @dataclass(frozen=True)
 class EngineSpace:
-    """An engine's searched fields, and whether the memory prior knows its accounting (`memory_defaults`:
-    its graph and scheduler defaults are the prior's, `footprint/sglang_defaults.py`)."""
+    """An engine's searched fields, whether the memory prior knows its accounting (`memory_defaults`:
+    its graph and scheduler defaults are the prior's, `footprint/sglang_defaults.py`), and its rules of
+    which configurations are one server (`same_server`)."""
 
     fields: tuple[SpaceField, ...]
     memory_defaults: bool = False
+    same_server: tuple[SameServer, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -95,14 +95,16 @@ class NodeMetrics:
 
 @dataclass
 class MeasuredSet:
-    """Configurations measured in full (or infeasible): a proposal of one again is answered from here."""
+    """Configurations measured in full (or infeasible), by the server the engine makes of each
+    (`server_of`): a proposal of one again, under any name, is answered from here."""
 
     measured: Measured
+    server_of: Callable[[ServerConfig], ServerConfig]
 
     def __call__(self, done: Finished) -> None:
         if done.settled.measured:
             self.measured.setdefault(
-                done.result.config, (done.number, done.result.status, done.settled.objective)
+                self.server_of(done.result.config), (done.number, done.result.status, done.settled.objective)
             )
 
 

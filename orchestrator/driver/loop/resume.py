@@ -42,7 +42,7 @@ class Resume(SweepState):
             self.outcome.progress.absorb(restored.progress)
             self.speedup.baseline_tok_s = restored.baseline_tok_s
             for config, seen in restored.measured.items():
-                self.measured.setdefault(config, seen)
+                self.measured.setdefault(self.server_of(config), seen)
             for number, result in restored.memory:
                 self.memory_model.observe(number, result)
             # Every earlier launch joins the ranking, the confirmation and the lossless check.

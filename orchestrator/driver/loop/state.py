@@ -64,7 +64,8 @@ class SweepState(ABC):
     skipped: int
     repeats: int
     lost_in_a_row: int
-    measured: obs.Measured
+    measured: obs.Measured  # by the server the engine makes of each configuration (`server_of`)
+    server_of: Callable[[ServerConfig], ServerConfig]
     lossless: LosslessCheck
     journal: Journal
     tracker: Tracker

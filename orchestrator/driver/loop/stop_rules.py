@@ -41,7 +41,7 @@ class StopRules(ConfirmationReserve):
         trial so far). A space with a continuous range is never exhausted."""
         if self._space is None:
             try:
-                self._space = frozenset(space_configs(self.spec.search))
+                self._space = frozenset(self.server_of(c) for c in space_configs(self.spec.search))
             except ValueError:  # a float range without a step: not enumerable
                 self._space = frozenset()
         if not self._space or self.study.get_trials(

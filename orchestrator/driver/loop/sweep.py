@@ -49,6 +49,7 @@ from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.errors import TrialError, TrialLost
 from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialStatus
+from orchestrator.spec import engine_catalog
 from orchestrator.spec.sweep_spec import SweepSpec
 from orchestrator.trial_events import TrialRequest, failure_stage
 
@@ -104,6 +105,9 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         self.skipped = 0
         self.repeats = 0
         self.lost_in_a_row = 0
+        # What was measured, by the server the engine makes of it (`SameServer`): a draw of a server
+        # measured under another name is answered from its record too.
+        self.server_of = engine_catalog.server_of(spec.engine)
         self.measured: obs.Measured = {}
         self._space: frozenset[ServerConfig] | None = None  # the finite space's configurations, once listed
         self.lossless = LosslessCheck(spec, tracker)
@@ -127,7 +131,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         self.observers: list[obs.Observer] = [
             obs.ProgressCounts(progress),
             obs.NodeMetrics(self.nodes, progress),
-            obs.MeasuredSet(self.measured),
+            obs.MeasuredSet(self.measured, self.server_of),
             self._learning,
             self.diagnosis,
             self.speedup,
@@ -260,7 +264,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             # A confirmation launch is launched whatever the record or the memory model says (and, like a
             # re-queued trial, is not re-queued again if its node dies).
             requeued = TrialAttr.REQUEUED_FROM in trial.user_attrs or TrialAttr.CONFIRM_OF in trial.user_attrs
-            seen = self.measured.get(config)
+            seen = self.measured.get(self.server_of(config))
             if seen is not None and not requeued:
                 self._repeat(trial, seen)
                 continue

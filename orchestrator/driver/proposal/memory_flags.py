@@ -20,6 +20,7 @@ from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.structure import Structure
 from orchestrator.driver.proposal.trees import dim_values
 from orchestrator.records import ServerConfig
+from orchestrator.spec import engine_catalog
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import SweepSpec
 
@@ -38,9 +39,10 @@ def covering_flags(
     """The leader's tree at the next memory flags that cover the workload's highest concurrency, and
     why. Graph bs and max running must be at or above that concurrency: below it they throttle the server
     (the structure's own rule). The fraction must be one the memory model does not rule out. The flags
-    farthest from those this tree was launched with go first. A graph bs above max running is the server
-    of graph bs = max running (SGLang captures graphs up to it), so only one of those is launched. None
-    when every such configuration is launched: the sampler proposes."""
+    farthest from those this tree was launched with go first. Flags the engine serves as one server (for
+    SGLang, a graph bs above max running is the server of graph bs = max running: it captures graphs up
+    to it) are one option, launched once under any of its names. None when every such server is
+    launched: the sampler proposes."""
     tree = DraftTree.of(leader)
     if tree is None:
         return None
@@ -49,21 +51,21 @@ def covering_flags(
     running = _covering_values(dim_values(spec.search.max_running_requests, integer=True), top)
     fractions = _ends_and_middle(list(structure.fractions))
     own = {name: _ends_and_middle(dim_values(dim)) for name, dim in sorted(spec.search.engine.items())}
-    servers: set[tuple[float, int, int, tuple[float, ...]]] = set()
+    server_of = engine_catalog.server_of(spec.engine)
+    servers = {server_of(c) for c in launched}
     options: list[ServerConfig] = []
     for r in running:
         for g in graphs:
             for f in fractions:
                 for values in itertools.product(*own.values()):
-                    server = (f, min(g, r), r, values)
-                    if server in servers:
-                        continue
-                    servers.add(server)
                     engine_values = dict(zip(own, values, strict=True))
                     variant = make_config(
                         f, g, r, tree.steps, tree.topk, tree.draft_tokens, engine_values=engine_values
                     )
-                    if variant not in launched and not model.predict(variant).skip:
+                    if server_of(variant) in servers:
+                        continue
+                    servers.add(server_of(variant))
+                    if not model.predict(variant).skip:
                         options.append(variant)
     if not options:
         return None
@@ -79,7 +81,7 @@ def covering_flags(
         (f0, f1), (g0, g1), (r0, r1) = ends
         return (
             scaled(c.mem_fraction_static, f0, f1, False),
-            scaled(min(c.cuda_graph_max_bs, c.max_running_requests), g0, g1, True),
+            scaled(server_of(c).cuda_graph_max_bs, g0, g1, True),
             scaled(c.max_running_requests, r0, r1, True),
             *(scaled(_or(c.engine_value(n), lo), lo, hi, False) for n, (lo, hi) in own_ends.items()),
         )

@@ -71,6 +71,7 @@ from orchestrator.driver.speculation.predictions import model_predictions, stage
 from orchestrator.driver.speculation.spec_model import MIN_TREES, SpecModel, fit
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
+from orchestrator.spec import engine_catalog
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import SweepSpec
 
@@ -105,6 +106,8 @@ class ProposalPolicy:
     def __init__(self, spec: SweepSpec, race_launches: int | None = None) -> None:
         self.spec = spec
         self.structure: Structure = choose_structure(spec.search, spec.workload.concurrency)
+        # what was launched is known by the server the engine makes of it, whatever name it ran under
+        self.server_of = engine_catalog.server_of(spec.engine)
         self.trees = trees_of(spec.search)
         self.race_launches = race_launches or max(2, spec.budget.confirm_repeats)
         steps = [t.steps for t in self.trees] or [1]
@@ -139,7 +142,7 @@ class ProposalPolicy:
         served: Collection[float],
     ) -> ServerConfig | None:
         config = fitting_config(self.structure, tree, model, served)
-        return None if config is None or config in launched else config
+        return None if config is None or self.server_of(config) in launched else config
 
     # -- the decision ---------------------------------------------------------------------------------
 
@@ -150,7 +153,9 @@ class ProposalPolicy:
         model: MemoryModel,
         lossy: Collection[int] = (),
     ) -> Decision:
-        launched = {r.result.config for r in records if r.result.node_id} | set(pending)
+        launched = {
+            self.server_of(c) for c in [*(r.result.config for r in records if r.result.node_id), *pending]
+        }
         tried = self._tried(records, pending)
         open_trees = [t for t in self.trees if t not in tried]
         served = {r.result.config.mem_fraction_static for r in records if r.result.status is TrialStatus.OK}
@@ -251,7 +256,7 @@ class ProposalPolicy:
                     mode,
                     dict(config.engine_values),
                 )
-                if variant not in launched and not model.predict(variant).skip:
+                if self.server_of(variant) not in launched and not model.predict(variant).skip:
                     return Decision(Action.PROPOSE, variant, why=f"around the leader: adaptive {mode.value}")
         if self._throttled(leader):
             wider = Structure(
@@ -264,7 +269,7 @@ class ProposalPolicy:
             )
             served = {r.result.config.mem_fraction_static for r in [leader]}
             variant_or_none = fitting_config(wider, tree, model, served)
-            if variant_or_none is not None and variant_or_none not in launched:
+            if variant_or_none is not None and self.server_of(variant_or_none) not in launched:
                 return Decision(
                     Action.PROPOSE, variant_or_none, why="around the leader: its stages show a throttle"
                 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.config.fields import SearchedField
-from orchestrator.spec.engine_space import FlagReading
+from orchestrator.spec.engine_space import FlagReading, RuleKind, SameServer
 
 
 @dataclass(frozen=True)
@@ -79,4 +79,14 @@ READING = FlagReading(
     kv_cache_dtype="--kv-cache-dtype",
     api_key="--api-key",
     prefill_graphs_off=(("--cuda-graph-backend-prefill", "disabled"), ("--disable-cuda-graph", None)),
+)
+
+# SGLang captures decode graphs up to its request pool (`get_batch_sizes_to_capture` drops the sizes above
+# `max_running_requests`): a graph batch above it is the server of graph batch = max running, the same
+# graphs wherever max running is one of its capture sizes (16, 32, 48, 64, ...) and one batch size apart
+# where it is not (one graph more or less: what `driver.memory.prior.capture_sizes` tells apart).
+SAME_SERVER: tuple[SameServer, ...] = (
+    SameServer(
+        SearchedField.CUDA_GRAPH_MAX_BS.value, RuleKind.CAPPED, at=SearchedField.MAX_RUNNING_REQUESTS.value
+    ),
 )

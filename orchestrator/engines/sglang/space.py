@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.fields import SearchedField
-from orchestrator.engines.sglang.declaration import FIELD_FLAGS
+from orchestrator.engines.sglang.declaration import FIELD_FLAGS, SAME_SERVER
 from orchestrator.spec.engine_space import EngineSpace, FieldKind, SpaceField
 
 _KINDS = {float: FieldKind.FLOAT, int: FieldKind.INT}
@@ -25,4 +25,6 @@ def _field(searched: SearchedField) -> SpaceField:
     return SpaceField(searched.value, _KINDS[searched.kind], flag, low=low)
 
 
-SGLANG_SPACE = EngineSpace(fields=tuple(_field(f) for f in SearchedField), memory_defaults=True)
+SGLANG_SPACE = EngineSpace(
+    fields=tuple(_field(f) for f in SearchedField), memory_defaults=True, same_server=SAME_SERVER
+)

@@ -128,6 +128,9 @@ def test_count_line_says_what_the_rows_are() -> None:
     text = render_table(rows)
     assert "same configuration as trial 1" in text
     assert re.search(r"^\s*4 ok\s+2\.0 .* b$", text, re.M)
+    # Under a name of its own, the repeat is a server the engine serves as the one it repeats.
+    twin = render_table([rows[1], ConsoleRow(6, "ok", "b-twin", repeat_of=1)])
+    assert "same server as trial 1" in twin and re.search(r"^\s*6 ok\s+2\.0 .* b-twin$", twin, re.M)
 
 
 def test_rows_of_an_earlier_invocation_come_from_the_study() -> None:

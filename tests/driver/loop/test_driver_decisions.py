@@ -184,6 +184,29 @@ def test_a_configuration_already_measured_is_answered_from_the_record(
     assert sweep.repeats == 1 and len(executor.submitted) == 2  # the repeat cost no launch
 
 
+def test_a_configuration_the_engine_serves_as_one_measured_is_answered_from_the_record(
+    oracle: Oracle, configs: dict[str, ServerConfig]
+) -> None:
+    """SGLang captures graphs up to max running requests: graph bs 32 and 64 under max running 8 are one
+    server. Launched under both names, its second launch measured nothing new. The driver keys what it
+    measured by the engine's rule (`SameServer`), so the twin is answered from the record."""
+    spec = oracle.spec
+    good = configs["good"]
+    low = replace(good, cuda_graph_max_bs=32, max_running_requests=8)
+    twin = replace(low, cuda_graph_max_bs=64)
+    study = open_study(spec, "same-server", InMemoryStorage(), resume=False)
+    for config in (low, twin):
+        study.enqueue_trial(params_for(config))
+    executor = InProcessExecutor(oracle)
+    sweep = _sweep(spec, study, executor, n_trials=2)
+    sweep.prepare(resume=False)
+    sweep.run()
+    assert executor.launched(low) == 1 and executor.launched(twin) == 0
+    first, again = _trials_of(study, low)[0], _trials_of(study, twin)[0]
+    assert again.user_attrs[TrialAttr.REPEAT_OF] == first.number
+    assert sweep.repeats == 1
+
+
 def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
     oracle: Oracle, configs: dict[str, ServerConfig]
 ) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import TypeAdapter
@@ -28,11 +29,13 @@ from benchmarks.truth.real_derived import real_derived_cases
 from orchestrator.driver.answer.noise import Regime
 from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.proposal.memory_flags import covering_flags
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
+from orchestrator.driver.proposal.structure import choose_structure
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, TrialRecord
-from orchestrator.spec.sweep_spec import load_spec
+from orchestrator.spec.sweep_spec import SweepSpec, load_spec
 
 _RECORD = TypeAdapter(TrialRecord)
 TOP = 32  # the grid workload's highest concurrency
@@ -115,3 +118,23 @@ def test_once_every_flag_is_launched_the_race_runs_and_a_close_baseline_is_raced
         raced += len(bases) > 1
         assert all(TrialAttr.CONFIRM_OF in t.user_attrs for t in bases[1:])
     assert right >= 8 and raced >= 5, (right, raced)
+
+
+def test_the_flag_coverage_never_launches_a_server_it_launched_under_another_name() -> None:
+    """Graph bs 64 under max running 32 is SGLang's server of graph bs 32 (it captures graphs up to max
+    running): once the leader ran at 64, the coverage's (32, 32) measures nothing new. The coverage once
+    deduplicated its own options by that rule but compared them with the launched ones by name, and
+    proposed the leader's own server again."""
+    data = load_spec(GRID_SPEC).model_dump(mode="json")
+    data["search"].update(
+        mem_fraction_static={"choices": [0.8]},
+        cuda_graph_max_bs={"choices": [32, 64]},
+        max_running_requests={"choices": [32]},
+    )
+    data["memory"]["prior"] = False
+    spec = same_start(SweepSpec.model_validate(data))
+    model, _ = memory_model_for(spec, None)
+    structure = choose_structure(spec.search, spec.workload.concurrency)
+    leader = _grid_record(0.8, 64, 256).result.config
+    leader = replace(leader, cuda_graph_max_bs=64, max_running_requests=32)
+    assert covering_flags(spec, structure, leader, [leader], model) is None

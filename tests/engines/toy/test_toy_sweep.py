@@ -17,6 +17,7 @@ from benchmarks.search.oracle_sweep import NoTracking
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BestFile
 from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.driver.dispatch.executor import Handle, OneNodeExecutor
+from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import open_study
 from orchestrator.driver.store.tracking import Tracker
@@ -206,3 +207,20 @@ def test_a_continuous_range_of_the_engines_value_is_searched_at_its_ends_and_mid
     launched = [r for r in sweep.outcome.records if r.result.command]
     assert len(launched) == 3 and all(r.result.status is TrialStatus.OK for r in launched)
     assert all(1 <= (r.result.config.engine_value("toy_tick_ms") or 0) <= 25 for r in launched)
+
+
+def test_the_toys_own_rule_makes_two_ticks_one_server(tmp_path: Path) -> None:
+    """The toy pauses whole milliseconds between decode steps (its rule, `SameServer` STEPPED by 1 ms):
+    ticks 1.2 and 1.7 are one server. The driver and its policy know what they measured by the engine's
+    rule, so only one of those two ticks is ever launched (a launch of the other measures nothing new),
+    and the space of three ticks is two servers."""
+    data = toy_data()
+    data["search"]["engine"] = {"toy_tick_ms": {"choices": [1.2, 1.7, 25]}}
+    data["search"].update(mem_fraction_static={"choices": [0.88]}, max_running_requests={"choices": [48]})
+    data["budget"].update(trials=6, confirm_top=0)
+    spec = parse_spec(data, "toy.yaml")
+    sweep = _swept(spec, tmp_path)
+    launched = [r for r in sweep.outcome.records if r.result.command]
+    ticks = {r.result.config.engine_value("toy_tick_ms") or 0.0 for r in launched}
+    assert len(ticks) == 2 and 25.0 in ticks, sorted(ticks)
+    assert sweep._space_exhausted()

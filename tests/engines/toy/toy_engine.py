@@ -28,7 +28,7 @@ from orchestrator.records import (
     ResolvedLaunch,
     ServerConfig,
 )
-from orchestrator.spec.engine_space import EngineSpace, FieldKind, SpaceField
+from orchestrator.spec.engine_space import EngineSpace, FieldKind, RuleKind, SameServer, SpaceField
 
 if TYPE_CHECKING:
     import aiohttp
@@ -47,8 +47,10 @@ PARAM_FLAGS = {
 }
 
 # The toy is searched in its fraction and its batch alone, under its own flags; the memory prior, fitted on
-# SGLang's accounting, does not apply to it (no memory defaults).
+# SGLang's accounting, does not apply to it (no memory defaults). Its rule of its own: it pauses whole
+# milliseconds (`toy_server.py`), so ticks 1.2 and 1.7 are one server.
 TOY_SPACE = EngineSpace(
+    same_server=(SameServer("toy_tick_ms", RuleKind.STEPPED, step=1.0),),
     fields=(
         SpaceField(
             "mem_fraction_static", FieldKind.FLOAT, PARAM_FLAGS["mem_fraction_static"], low=0.0, high=1.0

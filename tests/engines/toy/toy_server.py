@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import signal
 import sys
 
@@ -78,7 +79,7 @@ async def main() -> int:
     p.add_argument("--toy-port", type=int, required=True)
     args = p.parse_args()
     global TICK_S
-    TICK_S = args.toy_tick_ms / 1000
+    TICK_S = math.floor(args.toy_tick_ms) / 1000  # whole milliseconds: the toy's rule (TOY_SPACE)
     say(f"{VERSION} starting: model {args.toy_model} on {args.toy_gpus} gpu(s)")
     if args.toy_fail == "crash":
         say("error: crashed reading the weights: the file ends early")

@@ -1,0 +1,49 @@
+"""The server an engine makes of a configuration, by the engine's own rules (`spec.engine_space.SameServer`).
+
+Two configurations the engine serves as one server are one measurement: the driver answers the second
+from the first's record instead of launching it again, a finite space counts its servers rather than its
+labels, and the proposal policy never launches a server it has measured under another name. The served
+form is a key, never a launch: a trial launches the configuration it drew, as drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from orchestrator.records import ServerConfig
+from orchestrator.spec.engine_space import RuleKind, SameServer
+
+
+def served_as(config: ServerConfig, rules: Sequence[SameServer]) -> ServerConfig:
+    """`config` as the engine serves it under `rules`: every rule applied in order, to a field of the
+    configuration or to one of the engine's own values (a rule for a value the configuration lacks, or
+    capped by one it lacks, changes nothing)."""
+    for rule in rules:
+        value = _value(config, rule.name)
+        if value is None:
+            continue
+        if rule.kind is RuleKind.CAPPED:
+            cap = _value(config, rule.at)
+            if cap is None or value <= cap:
+                continue
+            config = _with(config, rule.name, cap)
+        elif rule.step > 0:
+            config = _with(config, rule.name, round(math.floor(value / rule.step + 1e-9) * rule.step, 9))
+    return config
+
+
+def _value(config: ServerConfig, name: str) -> float | None:
+    if name in ServerConfig.__dataclass_fields__:
+        value = getattr(config, name)
+        return float(value) if isinstance(value, int | float) else None
+    return config.engine_value(name)
+
+
+def _with(config: ServerConfig, name: str, value: float) -> ServerConfig:
+    if name in ServerConfig.__dataclass_fields__:
+        kind = type(getattr(config, name))
+        return replace(config, **{name: kind(value)})
+    values = tuple((key, value if key == name else v) for key, v in config.engine_values)
+    return replace(config, engine_values=values)
