@@ -22,7 +22,7 @@ def test_sglangs_graph_batch_above_its_request_pool_is_the_pools_server() -> Non
 
 
 def test_the_rule_sglang_declares_before_its_code_loads_is_its_spaces() -> None:
-    assert SGLANG == SGLANG_SPACE.same_server
+    assert SGLANG_SPACE.same_server == SGLANG
     assert engine_catalog.same_server("an-engine-nobody-declared") == ()
 
 

@@ -157,7 +157,6 @@ def test_an_engine_value_of_one_choice_changes_nothing_of_the_search(tmp_path: P
     sweep spends its budget on launches as without it. The policy once built them without, never found its
     proposals among the launched ones, answered 180 repeats from the record and stopped on only_repeats.
     (How many launches the confirmation adds turns on the toy's measured, wall-clock speed: not compared.)"""
-    from orchestrator.driver.loop.outcome import StopReason
     from orchestrator.driver.store.trial_attrs import TrialAttr
 
     for own in (None, {"toy_tick_ms": {"choices": [1]}}):
