@@ -64,7 +64,9 @@ class SweepState(ABC):
     skipped: int
     repeats: int
     lost_in_a_row: int
-    measured: obs.Measured  # by the server the engine makes of each configuration (`server_of`)
+    # What was measured, by the server the engine makes of each configuration (`server_of`, its
+    # `SameServer` rules): a draw of a server measured under another name is answered from its record.
+    measured: obs.Measured
     server_of: Callable[[ServerConfig], ServerConfig]
     lossless: LosslessCheck
     journal: Journal

@@ -105,9 +105,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         self.skipped = 0
         self.repeats = 0
         self.lost_in_a_row = 0
-        # What was measured, by the server the engine makes of it (`SameServer`): a draw of a server
-        # measured under another name is answered from its record too.
-        self.server_of = engine_catalog.server_of(spec.engine)
+        self.server_of = engine_catalog.server_of(spec.engine)  # `measured`'s key (`state.SweepState`)
         self.measured: obs.Measured = {}
         self._space: frozenset[ServerConfig] | None = None  # the finite space's configurations, once listed
         self.lossless = LosslessCheck(spec, tracker)
