@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from orchestrator.config.served import served_as
 from orchestrator.engines.sglang.space import SGLANG_SPACE
+from orchestrator.records import ServerConfig
 from orchestrator.spec import engine_catalog
 from orchestrator.spec.engine_space import RuleKind, SameServer
 from orchestrator.spec.search import make_config
@@ -45,3 +49,35 @@ def test_a_rule_on_a_value_the_configuration_lacks_changes_nothing() -> None:
     )
     config = make_config(0.9, 256, 16, 3, 1, 4)
     assert served_as(config, rules) == config
+
+
+GRID = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "0.5.17" / "llama8b-grid" / "trials"
+_CAPTURE = re.compile(r"Capture (target verify|draft decode) CUDA graph begin\..*? bs=\[([\d, ]*)\]")
+_FLAGS = re.compile(r"--(mem-fraction-static|cuda-graph-max-bs-decode|max-running-requests) ([\d.]+)")
+
+
+def _launch(trial: str) -> tuple[ServerConfig, list[tuple[str, str]]]:
+    """A launch of the H200 grid on real SGLang 0.5.17: its memory flags (its tree, s2k1d3, is every
+    launch's) and the graphs its log says it captured."""
+    flags = dict(_FLAGS.findall((GRID / trial / "command.txt").read_text()))
+    config = make_config(
+        float(flags["mem-fraction-static"]),
+        int(flags["cuda-graph-max-bs-decode"]),
+        int(flags["max-running-requests"]),
+        2,
+        1,
+        3,
+    )
+    return config, _CAPTURE.findall((GRID / trial / "server.log").read_text())
+
+
+def test_sglangs_rule_is_what_sglang_captured() -> None:
+    """Real SGLang 0.5.17 on one H200: graph bs 256 under max running 16 captured the graphs graph bs 16
+    did (trials 6 and 5), and the rule makes them one server; under max running 256, graph bs 16 and 64
+    captured different graphs (trials 7 and 8), and the rule keeps them apart."""
+    (low, low_graphs), (high, high_graphs) = _launch("0005"), _launch("0006")
+    assert low_graphs and high_graphs == low_graphs
+    assert served_as(high, SGLANG) == served_as(low, SGLANG)
+    (g16, g16_graphs), (g64, g64_graphs) = _launch("0007"), _launch("0008")
+    assert g16_graphs != g64_graphs
+    assert served_as(g16, SGLANG) != served_as(g64, SGLANG)
