@@ -291,23 +291,23 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
     gap = lead(ahead.median, runner.median)
     limit = noise.gap_noise(len(ahead.numbers), len(runner.numbers))
     call = Call.CLEARLY_AHEAD if clearly_ahead(ahead.median, runner.median, limit) else Call.TOO_CLOSE
-    standing = f"{percent(gap)} ahead of"
+    standing = f"{percent(gap)} ahead of {runner.subject()}"
     if gap < 0 and best.predicted:  # ranked first on its estimate, which the model's prediction moved
         standing = (
             f"{percent(-gap)} behind {runner.subject()} by median but ranked first, the speculation model "
             "fitted on every launch predicting it ahead (each figure pulled toward the model's by the "
-            "noise of its own launches); the gap to"
+            "noise of its own launches)"
         )
     elif gap < 0:  # ranked first on its estimate: the runner-up's higher median stands on fewer launches
         standing = (
             f"{percent(-gap)} behind {runner.subject()} by median but ranked first, its figure the surer "
-            "of the two, the runner-up's pulled toward the rest by its fewer launches; the gap to"
+            "of the two, the runner-up's pulled toward the rest by its fewer launches"
         )
     close = [g.numbers[0] for g in groups[1:] if _too_close(best, g, noise)]
     # The figure is the threshold of this comparison (what noise alone opens between these two at 95 %,
     # with their launch counts), not the node's noise: it was once labelled so, and read as such.
     statement = (
-        f"{_counts(ahead, runner)}: {ahead.subject()} is {standing} {runner.subject()}; noise "
+        f"{_counts(ahead, runner)}: {ahead.subject()} is {standing}; noise "
         f"alone opens gaps of up to {percent(limit)} in this comparison ({noise.describe()}), so "
         f"{call.value}"
     )

@@ -62,6 +62,10 @@ def test_a_leader_behind_by_median_says_so() -> None:
     assert v.runner_up == [7, 8] and v.gap is not None and v.gap < 0
     assert "behind the configuration of trials 7, 8 by median but ranked first" in v.statement
     assert v.call.value == "too close to call"
+    # The runner-up is named once: the verdict once read "...; the gap to the configuration of trials 7,
+    # 8; noise alone opens gaps of up to ...", a clause with no verb.
+    assert v.statement.count("the configuration of trials 7, 8") == 1, v.statement
+    assert "the gap to" not in v.statement
 
 
 def test_shrinkage_follows_the_launch_noise() -> None:
