@@ -78,9 +78,10 @@ def replay(
     logging.getLogger("orchestrator.driver").setLevel(logging.CRITICAL)
     replayed = grid.replayed()
     oracle, configs = replayed.oracle, replayed.configs
-    # The truth is the best of the searched space (each configuration by the cell that answers for it: graph
-    # bs 256 under max running 16 is the bs-16 figure); the no-speculation baseline (measured beside it) is
-    # not in it, and is reported on its own (`MeasuredGrid.baseline_note`).
+    # The truth is the best of the searched space (each configuration by the cell that answers for it: its
+    # own where the grid measured it, else the measured cell of the same server, graph bs 64 under max
+    # running 16 the bs-16 figure); the no-speculation baseline (measured beside it) is not in it, and is
+    # reported on its own (`MeasuredGrid.baseline_note`).
     measured = {c: e.objective for c in configs if (e := oracle.evaluate(c)).objective is not None}
     bases = measured_bases(oracle, configs) if with_baseline else {}
     measured |= bases

@@ -112,7 +112,12 @@ class ReplayOracle(Oracle):
         self._server_of = engine_catalog.server_of(spec.engine)
         self._servers: dict[ServerConfig, ServerConfig] = {}
         for config in self.measured:
-            self._servers.setdefault(self._server_of(config), config)
+            # a server measured under its own name answers for its others; else its first measured name
+            key = self._server_of(config)
+            if config == key:
+                self._servers[key] = config
+            else:
+                self._servers.setdefault(key, config)
 
     def cell(self, config: ServerConfig) -> ServerConfig:
         """The measured cell that answers for `config`: itself, or one the engine serves as the same

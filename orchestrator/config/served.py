@@ -20,17 +20,29 @@ def served_as(config: ServerConfig, rules: Sequence[SameServer]) -> ServerConfig
     """`config` as the engine serves it under `rules`: every rule applied in order, to a field of the
     configuration or to one of the engine's own values (a rule for a value the configuration lacks, or
     capped by one it lacks, changes nothing)."""
-    for rule in rules:
-        value = _value(config, rule.name)
-        if value is None:
-            continue
-        if rule.kind is RuleKind.CAPPED:
-            cap = _value(config, rule.at)
-            if cap is None or value <= cap:
-                continue
-            config = _with(config, rule.name, cap)
-        elif rule.step > 0:
-            config = _with(config, rule.name, round(math.floor(value / rule.step + 1e-9) * rule.step, 9))
+    # Until nothing changes: a rule may change the value another rule reads (a step on what caps a
+    # field), and the key must be the key of itself.
+    for _ in range(len(rules) + 1):
+        served = config
+        for rule in rules:
+            served = _apply(served, rule)
+        if served == config:
+            break
+        config = served
+    return config
+
+
+def _apply(config: ServerConfig, rule: SameServer) -> ServerConfig:
+    value = _value(config, rule.name)
+    if value is None:
+        return config
+    if rule.kind is RuleKind.CAPPED:
+        cap = _value(config, rule.at)
+        if cap is None or value <= cap or (rule.where_at and cap not in rule.where_at):
+            return config
+        return _with(config, rule.name, cap)
+    if rule.step > 0:
+        return _with(config, rule.name, round(math.floor(value / rule.step + 1e-9) * rule.step, 9))
     return config
 
 

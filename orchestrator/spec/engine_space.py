@@ -45,13 +45,15 @@ class RuleKind(StrEnum):
 @dataclass(frozen=True)
 class SameServer:
     """One rule of an engine's: which configurations it serves as one server, so that a launch of one
-    measures them all (`config.served.served_as`). CAPPED: `name` above the value of the field `at` is
-    served at that value. STEPPED: `name` is served at the multiple of `step` at or below it."""
+    measures them all (`config.served.served_as`). CAPPED: `name` at or above the value of the field `at`
+    is served at that value, where that value is one of `where_at` (empty: whatever it is). STEPPED:
+    `name` is served at the multiple of `step` at or below it."""
 
     name: str
     kind: RuleKind
     at: str = ""
     step: float = 0.0
+    where_at: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

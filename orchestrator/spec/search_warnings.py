@@ -1,6 +1,6 @@
 """The search warning printed before a sweep starts: searched values the engine serves as one server.
 
-Valid, and nothing is wasted (the driver launches each server once and answers its other names from the
+Valid, and no launch is spent on a server measured under another name (the driver answers it from the
 record, `spec.engine_catalog.server_of`), but such a dimension searches less than it looks: the users'
 own notes searched graph batches up to 512 under 48 running requests, which SGLang serves as 48. Advice,
 not an error; the CLI prints it under the spec's summary.
@@ -33,8 +33,8 @@ def one_server_warnings(spec: SweepSpec) -> list[str]:
 
 def _capped(spec: SweepSpec, rule: SameServer, values: list[float]) -> str:
     caps = _values(_dim(spec, rule.at))
-    if not caps:
-        return ""
+    if not caps or (rule.where_at and any(c not in rule.where_at for c in caps)):
+        return ""  # a cap the rule does not hold at keeps its values apart
     top = max(caps)
     same = [v for v in values if v >= top]
     if len(same) < 2:
@@ -42,8 +42,8 @@ def _capped(spec: SweepSpec, rule: SameServer, values: list[float]) -> str:
     return (
         f"note: {_key(rule.name)}: {_words(same)} are one server at every {rule.at} searched "
         f"(at most {top:g}): the {spec.engine} engine serves a {rule.name} above {rule.at} as {rule.at}'s; "
-        f"each is launched once, and its other names are answered from its record. Keep one of them, or "
-        f"raise {_key(rule.at)}"
+        f"the server is launched once under any of these names, the others answered from its record. Keep "
+        f"one of them, or raise {_key(rule.at)}"
     )
 
 
@@ -51,13 +51,15 @@ def _stepped(spec: SweepSpec, rule: SameServer, values: list[float]) -> str:
     groups: dict[float, list[float]] = {}
     for v in values:
         groups.setdefault(math.floor(v / rule.step + 1e-9), []).append(v)
-    same = next((g for g in groups.values() if len(g) > 1), None)
-    if same is None:
+    same = [g for g in groups.values() if len(g) > 1]
+    if not same:
         return ""
+    each = " each" if len(same) > 1 else ""
     return (
-        f"note: {_key(rule.name)}: {_words(same)} are one server: the {spec.engine} engine takes it in "
-        f"steps of {rule.step:g}; each is launched once, and its other names are answered from its record. "
-        f"Keep one of them"
+        f"note: {_key(rule.name)}: {'; '.join(_words(g) for g in same)} are one server{each}: the "
+        f"{spec.engine} engine takes it in "
+        f"steps of {rule.step:g}; the server is launched once under any of these names, the others answered "
+        f"from its record. Keep one of them"
     )
 
 
@@ -75,6 +77,8 @@ def _values(dim: Dim | None) -> list[float]:
         return sorted(set(dim.choices))
     if isinstance(dim, IntRange):
         return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
+    if isinstance(dim, FloatRange) and dim.step:
+        return [round(dim.low + i * dim.step, 9) for i in range(round((dim.high - dim.low) / dim.step) + 1)]
     return []
 
 

@@ -34,6 +34,9 @@ def test_a_space_whose_every_value_is_its_own_server_has_no_warning() -> None:
     # one value above the largest max running is a server of its own
     spec = parse_spec(_demo(cuda_graph_max_bs={"choices": [16, 512]}), "demo.yaml")
     assert one_server_warnings(spec) == []
+    # under a max running SGLang does not capture (100), the graph batch decides what is graphed
+    spec = parse_spec(_demo(max_running_requests={"choices": [16, 48, 100]}), "demo.yaml")
+    assert one_server_warnings(spec) == []
 
 
 def test_an_engines_own_rule_names_its_own_values() -> None:
@@ -42,3 +45,7 @@ def test_an_engines_own_rule_names_its_own_values() -> None:
     (warning,) = one_server_warnings(parse_spec(data, "toy.yaml"))
     assert warning.startswith("note: search.engine.toy_tick_ms: 1.2 and 1.7 are one server")
     assert "steps of 1" in warning
+    # a stepped range is searched on its steps: 1.0, 1.5, 2.0, ... 3.0
+    data["search"]["engine"] = {"toy_tick_ms": {"low": 1, "high": 3, "step": 0.5}}
+    (warning,) = one_server_warnings(parse_spec(data, "toy.yaml"))
+    assert warning.startswith("note: search.engine.toy_tick_ms: 1 and 1.5; 2 and 2.5 are one server each")

@@ -30,7 +30,8 @@ from orchestrator.spec.search import SearchSpace
 
 log = logging.getLogger(__name__)
 
-Measured = dict[ServerConfig, tuple[int, TrialStatus, float | None]]  # config -> (trial, status, objective)
+Seen = tuple[int, TrialStatus, float | None]  # the trial that measured a server: (number, status, objective)
+Measured = dict[ServerConfig, Seen]  # a server (`SweepState.server_of`) -> what measured it
 
 
 @dataclass

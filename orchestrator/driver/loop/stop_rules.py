@@ -35,10 +35,11 @@ class StopRules(ConfirmationReserve):
         return False
 
     def _space_exhausted(self) -> bool:
-        """Every configuration of a finite space is settled (measured, or ruled out before launch) and
-        nothing is queued: an ask could only repeat one, answered from the record, and on a small space
-        the sampler would be asked thousands of times before the repeat limit (each TPE ask reads every
-        trial so far). A space with a continuous range is never exhausted."""
+        """Every server of a finite space (its configurations by the engine's rule, `server_of`) is
+        settled (measured, or ruled out before launch) and nothing is queued: an ask could only repeat
+        one, answered from the record, and on a small space the sampler would be asked thousands of times
+        before the repeat limit (each TPE ask reads every trial so far). A space with a continuous range
+        is never exhausted."""
         if self._space is None:
             try:
                 self._space = frozenset(self.server_of(c) for c in space_configs(self.spec.search))

@@ -264,7 +264,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             requeued = TrialAttr.REQUEUED_FROM in trial.user_attrs or TrialAttr.CONFIRM_OF in trial.user_attrs
             seen = self.measured.get(self.server_of(config))
             if seen is not None and not requeued:
-                self._repeat(trial, seen)
+                self._repeat(trial, config, seen)
                 continue
             prediction = self.memory_model.predict(config)
             known_good = bool(trial.user_attrs.get(TrialAttr.KNOWN_GOOD))
@@ -345,11 +345,11 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
 
     # -- the ways a trial ends without running (lost and raised: `NoResult`) ----------------------------
 
-    def _repeat(self, trial: optuna.Trial, seen: tuple[int, TrialStatus, float | None]) -> None:
-        """TPE proposes a configuration it has already measured once it settles: answer from the record
-        instead of spending another launch (the study still learns the value)."""
+    def _repeat(self, trial: optuna.Trial, config: ServerConfig, seen: obs.Seen) -> None:
+        """TPE proposes a server it has already measured (under this name or another) once it settles:
+        answer from the record instead of spending another launch (the study still learns the value)."""
         self.repeats += 1
-        tell_repeat(self.study, trial, *seen)
+        tell_repeat(self.study, trial, config.label(), seen)
         self._leave_open(trial)
         log.info("trial %d repeats trial %d: answered from the record", trial.number, seen[0])
 

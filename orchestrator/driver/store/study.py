@@ -167,9 +167,16 @@ def requeue(study: optuna.Study, trial: optuna.Trial, baseline: bool) -> None:
 
 
 def tell_repeat(
-    study: optuna.Study, trial: optuna.Trial, number: int, status: TrialStatus, objective: float | None
+    study: optuna.Study,
+    trial: optuna.Trial,
+    label: str,
+    seen: tuple[int, TrialStatus, float | None],
 ) -> None:
-    """Answer a proposal of an already measured configuration from trial ``number``'s record."""
+    """Answer a proposal of an already measured server from the record of the trial that measured it
+    (``seen``: its number, status and objective); the proposal keeps its own configuration's ``label``
+    (another name of that server, or the same)."""
+    number, status, objective = seen
+    trial.set_user_attr(TrialAttr.CONFIG, label)
     trial.set_user_attr(TrialAttr.REPEAT_OF, number)
     trial.set_user_attr(TrialAttr.STATUS, status.value)
     tell_outcome(study, trial, status, objective, pruned=False)

@@ -82,11 +82,24 @@ READING = FlagReading(
 )
 
 # SGLang captures decode graphs up to its request pool (`get_batch_sizes_to_capture` drops the sizes above
-# `max_running_requests`): a graph batch above it is the server of graph batch = max running, the same
-# graphs wherever max running is one of its capture sizes (16, 32, 48, 64, ...) and one batch size apart
-# where it is not (one graph more or less: what `driver.memory.prior.capture_sizes` tells apart).
+# `max_running_requests`, and adds the pool's own size when it dropped any): where max running is one of
+# its capture sizes, every graph batch at or above it captures the same graphs, and is one server. Where
+# it is not, the graph batch decides whether the last sizes below it are graphed (under max running 100,
+# graph bs 100 captures up to 96, graph bs 256 up to 100), so those stay apart. The sizes are those of
+# its lists with speculation and without (`driver.memory.prior.capture_sizes`), as far as 4096.
+_SPECULATIVE_SIZES = {
+    *range(1, 9),
+    *range(10, 33, 2),
+    *range(40, 65, 4),
+    *range(72, 257, 8),
+    *range(272, 4097, 16),
+}
+_PLAIN_SIZES = {1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, 4097, 32)}
 SAME_SERVER: tuple[SameServer, ...] = (
     SameServer(
-        SearchedField.CUDA_GRAPH_MAX_BS.value, RuleKind.CAPPED, at=SearchedField.MAX_RUNNING_REQUESTS.value
+        SearchedField.CUDA_GRAPH_MAX_BS.value,
+        RuleKind.CAPPED,
+        at=SearchedField.MAX_RUNNING_REQUESTS.value,
+        where_at=tuple(float(s) for s in sorted(_SPECULATIVE_SIZES & _PLAIN_SIZES)),
     ),
 )

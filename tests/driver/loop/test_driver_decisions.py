@@ -26,6 +26,7 @@ from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.conclusion import conclude
 from orchestrator.driver.answer.confirm import rank
 from orchestrator.driver.answer.study_answer import record_answer
+from orchestrator.driver.answer.summary import render_table, table_rows
 from orchestrator.driver.dispatch.executor import Handle, OneNodeExecutor, TrialError, TrialLost
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.restore import restore
@@ -205,6 +206,12 @@ def test_a_configuration_the_engine_serves_as_one_measured_is_answered_from_the_
     first, again = _trials_of(study, low)[0], _trials_of(study, twin)[0]
     assert again.user_attrs[TrialAttr.REPEAT_OF] == first.number
     assert sweep.repeats == 1
+    # The table shows the twin under its own name, as the server the trial it repeats measured (the repeat
+    # once kept no label, and showed the first trial's configuration as "same configuration").
+    table = render_table(table_rows(study.get_trials(), sweep.outcome.records))
+    row = next(line for line in table.splitlines() if line.split()[:1] == [str(again.number)])
+    assert row.endswith(twin.label()), row
+    assert f"same server as trial {first.number}" in table
 
 
 def test_a_resumed_sweep_rebuilds_what_it_learned_from_the_study(
