@@ -42,8 +42,13 @@ def _apply(config: ServerConfig, rule: SameServer) -> ServerConfig:
             return config
         return _with(config, rule.name, cap)
     if rule.step > 0:
-        return _with(config, rule.name, round(math.floor(value / rule.step + 1e-9) * rule.step, 9))
+        return _with(config, rule.name, step_below(value, rule.step))
     return config
+
+
+def step_below(value: float, step: float) -> float:
+    """The multiple of `step` at or below `value`: what a STEPPED rule serves `value` at."""
+    return round(math.floor(value / step + 1e-9) * step, 9)
 
 
 def _value(config: ServerConfig, name: str) -> float | None:

@@ -180,31 +180,6 @@ def auto_mem_fraction(
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
 
-def capture_batch_sizes(max_bs: int, *, speculative: bool, max_running_requests: int | None) -> list[int]:
-    """The decode batch sizes SGLang captures: its list up to ``max_bs``, then capped at the request pool."""
-    if speculative:
-        sizes = (
-            list(range(1, 9))
-            + list(range(10, 33, 2))
-            + list(range(40, 65, 4))
-            + list(range(72, 257, 8))
-            + list(range(272, max(max_bs, 272) + 1, 16))
-        )
-    else:
-        sizes = (
-            list((1, 2, 4, 8, 12))
-            + list(range(16, 257, 8))
-            + list(range(272, 512, 16))
-            + list(range(512, max(max_bs, 512) + 1, 32))
-        )
-    sizes = [bs for bs in sizes if bs <= max_bs]
-    if max_running_requests is not None and sizes and max(sizes) > max_running_requests:
-        sizes = [bs for bs in sizes if bs <= max_running_requests]
-        if max_running_requests not in sizes:
-            sizes.append(max_running_requests)  # SGLang adds the pool size itself so it stays graphed
-    return sizes
-
-
 def _assertion_traceback(site: str) -> str:
     return (
         "Traceback (most recent call last):\n"

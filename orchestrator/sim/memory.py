@@ -16,9 +16,10 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from orchestrator.footprint.sglang_defaults import capture_sizes
 from orchestrator.footprint.shape import kv_shards
 from orchestrator.records import FailureStage
-from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, SimArgs, capture_batch_sizes
+from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, SimArgs
 from orchestrator.sim.profile import SimProfile
 from orchestrator.sim.tiers import load_tier_config
 
@@ -258,7 +259,7 @@ def plan_startup(profile: SimProfile, args: SimArgs) -> StartupPlan:
         kv_tokens = min(kv_tokens, args.max_total_tokens)
     w.take(kv_pool("target", kv_tokens, cell_t, profile.pool_overhead_gib))
     mrr = derived_max_running_requests(args, kv_tokens, context_len)
-    sizes = capture_batch_sizes(args.cuda_graph_max_bs, speculative=spec, max_running_requests=mrr)
+    sizes = capture_sizes(args.cuda_graph_max_bs, spec, mrr)
 
     def draft_kv() -> bool:
         step = kv_pool("draft", kv_tokens, cell_d, 0.0)

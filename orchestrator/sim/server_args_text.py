@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, SimArgs, capture_batch_sizes
+from orchestrator.footprint.sglang_defaults import capture_sizes
+from orchestrator.sim.args import PREFILL_GRAPH_TOKENS, SimArgs
 from orchestrator.sim.profile import SimProfile
 
 
@@ -22,9 +23,7 @@ def _phase(backend: str, max_bs: int, sizes: list[int]) -> str:
 
 def server_args_items(args: SimArgs, profile: SimProfile) -> list[tuple[str, Any]]:
     """A realistic subset of ``ServerArgs`` in SGLang's order, with the resolved values."""
-    decode_bs = capture_batch_sizes(
-        args.cuda_graph_max_bs, speculative=args.speculative, max_running_requests=None
-    )
+    decode_bs = capture_sizes(args.cuda_graph_max_bs, args.speculative, None)
     decode_backend = "disabled" if args.disable_cuda_graph else "full"
     prefill_backend = "disabled" if args.disable_prefill_graph else "breakable"
     graph_config = {

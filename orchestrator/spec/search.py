@@ -6,6 +6,7 @@ known-good configuration is checked to be a point of the search space before any
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -328,3 +329,21 @@ def _not_in_dim(value: float, dim: FloatRange | IntRange | Choices) -> str | Non
 
 def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else x
+
+
+def stepped(low: float, high: float, step: float) -> list[float]:
+    """The values of a stepped float range, ascending, `high` included when a step lands on it."""
+    count = math.floor((high - low) / step + 1e-9) + 1
+    return [round(low + k * step, 10) for k in range(count)]
+
+
+def grid_values(dim: FloatRange | IntRange | Choices, *, integer: bool = False) -> list[float] | None:
+    """Every value of a discrete field, ascending, each once (choices as ints with `integer`); None for a
+    continuous range."""
+    if isinstance(dim, Choices):
+        return sorted({int(c) if integer else float(c) for c in dim.choices})
+    if isinstance(dim, IntRange):
+        return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
+    if dim.step is None:
+        return None
+    return stepped(dim.low, dim.high, dim.step)

@@ -8,11 +8,10 @@ not an error; the CLI prints it under the spec's summary.
 
 from __future__ import annotations
 
-import math
-
+from orchestrator.config.served import step_below
 from orchestrator.spec import engine_catalog
 from orchestrator.spec.engine_space import RuleKind, SameServer
-from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace, grid_values
 from orchestrator.spec.sweep_spec import SweepSpec
 
 Dim = FloatRange | IntRange | Choices
@@ -48,9 +47,11 @@ def _capped(spec: SweepSpec, rule: SameServer, values: list[float]) -> str:
 
 
 def _stepped(spec: SweepSpec, rule: SameServer, values: list[float]) -> str:
+    if rule.step <= 0:
+        return ""  # no step: a rule that serves every value as itself
     groups: dict[float, list[float]] = {}
     for v in values:
-        groups.setdefault(math.floor(v / rule.step + 1e-9), []).append(v)
+        groups.setdefault(step_below(v, rule.step), []).append(v)
     same = [g for g in groups.values() if len(g) > 1]
     if not same:
         return ""
@@ -73,13 +74,7 @@ def _dim(spec: SweepSpec, name: str) -> Dim | None:
 
 def _values(dim: Dim | None) -> list[float]:
     """The values a dimension searches, ascending; none for a continuous range (it has no list)."""
-    if isinstance(dim, Choices):
-        return sorted(set(dim.choices))
-    if isinstance(dim, IntRange):
-        return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
-    if isinstance(dim, FloatRange) and dim.step:
-        return [round(dim.low + i * dim.step, 9) for i in range(round((dim.high - dim.low) / dim.step) + 1)]
-    return []
+    return (grid_values(dim) or []) if dim is not None else []
 
 
 def _key(name: str) -> str:

@@ -6,10 +6,9 @@ import re
 from pathlib import Path
 
 from orchestrator.config.served import served_as
-from orchestrator.driver.memory.prior import capture_sizes
 from orchestrator.engines.sglang.space import SGLANG_SPACE
+from orchestrator.footprint.sglang_defaults import capture_sizes
 from orchestrator.records import ServerConfig
-from orchestrator.sim.args import capture_batch_sizes
 from orchestrator.spec import engine_catalog
 from orchestrator.spec.engine_space import RuleKind, SameServer
 from orchestrator.spec.search import make_config
@@ -89,8 +88,8 @@ def test_sglangs_rule_never_makes_one_server_of_two_that_capture_different_graph
     """Where max running is not one of SGLang's capture sizes, the graph batch decides whether the last
     sizes below it are graphed: under max running 100, graph bs 100 captures up to 96 (batches 97-100 run
     eagerly) and graph bs 256 up to 100. The rule once made them one server; it holds only where every
-    graph batch at or above max running captures the same sizes (as the memory prior and the simulated
-    node count them)."""
+    graph batch at or above max running captures the same sizes (SGLang's lists, as the memory prior and
+    the simulated node count them: `footprint.sglang_defaults.capture_sizes`)."""
     graphs = [1, 8, 12, 16, 20, 32, 48, 64, 96, 100, 104, 128, 256, 300, 512, 520, 1024]
     for speculative in (True, False):
         for running in range(1, 600):
@@ -98,7 +97,6 @@ def test_sglangs_rule_never_makes_one_server_of_two_that_capture_different_graph
             for g in graphs:
                 config = make_config(0.9, g, running, *((2, 1, 3) if speculative else ()))
                 sizes = capture_sizes(g, speculative, running)
-                assert sizes == capture_batch_sizes(g, speculative=speculative, max_running_requests=running)
                 key = served_as(config, SGLANG)
                 assert captured.setdefault(key, sizes) == sizes, (speculative, running, g)
     # and where it holds, it holds: graph bs above a max running SGLang captures are one server

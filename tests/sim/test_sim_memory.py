@@ -7,8 +7,8 @@ import json
 import pytest
 from simhelp import KIMI, TINY, plan, spec
 
+from orchestrator.footprint.sglang_defaults import capture_sizes
 from orchestrator.records import FailureStage
-from orchestrator.sim.args import capture_batch_sizes
 from orchestrator.sim.memory import OomKind, StepKind
 
 TINY_RUN = [*spec(3, 1, 4), "--cuda-graph-max-bs", "16", "--max-running-requests", "16"]
@@ -149,7 +149,7 @@ def test_capture_sizes_follow_sglang_lists() -> None:
         "216, 224, 232, 240, 248, 256, 272, 288, 304, 320, 336, 352, 368, 384, 400, 416, 432, 448, 464, "
         "480, 496, 512]"
     )
-    assert capture_batch_sizes(512, speculative=True, max_running_requests=512) == real_512
-    assert capture_batch_sizes(512, speculative=True, max_running_requests=50)[-3:] == [44, 48, 50]
-    assert len(capture_batch_sizes(128, speculative=False, max_running_requests=None)) == 20
-    assert len(capture_batch_sizes(512, speculative=False, max_running_requests=None)) == 52
+    assert capture_sizes(512, True, 512) == real_512
+    assert capture_sizes(512, True, 50)[-3:] == [44, 48, 50]
+    assert len(capture_sizes(128, False, None)) == 20
+    assert len(capture_sizes(512, False, None)) == 52

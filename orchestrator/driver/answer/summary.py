@@ -228,7 +228,7 @@ def render_table(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
         note = src.reason
         if r.repeat_of is not None:
             # under another name, it is a server the engine serves as one (`spec.engine_space.SameServer`)
-            same = "configuration" if src.config is None or config == src.config else "server"
+            same = "configuration" if config == src.config else "server"
             note = f"same {same} as trial {r.repeat_of}: answered from its record, not launched"
         cells = [str(r.number), r.status, *(_cell(values.get(c.key), c.spec) for c in COLUMNS), label]
         body.append((cells, note))

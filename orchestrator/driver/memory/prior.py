@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from orchestrator.config.adaptive import candidate_steps, tiers_of
 from orchestrator.driver.memory.facts import MemoryFacts, VersionRule
 from orchestrator.footprint.graph_costs import GraphCosts
+from orchestrator.footprint.sglang_defaults import capture_sizes
 from orchestrator.footprint.shape import GIB
 from orchestrator.records import FailureStage, ServerConfig, fraction_text
 
@@ -88,22 +89,6 @@ class Estimate:
             "stage": self.stage.value if self.stage else None,
             "reason": self.reason,
         }
-
-
-def capture_sizes(max_bs: int, speculative: bool, max_running: int) -> list[int]:
-    """SGLang's captured decode batch sizes up to ``max_bs``, capped at the request pool."""
-    if speculative:
-        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8)]
-        sizes += list(range(272, max(max_bs, 272) + 1, 16))
-    else:
-        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16)]
-        sizes += list(range(512, max(max_bs, 512) + 1, 32))
-    sizes = [bs for bs in sizes if bs <= max_bs]
-    if sizes and max(sizes) > max_running:
-        sizes = [bs for bs in sizes if bs <= max_running]
-        if max_running not in sizes:
-            sizes.append(max_running)
-    return sizes
 
 
 def _runner(

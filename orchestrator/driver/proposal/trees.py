@@ -9,9 +9,8 @@ A tree (`draft_tree.DraftTree`) is (steps, top-k, draft tokens) after SGLang's r
 from __future__ import annotations
 
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.search.grid import grid_values, stepped
 from orchestrator.driver.search.space import space_configs
-from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace, grid_values, stepped
 
 # A continuous fraction range is searched by the policy on this grid (SGLang reads two decimals well).
 FRACTION_GRID = 0.01

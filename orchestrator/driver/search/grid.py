@@ -1,34 +1,15 @@
 """The values a searched field can take, so that advice names one the search can propose.
 
 A diagnosis that said "lower cuda_graph_max_bs to 65" in a space of {64, 128, 256, 512} named a value
-no trial of the study can launch with; advice is snapped to the field's grid, toward safety.
+no trial of the study can launch with; advice is snapped to the field's grid (`spec.search.grid_values`),
+toward safety.
 """
 
 from __future__ import annotations
 
-import math
-
-from orchestrator.spec.search import Choices, FloatRange, IntRange
+from orchestrator.spec.search import Choices, FloatRange, IntRange, grid_values
 
 Dim = FloatRange | IntRange | Choices
-
-
-def stepped(low: float, high: float, step: float) -> list[float]:
-    """The values of a stepped float range, ascending, `high` included when a step lands on it."""
-    count = math.floor((high - low) / step + 1e-9) + 1
-    return [round(low + k * step, 10) for k in range(count)]
-
-
-def grid_values(dim: Dim, *, integer: bool = False) -> list[float] | None:
-    """Every value of a discrete field, ascending, each once (choices as ints with `integer`); None for a
-    continuous range."""
-    if isinstance(dim, Choices):
-        return sorted({int(c) if integer else float(c) for c in dim.choices})
-    if isinstance(dim, IntRange):
-        return [float(v) for v in range(dim.low, dim.high + 1, dim.step)]
-    if dim.step is None:
-        return None
-    return stepped(dim.low, dim.high, dim.step)
 
 
 def at_most(dim: Dim, value: float) -> float | None:

@@ -26,7 +26,6 @@ from orchestrator.config import adaptive
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.draft_tree import draft_token_bounds
 from orchestrator.config.fields import SearchedField as F
-from orchestrator.driver.search.grid import stepped
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig
 from orchestrator.spec.search import (
@@ -38,6 +37,7 @@ from orchestrator.spec.search import (
     SearchSpace,
     SpecError,
     make_config,
+    stepped,
 )
 
 ParamValue = float | int | str

@@ -1,9 +1,11 @@
 """What SGLang declares before any of its code loads: the flags that set the searched values, as each
-SGLang version spells them, the flags a trial owns, and those of its fixed flags the driver reads typed.
+SGLang version spells them, the flags a trial owns, those of its fixed flags the driver reads typed, and
+which configurations it serves as one server.
 
 The spec checks a user's fixed flags against these (`spec.engine_catalog`, which reads this module) before
 any GPU is claimed, so it is a leaf: it imports only the engine-neutral names of the searched values
-(`config.fields`) and the shape of a declaration (`spec.engine_space`), and stands on the lowest floor
+(`config.fields`), the shape of a declaration (`spec.engine_space`) and SGLang's capture sizes
+(`footprint.sglang_defaults`), and stands on the lowest floor
 although it lives in SGLang's folder. SGLang's command line (`engines.sglang.command`) and its search space
 (`engines.sglang.space`) read their spellings here.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.config.fields import SearchedField
+from orchestrator.footprint.sglang_defaults import capture_sizes
 from orchestrator.spec.engine_space import FlagReading, RuleKind, SameServer
 
 
@@ -86,20 +89,13 @@ READING = FlagReading(
 # its capture sizes, every graph batch at or above it captures the same graphs, and is one server. Where
 # it is not, the graph batch decides whether the last sizes below it are graphed (under max running 100,
 # graph bs 100 captures up to 96, graph bs 256 up to 100), so those stay apart. The sizes are those of
-# its lists with speculation and without (`driver.memory.prior.capture_sizes`), as far as 4096.
-_SPECULATIVE_SIZES = {
-    *range(1, 9),
-    *range(10, 33, 2),
-    *range(40, 65, 4),
-    *range(72, 257, 8),
-    *range(272, 4097, 16),
-}
-_PLAIN_SIZES = {1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, 4097, 32)}
+# both its lists, with speculation and without, as far as 4096.
+_POOLS = set(capture_sizes(4096, True, None)) & set(capture_sizes(4096, False, None))
 SAME_SERVER: tuple[SameServer, ...] = (
     SameServer(
         SearchedField.CUDA_GRAPH_MAX_BS.value,
         RuleKind.CAPPED,
         at=SearchedField.MAX_RUNNING_REQUESTS.value,
-        where_at=tuple(float(s) for s in sorted(_SPECULATIVE_SIZES & _PLAIN_SIZES)),
+        where_at=tuple(float(s) for s in sorted(_POOLS)),
     ),
 )

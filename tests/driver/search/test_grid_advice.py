@@ -6,9 +6,9 @@ import re
 
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.search.diagnosis import diagnose
-from orchestrator.driver.search.grid import at_least, at_most, grid_values
+from orchestrator.driver.search.grid import at_least, at_most
 from orchestrator.records import TrialStatus
-from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace
+from orchestrator.spec.search import Choices, FloatRange, IntRange, SearchSpace, grid_values
 from tests.driver.memory.test_memory_model import result_from_log
 
 
