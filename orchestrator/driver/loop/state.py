@@ -22,12 +22,13 @@ from orchestrator.driver.loop import observers as obs
 from orchestrator.driver.loop.lossless import LosslessCheck
 from orchestrator.driver.loop.outcome import StopReason, SweepOutcome
 from orchestrator.driver.loop.settle import Settled
+from orchestrator.driver.loop.twins import Twins
 from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.proposal.policy import ProposalPolicy
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.study_lock import DriverLease
 from orchestrator.driver.store.tracking import Tracker
-from orchestrator.records import ServerConfig
+from orchestrator.records import ServerConfig, TrialResult
 from orchestrator.spec.sweep_spec import SweepSpec
 
 log = logging.getLogger("orchestrator.driver.loop.sweep")  # the loop's one logger, whichever part logs
@@ -68,6 +69,7 @@ class SweepState(ABC):
     # `SameServer` rules): a draw of a server measured under another name is answered from its record.
     measured: obs.Measured
     server_of: Callable[[ServerConfig], ServerConfig]
+    twins: Twins  # draws of a server running on another node, waiting for its record
     lossless: LosslessCheck
     journal: Journal
     tracker: Tracker
@@ -85,6 +87,12 @@ class SweepState(ABC):
 
     @abstractmethod
     def _observe(self, trial: optuna.Trial | FrozenTrial, baseline: bool, settled: Settled) -> None: ...
+
+    @abstractmethod
+    def _tell_and_record(self, info: InFlight, result: TrialResult) -> None: ...
+
+    @abstractmethod
+    def _leave_open(self, trial: optuna.Trial, closed: bool = True) -> None: ...
 
     def _stop(self, reason: StopReason, message: str = "") -> None:
         if self.outcome.stop_reason is StopReason.BUDGET_DONE:

@@ -9,6 +9,7 @@ from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.reserve import ConfirmationReserve
 from orchestrator.driver.loop.state import log
 from orchestrator.driver.search.space import space_configs
+from orchestrator.records import ServerConfig
 
 # Lost launches cost no budget, so they need a limit of their own: this many in a row stop the sweep.
 LOST_IN_A_ROW = 5
@@ -23,7 +24,7 @@ class StopRules(ConfirmationReserve):
             return True
         if self._confirmation_due():
             return True
-        if self.repeats >= 20 * self.n_trials:
+        if self.repeats + len(self.twins) >= 20 * self.n_trials:  # waiting draws are repeats to come
             self._stop(StopReason.ONLY_REPEATS)
             return True
         if self.skipped >= 5 * self.n_trials:
@@ -40,6 +41,18 @@ class StopRules(ConfirmationReserve):
         one, answered from the record, and on a small space the sampler would be asked thousands of times
         before the repeat limit (each TPE ask reads every trial so far). A space with a continuous range
         is never exhausted."""
+        return self._unsettled() == frozenset()
+
+    def _only_running_left(self) -> bool:
+        """Every server of a finite space not yet settled is running now: an ask could only draw one of
+        them, to wait for its record (`twins`), so none is asked until one ends."""
+        unsettled = self._unsettled()
+        running = {self.server_of(info.config) for info in self._inflight.values()}
+        return unsettled is not None and unsettled <= running
+
+    def _unsettled(self) -> frozenset[ServerConfig] | None:
+        """The finite space's servers not settled yet; None for a space that is not finite, or while
+        trials are queued (they go first, whatever is settled)."""
         if self._space is None:
             try:
                 self._space = frozenset(self.server_of(c) for c in space_configs(self.spec.search))
@@ -48,8 +61,8 @@ class StopRules(ConfirmationReserve):
         if not self._space or self.study.get_trials(
             deepcopy=False, states=(optuna.trial.TrialState.WAITING,)
         ):
-            return False
-        return self._space <= self.measured.keys()
+            return None
+        return self._space - self.measured.keys()
 
     def _answer_known(self, why: str) -> None:
         left = self.remaining()

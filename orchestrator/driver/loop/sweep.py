@@ -32,7 +32,8 @@ from orchestrator.driver.loop.resume import Resume
 from orchestrator.driver.loop.settle import Settled, settle
 from orchestrator.driver.loop.state import InFlight, log
 from orchestrator.driver.loop.stop_rules import StopRules
-from orchestrator.driver.memory.learned import MemoryModel, Prediction
+from orchestrator.driver.loop.twins import Twins
+from orchestrator.driver.memory.learned import MemoryModel
 from orchestrator.driver.memory.prior_model import from_prior
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
 from orchestrator.driver.search.space import params_for, suggest_config
@@ -42,7 +43,6 @@ from orchestrator.driver.store.study import (
     finished_elsewhere,
     launched_count,
     tell,
-    tell_repeat,
 )
 from orchestrator.driver.store.study_lock import DriverLease
 from orchestrator.driver.store.tracking import Tracker
@@ -107,6 +107,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         self.lost_in_a_row = 0
         self.server_of = engine_catalog.server_of(spec.engine)  # `measured`'s key (`state.SweepState`)
         self.measured: obs.Measured = {}
+        self.twins = Twins(self.server_of)  # draws of a server running on another node wait for it
         self._space: frozenset[ServerConfig] | None = None  # the finite space's configurations, once listed
         self.lossless = LosslessCheck(spec, tracker)
         self.journal = Journal(workdir / "records")
@@ -248,16 +249,21 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
                 if not self._inflight and self.nodes.quarantined_nodes:
                     raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
                 return
-            if not self._propose():
-                return
-            if self._space_exhausted():
-                self._stop(StopReason.SPACE_EXHAUSTED)
-                return
-            trial = self.study.ask()
-            self._open[trial.number] = trial
-            if self.lease is not None:
-                self.lease.track(trial._trial_id)
-            config = suggest_config(trial, self.spec.search)
+            if self.twins.released:  # drawn while a twin ran, which measured nothing: launched now
+                trial, config = self.twins.released.pop(0)
+            else:
+                if not self._propose():
+                    return
+                if self._space_exhausted():
+                    self._stop(StopReason.SPACE_EXHAUSTED)
+                    return
+                if self._only_running_left():
+                    return
+                trial = self.study.ask()
+                self._open[trial.number] = trial
+                if self.lease is not None:
+                    self.lease.track(trial._trial_id)
+                config = suggest_config(trial, self.spec.search)
             baseline = bool(trial.user_attrs.get(TrialAttr.BASELINE))
             # A confirmation launch is launched whatever the record or the memory model says (and, like a
             # re-queued trial, is not re-queued again if its node dies).
@@ -265,6 +271,10 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             seen = self.measured.get(self.server_of(config))
             if seen is not None and not requeued:
                 self._repeat(trial, config, seen)
+                continue
+            if not requeued and self.twins.running(config, (i.config for i in self._inflight.values())):
+                self.twins.wait(trial, config)
+                log.info("trial %d waits for the same server, running on another node", trial.number)
                 continue
             prediction = self.memory_model.predict(config)
             known_good = bool(trial.user_attrs.get(TrialAttr.KNOWN_GOOD))
@@ -343,24 +353,6 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         self.n_trials = launched_count(self.study) + enqueued
         return self.run()
 
-    # -- the ways a trial ends without running (lost and raised: `NoResult`) ----------------------------
-
-    def _repeat(self, trial: optuna.Trial, config: ServerConfig, seen: obs.Seen) -> None:
-        """TPE proposes a server it has already measured (under this name or another) once it settles:
-        answer from the record instead of spending another launch (the study still learns the value)."""
-        self.repeats += 1
-        tell_repeat(self.study, trial, config.label(), seen)
-        self._leave_open(trial)
-        log.info("trial %d repeats trial %d: answered from the record", trial.number, seen[0])
-
-    def _skip(
-        self, trial: optuna.Trial, config: ServerConfig, prediction: Prediction, baseline: bool
-    ) -> None:
-        """Spend no GPU time on what cannot fit: the study learns it as infeasible all the same."""
-        self.skipped += 1
-        info = InFlight(trial, config, time.monotonic(), baseline, requeued=True)
-        self._tell_and_record(info, without_launch.predicted_oom(config, prediction))
-
     # -- events and results ---------------------------------------------------------------------------
 
     def _finish(self, handle: Handle) -> None:
@@ -376,6 +368,9 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         self.journal.servers.forget(info.trial.number)  # its server was stopped with it
         self.lost_in_a_row = self.lost_in_a_row + 1 if result.status is TrialStatus.LOST else 0
         self._tell_and_record(info, result)
+        seen = self.measured.get(self.server_of(info.config))
+        for trial, config, twin in self.twins.settled(info.config, seen):
+            self._repeat(trial, config, twin)
 
     def _tell_and_record(self, info: InFlight, result: TrialResult) -> None:
         """settle -> tell -> observers."""

@@ -18,7 +18,7 @@ from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.study import open_study
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.search import Choices
-from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep
+from tests.driver.loop.test_driver_decisions import InProcessExecutor, TwoNodeExecutor, _sweep
 
 
 def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled() -> None:
@@ -50,3 +50,29 @@ def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled()
     run_on_oracle(sweep)
     assert sweep.outcome.stop_reason is StopReason.ANSWER_KNOWN
     assert len(study.trials) < 40, len(study.trials)
+
+
+def test_on_two_nodes_the_last_server_running_is_not_drawn_again_and_again() -> None:
+    """A finite space's last unsettled server runs on one node; the other node's asks could only draw it
+    again, to wait for its record. None is asked until it ends (before, the sampler was asked until the
+    repeat limit, 20 x the budget, and the study filled with waiting draws)."""
+    bench = CASES["h200-llama8b"]
+    profile = load_profile(bench.name)
+    space = bench.space.model_copy(
+        update={
+            "mem_fraction_static": Choices(choices=[0.85]),
+            "cuda_graph_max_bs": Choices(choices=[32]),
+            "max_running_requests": Choices(choices=[32]),
+            "speculative_num_steps": Choices(choices=[3]),
+            "speculative_eagle_topk": Choices(choices=[1]),
+        }
+    )
+    spec = case_spec(bench, gpus=1).model_copy(update={"search": space})
+    assert len(space_configs(space)) == 1
+    study = open_study(spec, "last-running", InMemoryStorage(), resume=False)
+    sweep = _sweep(spec, study, TwoNodeExecutor(Oracle(spec, profile)), n_trials=10)
+    sweep.journal.folder = None
+    sweep.proposals = None
+    run_on_oracle(sweep)
+    assert sweep.outcome.stop_reason is StopReason.SPACE_EXHAUSTED
+    assert len(study.trials) == 1, len(study.trials)
