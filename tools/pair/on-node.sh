@@ -27,6 +27,11 @@
 #   bash tools/pair/on-node.sh draft-in           the draft brought back by `wait` (.pair/draft.tar.NN, over
 #                                                 one call or several), put where `prepare` looks: `prepare`
 #                                                 then only converts the target (no answers, no training)
+#   bash tools/pair/on-node.sh data-in            the target's answers brought back by `wait` after a run with
+#                                                 ANSWERS_ONLY=1 (.pair/data.tgz.NN), put where `prepare`
+#                                                 looks: `prepare` then converts and trains (no answers)
+# A node's device time may not hold the answers and the training together: ANSWERS_ONLY=1 stops `prepare`
+# after the answers, and `wait` brings them back (data.tgz.NN, a few MB) for a later node's `data-in`.
 # Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
 #
 # Settings: PAIR (default /tmp/pair), SEED (0), TRAIN_PROMPTS (12000), PROMPTS (chat: the chat corpus and the
@@ -84,6 +89,11 @@ case "$stage" in
         --prompts "$PROMPTS" --no-deterministic
     fi
     t2=$(date +%s)
+    if [ "${ANSWERS_ONLY:-0}" = 1 ]; then
+      echo "times: convert+check $((t1 - t0)) s, answers $((t2 - t1)) s (ANSWERS_ONLY: no training)"
+      sha256sum "$PAIR/data/train.jsonl" | tee "$PAIR/hashes.txt"
+      exit 0
+    fi
     [ -f "$PAIR/draft/train_summary.json" ] ||
       $PY -m tools.pair.train_draft --target "$PAIR/target" --data "$PAIR/data/train.jsonl" \
         --out "$PAIR/draft" --seed "$SEED" --ttt-steps "$TTT_STEPS" --epochs "$EPOCHS" --lr "$LR" \
@@ -149,6 +159,9 @@ case "$stage" in
       # serves the same weights instead of training again.
       if [ -f "$PAIR/run.rc" ] && [ -f "$PAIR/draft/model.safetensors" ]; then
         tar -C "$PAIR" -cf - draft | split -b 12000000 -d - "$OUT/draft.tar."
+      elif [ -f "$PAIR/run.rc" ] && [ -f "$PAIR/data/train.jsonl" ]; then
+        # No draft (ANSWERS_ONLY): the answers, for a later node to train on (`data-in`).
+        tar -C "$PAIR" -czf - data | split -b 15000000 -d - "$OUT/data.tgz."
       fi
     fi
     if [ -f "$PAIR/run.rc" ]; then echo "run ended: rc $(cat "$PAIR/run.rc")"; else echo "still running"; fi
@@ -158,6 +171,11 @@ case "$stage" in
     find .pair -maxdepth 1 -name 'draft.tar.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
     cat "$PAIR"/pieces/draft.tar.[0-9][0-9] | tar -C "$PAIR" -xf -
     sha256sum "$PAIR/draft/model.safetensors"
+    ;;
+  data-in)
+    find .pair -maxdepth 1 -name 'data.tgz.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
+    cat "$PAIR"/pieces/data.tgz.[0-9][0-9] | tar -C "$PAIR" -xzf -
+    sha256sum "$PAIR/data/train.jsonl"
     ;;
   sweep-in)
     # A sweep's folder brought back by sweep-wait (.pair/sweep-out.tgz.NN), where it was, for --resume.
