@@ -16,25 +16,30 @@ from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.study import open_study
-from orchestrator.sim.profile import load_profile
+from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.spec.search import Choices
+from orchestrator.spec.sweep_spec import SweepSpec
 from tests.driver.loop.test_driver_decisions import InProcessExecutor, TwoNodeExecutor, _sweep
 
 
-def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled() -> None:
+def _small_space(max_running: list[float], steps: list[float]) -> tuple[SweepSpec, SimProfile]:
+    """The measured 8B case's spec over a few chain trees at one fraction and graph batch, and its profile."""
     bench = CASES["h200-llama8b"]
-    profile = load_profile(bench.name)
     space = bench.space.model_copy(
         update={
             "mem_fraction_static": Choices(choices=[0.85]),
             "cuda_graph_max_bs": Choices(choices=[32]),
-            "max_running_requests": Choices(choices=[16, 32]),
-            "speculative_num_steps": Choices(choices=[2, 3]),
+            "max_running_requests": Choices(choices=max_running),
+            "speculative_num_steps": Choices(choices=steps),
             "speculative_eagle_topk": Choices(choices=[1]),
         }
     )
-    spec = case_spec(bench, gpus=1).model_copy(update={"search": space})
-    assert len(space_configs(space)) == 4
+    return case_spec(bench, gpus=1).model_copy(update={"search": space}), load_profile(bench.name)
+
+
+def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled() -> None:
+    spec, profile = _small_space(max_running=[16, 32], steps=[2, 3])
+    assert len(space_configs(spec.search)) == 4
     # The sampler alone (no proposal policy): it can only repeat a configuration once all are settled.
     study = open_study(spec, "exhausted", InMemoryStorage(), resume=False)
     sweep = _sweep(spec, study, InProcessExecutor(Oracle(spec, profile)), n_trials=40)
@@ -56,19 +61,8 @@ def test_on_two_nodes_the_last_server_running_is_not_drawn_again_and_again() -> 
     """A finite space's last unsettled server runs on one node; the other node's asks could only draw it
     again, to wait for its record. None is asked until it ends (before, the sampler was asked until the
     repeat limit, 20 x the budget, and the study filled with waiting draws)."""
-    bench = CASES["h200-llama8b"]
-    profile = load_profile(bench.name)
-    space = bench.space.model_copy(
-        update={
-            "mem_fraction_static": Choices(choices=[0.85]),
-            "cuda_graph_max_bs": Choices(choices=[32]),
-            "max_running_requests": Choices(choices=[32]),
-            "speculative_num_steps": Choices(choices=[3]),
-            "speculative_eagle_topk": Choices(choices=[1]),
-        }
-    )
-    spec = case_spec(bench, gpus=1).model_copy(update={"search": space})
-    assert len(space_configs(space)) == 1
+    spec, profile = _small_space(max_running=[32], steps=[3])
+    assert len(space_configs(spec.search)) == 1
     study = open_study(spec, "last-running", InMemoryStorage(), resume=False)
     sweep = _sweep(spec, study, TwoNodeExecutor(Oracle(spec, profile)), n_trials=10)
     sweep.journal.folder = None
