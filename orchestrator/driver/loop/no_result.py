@@ -35,10 +35,11 @@ class NoResult(SweepState):
         info = InFlight(trial, config, time.monotonic(), baseline, requeued=True)
         self._tell_and_record(info, without_launch.predicted_oom(config, prediction))
 
-    def _lost(self, info: InFlight, err: TrialLost) -> TrialResult:
-        """The node or the worker died under the trial: not an OOM, and worth one more try elsewhere."""
+    def _lost(self, info: InFlight, err: TrialLost, requeue_it: bool = True) -> TrialResult:
+        """The node or the worker died under the trial: not an OOM, and worth one more try elsewhere (a
+        re-queued copy, unless `requeue_it` is False: a draw of the same server waits, and is the retry)."""
         log.error("trial %d lost: %s", info.trial.number, err)
-        if not info.requeued:
+        if not info.requeued and requeue_it:
             requeue(self.study, info.trial, info.baseline)
         return without_launch.lost(info.config, err, time.monotonic() - info.started)
 

@@ -12,6 +12,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -101,3 +102,12 @@ class SweepState(ABC):
                 # Said on the console by the closing lines (`stopped early: ...`), not as a log record.
                 self.outcome.stop_detail = self.outcome.stop_detail or message
                 log.info("%s", message)
+
+
+def quietly(call: Callable[..., None], *args: Any) -> None:
+    """Tear down what may be gone already; the exception on its way out (an interrupt) stays the one
+    raised."""
+    try:
+        call(*args)
+    except Exception as err:
+        log.warning("while stopping: %s: %s", type(err).__name__, err)

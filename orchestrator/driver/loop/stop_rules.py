@@ -24,7 +24,7 @@ class StopRules(ConfirmationReserve):
             return True
         if self._confirmation_due():
             return True
-        if self.repeats + len(self.twins) >= 20 * self.n_trials:  # waiting draws are repeats to come
+        if self.repeats + self.twins.waited >= 20 * self.n_trials:  # a draw that waits launches nothing
             self._stop(StopReason.ONLY_REPEATS)
             return True
         if self.skipped >= 5 * self.n_trials:
@@ -45,7 +45,8 @@ class StopRules(ConfirmationReserve):
 
     def _only_running_left(self) -> bool:
         """Every server of a finite space not yet settled is running now: an ask could only draw one of
-        them, to wait for its record (`twins`), so none is asked until one ends."""
+        them, to wait for its record (`twins`), or a settled one, answered from its record; none is asked
+        until one ends."""
         unsettled = self._unsettled()
         running = {self.server_of(info.config) for info in self._inflight.values()}
         return unsettled is not None and unsettled <= running

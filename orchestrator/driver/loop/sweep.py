@@ -30,7 +30,7 @@ from orchestrator.driver.loop.outcome import Progress, StopReason, SweepOutcome
 from orchestrator.driver.loop.pruning import StageReports
 from orchestrator.driver.loop.resume import Resume
 from orchestrator.driver.loop.settle import Settled, settle
-from orchestrator.driver.loop.state import InFlight, log
+from orchestrator.driver.loop.state import InFlight, log, quietly
 from orchestrator.driver.loop.stop_rules import StopRules
 from orchestrator.driver.loop.twins import Twins
 from orchestrator.driver.memory.learned import MemoryModel
@@ -40,6 +40,7 @@ from orchestrator.driver.search.space import params_for, suggest_config
 from orchestrator.driver.store.journal import Journal
 from orchestrator.driver.store.study import (
     close_and_requeue,
+    close_unlaunched,
     finished_elsewhere,
     launched_count,
     tell,
@@ -184,21 +185,14 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             # and the launch, or between its result and the tell, when the signal came. The study and the
             # records first: the same Ctrl-C may have taken Ray down already, and a cancel that raises
             # must not leave a trial RUNNING (the next driver would find it stale and never show it).
+            for trial, _ in self.twins.drain():  # never launched: closed, not re-queued (`twins`)
+                self._leave_open(trial, closed=close_unlaunched(self.study, trial))
             for trial in list(self._open.values()):
                 self._close_interrupted(trial)
             for handle in list(self._inflight):
-                self._quietly(self.executor.cancel, handle)
-            self._quietly(self.executor.close)
+                quietly(self.executor.cancel, handle)
+            quietly(self.executor.close)
         return self.outcome
-
-    @staticmethod
-    def _quietly(call: Callable[..., None], *args: Any) -> None:
-        """Tear down what may be gone already; the exception on its way out (an interrupt) stays the one
-        raised."""
-        try:
-            call(*args)
-        except Exception as err:
-            log.warning("while stopping: %s: %s", type(err).__name__, err)
 
     def _close_interrupted(self, trial: optuna.Trial) -> None:
         """An interrupted trial costs no budget and is queued again; one that was launched is shown like
@@ -249,8 +243,9 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
                 if not self._inflight and self.nodes.quarantined_nodes:
                     raise RuntimeError("every node failed GPU hygiene: " + "; ".join(self.nodes.report()))
                 return
-            if self.twins.released:  # drawn while a twin ran, which measured nothing: launched now
-                trial, config = self.twins.released.pop(0)
+            released = self.twins.next_released()  # drawn while a twin ran, which measured nothing
+            if released is not None:
+                trial, config = released
             else:
                 if not self._propose():
                     return
@@ -272,9 +267,11 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             if seen is not None and not requeued:
                 self._repeat(trial, config, seen)
                 continue
-            if not requeued and self.twins.running(config, (i.config for i in self._inflight.values())):
+            twin = self.twins.running(config, ((i.trial.number, i.config) for i in self._inflight.values()))
+            if twin is not None and not requeued:
+                trial.set_user_attr(TrialAttr.WAITS_FOR, twin)
                 self.twins.wait(trial, config)
-                log.info("trial %d waits for the same server, running on another node", trial.number)
+                log.info("trial %d waits for trial %d, the same server on another node", trial.number, twin)
                 continue
             prediction = self.memory_model.predict(config)
             known_good = bool(trial.user_attrs.get(TrialAttr.KNOWN_GOOD))
@@ -361,14 +358,14 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
         dashboard_metrics.record_running(self._node_of.pop(handle, ""), False)
         try:
             result = self.executor.result(handle)
-        except TrialLost as err:
-            result = self._lost(info, err)
+        except TrialLost as err:  # a draw waiting for this server is its retry, not a re-queued copy
+            result = self._lost(info, err, requeue_it=not self.twins.waiting_on(info.config))
         except TrialError as err:
             result = self._internal_error(info, err)
         self.journal.servers.forget(info.trial.number)  # its server was stopped with it
         self.lost_in_a_row = self.lost_in_a_row + 1 if result.status is TrialStatus.LOST else 0
         self._tell_and_record(info, result)
-        seen = self.measured.get(self.server_of(info.config))
+        seen = self.measured.get(self.server_of(info.config))  # set by `MeasuredSet` if it measured
         for trial, config, twin in self.twins.settled(info.config, seen):
             self._repeat(trial, config, twin)
 

@@ -158,6 +158,21 @@ def close_and_requeue(study: optuna.Study, trial: optuna.Trial, attrs: dict[str,
     return True
 
 
+def close_unlaunched(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """A draw that waited for the record of a twin (`driver.loop.twins`) and was never launched: closed
+    (FAIL) when the driver stops, and not re-queued: a re-queued trial is launched whatever the record
+    says. False when another process had closed it already."""
+    if finished_elsewhere(study, trial):
+        return False
+    try:
+        trial.set_user_attr(TrialAttr.CLOSED, "not launched: it waited for a twin's record")
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
+        log.warning("trial %d could not be closed: %s", trial.number, err)
+        return False
+    return True
+
+
 def requeue(study: optuna.Study, trial: optuna.Trial, baseline: bool) -> None:
     """Queue a trial's configuration again, marked as such (a re-queued trial is never re-queued again)."""
     attrs: dict[str, Any] = {TrialAttr.REQUEUED_FROM: trial.number}

@@ -160,6 +160,11 @@ def close_dead_drivers_trials(
     dead = owner if owner is not None and owner.driver_id != me else None
     closed = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if TrialAttr.WAITS_FOR in t.user_attrs:  # a draw that waited for a twin: never launched (`twins`)
+            _mark_closed(study, t.number, "not launched: it waited for a twin's record")
+            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            closed.append(t.number)
+            continue
         for key, value in (attrs_of(t, dead) if attrs_of is not None else {}).items():
             study._storage.set_trial_user_attr(t._trial_id, key, value)
         study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)

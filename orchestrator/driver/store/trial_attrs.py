@@ -26,6 +26,7 @@ class TrialAttr(StrEnum):
     KNOWN_GOOD_FRACTION = "known_good_fraction"  # the user's fraction, when the prior moved it down
     REQUEUED_FROM = "requeued_from"  # a lost or interrupted trial's configuration, run again
     REPEAT_OF = "repeat_of"  # answered from an earlier trial's record, not launched
+    WAITS_FOR = "waits_for"  # drawn while this trial ran its server on another node (`driver.loop.twins`)
     WARM_START_FROM = "warm_start_from"  # a trial of an earlier study, added by --warm-start
     CLOSED = "closed"  # closed without a result (interrupted): its configuration is re-queued
     CONFIRM_OF = "confirm_of"  # a confirmation launch of the configuration first measured by this trial

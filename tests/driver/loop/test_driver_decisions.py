@@ -28,7 +28,6 @@ from orchestrator.driver.answer.confirm import rank
 from orchestrator.driver.answer.study_answer import record_answer
 from orchestrator.driver.answer.summary import render_table, table_rows
 from orchestrator.driver.dispatch.executor import Handle, OneNodeExecutor, TrialError, TrialLost
-from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.restore import restore
 from orchestrator.driver.loop.settle import settle
@@ -514,63 +513,3 @@ def test_a_resumed_study_created_without_metric_names_gets_them(oracle: Oracle) 
     assert optuna.load_study(study_name="old", storage=storage).metric_names == [objective_name(oracle.spec)]
     assert study.metric_names == [objective_name(oracle.spec)]
 
-
-class TwoNodeExecutor(InProcessExecutor):
-    """Two nodes, one slot each; a trial ends only when a newer one has started beside it, or when it
-    runs alone (oldest first): two trials are always in flight together while the study has two."""
-
-    def trial_slots(self) -> int:
-        return 2
-
-    def alive_nodes(self) -> list[dict[str, object]]:  # type: ignore[override]
-        return [
-            {"NodeID": node, "Alive": True, "Resources": {TRIAL_SLOT: 1.0, "GPU": self.gpus}}
-            for node in (NODE, "node-b")
-        ]
-
-    def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
-        return sorted(handles, key=lambda h: cast(int, h))[:1], []
-
-
-def test_a_draw_of_a_server_running_on_another_node_waits_for_its_record(
-    oracle: Oracle, configs: dict[str, ServerConfig]
-) -> None:
-    """On two nodes, graph bs 32 and 64 under max running 8 (one server by SGLang's rule) were drawn one
-    after the other: the twin was launched on the second node while the first ran, and the same server
-    measured twice. It now waits for the first's record and is answered from it."""
-    spec = oracle.spec
-    low = replace(configs["good"], cuda_graph_max_bs=32, max_running_requests=8)
-    twin = replace(low, cuda_graph_max_bs=64)
-    study = open_study(spec, "twins", InMemoryStorage(), resume=False)
-    for config in (low, twin, configs["no_kv"]):
-        study.enqueue_trial(params_for(config))
-    executor = TwoNodeExecutor(oracle)
-    sweep = _sweep(spec, study, executor, n_trials=2, proposals=False)
-    sweep.prepare(resume=False)
-    sweep.run()
-    assert executor.launched(low) == 1 and executor.launched(twin) == 0
-    # The slot the twin would have taken went to the next draw.
-    assert executor.launched(configs["no_kv"]) == 1
-    first, again = _trials_of(study, low)[0], _trials_of(study, twin)[0]
-    assert again.user_attrs[TrialAttr.REPEAT_OF] == first.number
-    assert again.state is TrialState.COMPLETE and again.value == first.value
-
-
-def test_a_waiting_twin_is_launched_when_the_server_it_waits_for_measured_nothing(
-    oracle: Oracle, configs: dict[str, ServerConfig]
-) -> None:
-    """The running twin died with its node: nothing was measured, so the draw that waited for it is
-    launched after all (and counted), not answered from a record that does not exist."""
-    spec = oracle.spec
-    low = replace(configs["good"], cuda_graph_max_bs=32, max_running_requests=8)
-    twin = replace(low, cuda_graph_max_bs=64)
-    study = open_study(spec, "twins-lost", InMemoryStorage(), resume=False)
-    for config in (low, twin):
-        study.enqueue_trial(params_for(config))
-    executor = TwoNodeExecutor(oracle, lose={low: 1})
-    sweep = _sweep(spec, study, executor, n_trials=2, proposals=False)
-    sweep.prepare(resume=False)
-    sweep.run()
-    assert executor.launched(twin) == 1
-    again = _trials_of(study, twin)[0]
-    assert TrialAttr.REPEAT_OF not in again.user_attrs and again.state is TrialState.COMPLETE

@@ -19,7 +19,8 @@ from orchestrator.driver.store.study import open_study
 from orchestrator.sim.profile import SimProfile, load_profile
 from orchestrator.spec.search import Choices
 from orchestrator.spec.sweep_spec import SweepSpec
-from tests.driver.loop.test_driver_decisions import InProcessExecutor, TwoNodeExecutor, _sweep
+from tests.driver.loop.test_driver_decisions import InProcessExecutor, _sweep
+from tests.driver.loop.test_twins import TwoNodeExecutor
 
 
 def _small_space(max_running: list[float], steps: list[float]) -> tuple[SweepSpec, SimProfile]:
