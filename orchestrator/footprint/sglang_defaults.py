@@ -31,8 +31,10 @@ def default_graph_settings(gpu_mem_mib: float, tp_size: int) -> tuple[int, int]:
 
 
 def capture_sizes(max_bs: int, speculative: bool, max_running: int | None) -> list[int]:
-    """SGLang's captured decode batch sizes: its list up to ``max_bs``, then capped at the request pool
-    (``max_running``; None: uncapped), whose own size it adds when it dropped any size above it."""
+    """SGLang's captured decode batch sizes: its list up to ``max_bs``, with ``max_bs`` itself where the list
+    lacks it (`ServerArgs._generate_decode_cuda_graph_batch_sizes`; graph bs 100 captured 96 and 100 on
+    0.5.17), then capped at the request pool (``max_running``; None: uncapped), whose own size it adds when
+    it dropped any size above it."""
     if speculative:
         sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8)]
         sizes += list(range(272, max(max_bs, 272) + 1, 16))
@@ -40,6 +42,8 @@ def capture_sizes(max_bs: int, speculative: bool, max_running: int | None) -> li
         sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16)]
         sizes += list(range(512, max(max_bs, 512) + 1, 32))
     sizes = [bs for bs in sizes if bs <= max_bs]
+    if max_bs not in sizes:
+        sizes.append(max_bs)
     if max_running is not None and sizes and max(sizes) > max_running:
         sizes = [bs for bs in sizes if bs <= max_running]
         if max_running not in sizes:

@@ -85,11 +85,9 @@ def test_sglangs_rule_is_what_sglang_captured() -> None:
 
 
 def test_sglangs_rule_never_makes_one_server_of_two_that_capture_different_graphs() -> None:
-    """Where max running is not one of SGLang's capture sizes, the graph batch decides whether the last
-    sizes below it are graphed: under max running 100, graph bs 100 captures up to 96 (batches 97-100 run
-    eagerly) and graph bs 256 up to 100. The rule once made them one server; it holds only where every
-    graph batch at or above max running captures the same sizes (SGLang's lists, as the memory prior and
-    the simulated node count them: `footprint.sglang_defaults.capture_sizes`)."""
+    """The rule against SGLang's capture lists as the memory prior and the simulated node count them
+    (`footprint.sglang_defaults.capture_sizes`, held to real logs below): two configurations it makes one
+    server capture the same sizes, for every max running 1-599, with speculation and without."""
     graphs = [1, 8, 12, 16, 20, 32, 48, 64, 96, 100, 104, 128, 256, 300, 512, 520, 1024]
     for speculative in (True, False):
         for running in range(1, 600):
@@ -99,6 +97,25 @@ def test_sglangs_rule_never_makes_one_server_of_two_that_capture_different_graph
                 sizes = capture_sizes(g, speculative, running)
                 key = served_as(config, SGLANG)
                 assert captured.setdefault(key, sizes) == sizes, (speculative, running, g)
-    # and where it holds, it holds: graph bs above a max running SGLang captures are one server
-    assert served_as(make_config(0.9, 256, 100), SGLANG) != served_as(make_config(0.9, 100, 100), SGLANG)
+    # and it holds where max running is not one of SGLang's own sizes too (SGLang adds the graph batch)
+    assert served_as(make_config(0.9, 256, 100), SGLANG) == served_as(make_config(0.9, 100, 100), SGLANG)
     assert served_as(make_config(0.9, 256, 96), SGLANG) == served_as(make_config(0.9, 96, 96), SGLANG)
+
+
+POOLS = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "0.5.17" / "capture-pools"
+
+
+def test_every_graph_batch_at_or_above_max_running_is_one_server_on_real_sglang() -> None:
+    """Real SGLang 0.5.17 on one H100 (`tools/capture-pools.sh`): under max running 100, not one of its
+    capture sizes, graph bs 100 captured 96 and 100 (it appends the graph batch to its list), the same as
+    graph bs 256. The capture lists the prior and the simulated node count ended at 96 there, and the rule,
+    fitted to them, kept the two apart: one server launched twice."""
+    for running, graphs in ((96, (96, 256)), (100, (100, 256))):
+        keys = set()
+        for g in graphs:
+            log = (POOLS / f"mrr{running}-gbs{g}.log").read_text()
+            verify = next(sizes for runner, sizes in _CAPTURE.findall(log) if runner == "target verify")
+            captured = [int(s) for s in verify.split(", ")]
+            assert capture_sizes(g, True, running) == captured, (running, g)
+            keys.add(served_as(make_config(0.8, g, running, 2, 1, 3), SGLANG))
+        assert len(keys) == 1, running

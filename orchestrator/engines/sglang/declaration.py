@@ -4,8 +4,7 @@ which configurations it serves as one server.
 
 The spec checks a user's fixed flags against these (`spec.engine_catalog`, which reads this module) before
 any GPU is claimed, so it is a leaf: it imports only the engine-neutral names of the searched values
-(`config.fields`), the shape of a declaration (`spec.engine_space`) and SGLang's capture sizes
-(`footprint.sglang_defaults`), and stands on the lowest floor
+(`config.fields`) and the shape of a declaration (`spec.engine_space`), and stands on the lowest floor
 although it lives in SGLang's folder. SGLang's command line (`engines.sglang.command`) and its search space
 (`engines.sglang.space`) read their spellings here.
 """
@@ -15,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.config.fields import SearchedField
-from orchestrator.footprint.sglang_defaults import capture_sizes
 from orchestrator.spec.engine_space import FlagReading, RuleKind, SameServer
 
 
@@ -84,18 +82,15 @@ READING = FlagReading(
     prefill_graphs_off=(("--cuda-graph-backend-prefill", "disabled"), ("--disable-cuda-graph", None)),
 )
 
-# SGLang captures decode graphs up to its request pool (`get_batch_sizes_to_capture` drops the sizes above
-# `max_running_requests`, and adds the pool's own size when it dropped any): where max running is one of
-# its capture sizes, every graph batch at or above it captures the same graphs, and is one server. Where
-# it is not, the graph batch decides whether the last sizes below it are graphed (under max running 100,
-# graph bs 100 captures up to 96, graph bs 256 up to 100), so those stay apart. The sizes are those of
-# both its lists, with speculation and without, as far as 4096.
-_POOLS = set(capture_sizes(4096, True, None)) & set(capture_sizes(4096, False, None))
+# SGLang captures decode graphs up to its request pool: its list goes up to the graph batch, which it adds
+# where the list lacks it, and `get_batch_sizes_to_capture` drops the sizes above `max_running_requests`,
+# adding the pool's own size when it dropped any. So every graph batch at or above max running captures the
+# same graphs, and is one server, whatever max running is (on 0.5.17, under max running 100, graph bs 100
+# and 256 both captured 96 and 100: tests/fixtures/sglang/0.5.17/capture-pools/).
 SAME_SERVER: tuple[SameServer, ...] = (
     SameServer(
         SearchedField.CUDA_GRAPH_MAX_BS.value,
         RuleKind.CAPPED,
         at=SearchedField.MAX_RUNNING_REQUESTS.value,
-        where_at=tuple(float(s) for s in sorted(_POOLS)),
     ),
 )

@@ -512,4 +512,3 @@ def test_a_resumed_study_created_without_metric_names_gets_them(oracle: Oracle) 
     study = open_study(oracle.spec, "old", storage, resume=True)
     assert optuna.load_study(study_name="old", storage=storage).metric_names == [objective_name(oracle.spec)]
     assert study.metric_names == [objective_name(oracle.spec)]
-

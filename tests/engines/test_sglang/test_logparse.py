@@ -39,6 +39,8 @@ def index_of(text: str, needle: str) -> int:
 
 
 S, K = FailureStage, FailureKind
+# tools/capture-pools.sh: each launch stopped once ready (max running, graph bs).
+CAPTURE_POOLS = [(96, 96), (96, 256), (100, 100), (100, 256)]
 OUTCOMES = [
     # version, file, ready, failure stage, failure kind
     ("0.5.17", "ok.log", True, None, None),
@@ -133,6 +135,7 @@ OUTCOMES = [
     ],
     # the product's own sweep of the pair (trials/smollm2-h200.yaml) on one H100
     *[(f"0.5.17/smollm2-sweep-h100/trials/{n:04d}", "server.log", True, None, None) for n in range(5)],
+    *[("0.5.17/capture-pools", f"mrr{m}-gbs{g}.log", True, None, None) for m, g in CAPTURE_POOLS],
 ]
 
 
