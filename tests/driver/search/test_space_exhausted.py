@@ -8,12 +8,14 @@ repeats.
 
 from __future__ import annotations
 
+import optuna
 from optuna.storages import InMemoryStorage
 
 from benchmarks.search.oracle_sweep import run_on_oracle
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.search.space import space_configs
 from orchestrator.driver.store.study import open_study
 from orchestrator.sim.profile import SimProfile, load_profile
@@ -38,22 +40,25 @@ def _small_space(max_running: list[float], steps: list[float]) -> tuple[SweepSpe
     return case_spec(bench, gpus=1).model_copy(update={"search": space}), load_profile(bench.name)
 
 
+def _run(spec: SweepSpec, executor: InProcessExecutor, name: str, policy: bool) -> tuple[optuna.Study, Sweep]:
+    """The product's sweep of `spec` on `executor`, budget 40, as the CLI runs it (`policy`: the proposal
+    policy in front of the sampler; without it the sampler alone proposes)."""
+    study = open_study(spec, name, InMemoryStorage(), resume=False)
+    sweep = _sweep(spec, study, executor, n_trials=40, proposals=policy)
+    sweep.journal.folder = None
+    run_on_oracle(sweep)
+    return study, sweep
+
+
 def test_a_sweep_stops_asking_once_every_configuration_of_its_space_is_settled() -> None:
     spec, profile = _small_space(max_running=[16, 32], steps=[2, 3])
     assert len(space_configs(spec.search)) == 4
     # The sampler alone (no proposal policy): it can only repeat a configuration once all are settled.
-    study = open_study(spec, "exhausted", InMemoryStorage(), resume=False)
-    sweep = _sweep(spec, study, InProcessExecutor(Oracle(spec, profile)), n_trials=40)
-    sweep.journal.folder = None
-    sweep.proposals = None
-    run_on_oracle(sweep)
+    study, sweep = _run(spec, InProcessExecutor(Oracle(spec, profile)), "exhausted", policy=False)
     assert sweep.outcome.stop_reason is StopReason.SPACE_EXHAUSTED
     assert len(study.trials) < 40, len(study.trials)  # each configuration once: never hundreds of repeats
     # With the policy the race runs once every configuration is launched, and the policy stops it.
-    study = open_study(spec, "raced", InMemoryStorage(), resume=False)
-    sweep = _sweep(spec, study, InProcessExecutor(Oracle(spec, profile)), n_trials=40)
-    sweep.journal.folder = None
-    run_on_oracle(sweep)
+    study, sweep = _run(spec, InProcessExecutor(Oracle(spec, profile)), "raced", policy=True)
     assert sweep.outcome.stop_reason is StopReason.ANSWER_KNOWN
     assert len(study.trials) < 40, len(study.trials)
 
@@ -64,10 +69,6 @@ def test_on_two_nodes_the_last_server_running_is_not_drawn_again_and_again() -> 
     repeat limit, 20 x the budget, and the study filled with waiting draws)."""
     spec, profile = _small_space(max_running=[32], steps=[3])
     assert len(space_configs(spec.search)) == 1
-    study = open_study(spec, "last-running", InMemoryStorage(), resume=False)
-    sweep = _sweep(spec, study, TwoNodeExecutor(Oracle(spec, profile)), n_trials=10)
-    sweep.journal.folder = None
-    sweep.proposals = None
-    run_on_oracle(sweep)
+    study, sweep = _run(spec, TwoNodeExecutor(Oracle(spec, profile)), "last-running", policy=False)
     assert sweep.outcome.stop_reason is StopReason.SPACE_EXHAUSTED
     assert len(study.trials) == 1, len(study.trials)
