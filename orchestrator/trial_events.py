@@ -25,8 +25,8 @@ class Phase(StrEnum):
     LAUNCH = "starting the server"
     LOADING_WEIGHTS = "loading weights"
     KV_ALLOCATION = "allocating the KV cache"
+    DRAFT_MODEL = "loading the draft model"  # SGLang 0.5.14 on; 0.5.9 loads it after the target's graphs
     CUDA_GRAPHS = "capturing CUDA graphs"
-    DRAFT_MODEL = "loading the draft model"
     DRAFT_CUDA_GRAPHS = "capturing draft CUDA graphs"
     WARMUP = "warming up"
     KV_PROBE = "KV probe"
@@ -68,13 +68,15 @@ def failure_stage(phase: Phase | None) -> FailureStage:
 
 
 def startup_phase(stage: FailureStage, current: Phase | None) -> Phase:
-    """The phase a starting server is in, from the last stage its log shows. SGLang loads the draft model
-    after capturing the target's CUDA graphs: weights and KV cache after those graphs are the draft's."""
+    """The phase a starting server is in, from the last stage its log shows. Weights loaded once the
+    target's have been (0.5.14 on: right after them, before any graph; 0.5.9: after the target's CUDA
+    graphs) are the draft's, and so is a KV cache allocated while the draft loads."""
     phase = _STARTUP_PHASES.get(stage, Phase.LAUNCH)
-    if phase in (Phase.LOADING_WEIGHTS, Phase.KV_ALLOCATION) and current in (
-        Phase.CUDA_GRAPHS,
-        Phase.DRAFT_MODEL,
-    ):
+    if phase is Phase.LOADING_WEIGHTS and current in (Phase.KV_ALLOCATION, Phase.CUDA_GRAPHS):
+        return Phase.DRAFT_MODEL
+    if phase is Phase.KV_ALLOCATION and current is Phase.DRAFT_MODEL:
+        return Phase.DRAFT_MODEL
+    if phase is Phase.LOADING_WEIGHTS and current is Phase.DRAFT_MODEL:
         return Phase.DRAFT_MODEL
     return phase
 

@@ -60,14 +60,14 @@ def test_a_trial_reports_its_phases_in_order(tmp_path: Path) -> None:
     phases = [e.phase for e in seen]
     # Start-up phases come from the server's own log; each appears once, in the server's order.
     assert phases[:3] == [Phase.GPU_CHECK, Phase.LAUNCH, Phase.LOADING_WEIGHTS]
-    # The log is read every 50 ms, so a short stage can pass unseen under load; those seen come in the
-    # server's order (SGLang loads the draft model after capturing the target's graphs), each once.
-    order = list(Phase)
-    seen_order = [order.index(p) for p in phases if p is not Phase.BENCHMARK]
-    assert seen_order == sorted(set(seen_order)), phases
+    # The log is read every 50 ms, so a short stage can pass unseen under load; those seen come each
+    # once (the draft's weights told as the draft's, whenever this SGLang loads them), the target's
+    # weights before anything of the draft's.
+    startup = [p for p in phases if p is not Phase.BENCHMARK]
+    assert len(startup) == len(set(startup)), phases
     assert Phase.LOADING_WEIGHTS in phases and Phase.WARMUP in phases, phases
     if Phase.DRAFT_MODEL in phases:
-        assert Phase.CUDA_GRAPHS in phases, phases  # "the draft" only once the target's graphs were seen
+        assert phases.index(Phase.LOADING_WEIGHTS) < phases.index(Phase.DRAFT_MODEL), phases
     bench = [e for e in seen if e.phase is Phase.BENCHMARK]
     steps = len(spec.workload.concurrency)
     assert [(e.step, e.steps) for e in bench] == [(k, steps) for k in range(steps)] and stages == list(

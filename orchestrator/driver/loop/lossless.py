@@ -54,7 +54,8 @@ class LosslessCheck:
         if self.reference is None:
             self.waiting.append(record)
             return record
-        return replace(record, extra_tags=record.extra_tags + self._verdict(record))
+        # Judged now, the verdict rides on the record: the trial's console line tells a near tie.
+        return replace(record, extra_tags=record.extra_tags + self._verdict(record, on_console=True))
 
     def restore(self, records: list[TrialRecord]) -> list[TrialRecord]:
         """--resume: the baseline's outputs come back from the journal and every speculative trial is
@@ -94,7 +95,11 @@ class LosslessCheck:
         kept = tuple((k, v) for k, v in record.extra_tags if k not in verdict_keys)
         return replace(record, extra_tags=kept + tags)
 
-    def _verdict(self, record: TrialRecord, announce: bool = True) -> tuple[tuple[str, str], ...]:
+    def _verdict(
+        self, record: TrialRecord, announce: bool = True, on_console: bool = False
+    ) -> tuple[tuple[str, str], ...]:
+        """The verdict's tags, logged. A near tie is numerics, not news: a warning only where no console
+        line tells it (a trial judged after its line was printed, when the baseline came later)."""
         assert self.reference is not None
         found = compare(self.requests, self.reference, record.result.greedy_outputs, self.margins)
         if not found:
@@ -103,7 +108,7 @@ class LosslessCheck:
         differ = f"{len(found)} of {len(self.requests)} prompts differ from the baseline at temperature 0"
         label = f"trial {record.number} ({record.result.config.label()})"
         if all(m.near_tie for m in found):
-            verdict, level = Lossless.NEAR_TIE, logging.WARNING
+            verdict, level = Lossless.NEAR_TIE, logging.INFO if on_console else logging.WARNING
             message = (
                 f"{label}: {differ}, each at a near tie (the baseline's second choice within "
                 f"{NEAR_TIE_NATS:g} nats): numerics, not lossy: {text}"
