@@ -4,6 +4,9 @@ Two configurations the engine serves as one server are one measurement: the driv
 from the first's record instead of launching it again, a finite space counts its servers rather than its
 labels, and the proposal policy never launches a server it has measured under another name. The served
 form is a key, never a launch: a trial launches the configuration it drew, as drawn.
+
+What the engine launches whatever is asked (`spec.engine_space.Forced`) is another matter: those rules are
+applied to the configuration itself as it is built (`launched_as`), so it records what runs.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from orchestrator.records import ServerConfig
-from orchestrator.spec.engine_space import RuleKind, SameServer
+from orchestrator.spec.engine_space import Forced, RuleKind, SameServer
 
 
 def served_as(config: ServerConfig, rules: Sequence[SameServer]) -> ServerConfig:
@@ -29,6 +32,17 @@ def served_as(config: ServerConfig, rules: Sequence[SameServer]) -> ServerConfig
         if served == config:
             break
         config = served
+    return config
+
+
+def launched_as(config: ServerConfig, rules: Sequence[Forced]) -> ServerConfig:
+    """`config` with each value the engine sets itself under `rules` set as it will run, in order (a rule
+    whose value or whose condition the configuration lacks changes nothing)."""
+    for rule in rules:
+        base = _value(config, rule.base)
+        if base is None or _value(config, rule.name) is None or _value(config, rule.when) != rule.equals:
+            continue
+        config = _with(config, rule.name, base + rule.plus)
     return config
 
 

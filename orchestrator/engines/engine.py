@@ -8,7 +8,9 @@ fields it can be searched in, which the spec's search block is checked against, 
 prior, fitted on SGLang's accounting, applies to it). A field of that space that is no searched value of
 SGLang's is the engine's own (the spec's `search.engine`, `ServerConfig.engine_values`), which the engine
 renders with its own flags, and the space's rules of which configurations the engine serves as one server
-(`spec.engine_space.SameServer`) are what the driver knows its measurements by. The configuration record's
+(`spec.engine_space.SameServer`) are what the driver knows its measurements by; the values it sets itself
+whatever is asked (`spec.engine_space.Forced`: SGLang's draft tokens under top-k 1) are applied as a
+configuration is built (`spec.search.make_config`). The configuration record's
 other fields and the rules between the speculative values (`spec.search`, `driver/search/space.py`) stay
 SGLang's for now.
 """

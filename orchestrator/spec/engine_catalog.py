@@ -14,11 +14,12 @@ from enum import StrEnum
 from functools import partial
 
 from orchestrator.config.served import served_as
+from orchestrator.engines.sglang.declaration import FORCED as SGLANG_FORCED
 from orchestrator.engines.sglang.declaration import OWNED_FLAGS as SGLANG_OWNED_FLAGS
 from orchestrator.engines.sglang.declaration import READING as SGLANG_READING
 from orchestrator.engines.sglang.declaration import SAME_SERVER as SGLANG_SAME_SERVER
 from orchestrator.records import ServerConfig
-from orchestrator.spec.engine_space import EngineSpace, FlagReading, SameServer
+from orchestrator.spec.engine_space import EngineSpace, FlagReading, Forced, SameServer
 
 
 class EngineName(StrEnum):
@@ -34,6 +35,8 @@ _READINGS: dict[str, FlagReading] = {EngineName.SGLANG.value: SGLANG_READING}
 _SPACES: dict[str, EngineSpace] = {}
 # Its rules of which configurations are one server are known before its code loads, as its flags are.
 _SAME_SERVER: dict[str, tuple[SameServer, ...]] = {EngineName.SGLANG.value: SGLANG_SAME_SERVER}
+# So are the values it sets itself whatever is asked.
+_FORCED: dict[str, tuple[Forced, ...]] = {EngineName.SGLANG.value: SGLANG_FORCED}
 
 
 def declare(
@@ -48,6 +51,7 @@ def declare(
     if space is not None:
         _SPACES[str(name)] = space
         _SAME_SERVER[str(name)] = space.same_server
+        _FORCED[str(name)] = space.forced
     if flag_reading is not None:
         _READINGS[str(name)] = flag_reading
 
@@ -61,6 +65,12 @@ def same_server(name: str) -> tuple[SameServer, ...]:
     """Engine ``name``'s rules of which configurations it serves as one server; none for an engine that
     declared none."""
     return _SAME_SERVER.get(str(name), ())
+
+
+def forced(name: str) -> tuple[Forced, ...]:
+    """The values engine ``name`` launches at whatever its flags ask (`spec.engine_space.Forced`); none
+    for an engine that declared none."""
+    return _FORCED.get(str(name), ())
 
 
 def server_of(name: str) -> Callable[[ServerConfig], ServerConfig]:

@@ -7,8 +7,10 @@ different names, and its measurements would be noise. Whether the memory prior a
 too: the prior is fitted on SGLang's accounting and defaults, and an engine without them is searched
 from launches alone. So are the engine's rules of which configurations it serves as one server
 (`SameServer`: SGLang captures graphs up to its request pool, so a graph batch above it is that pool's
-server): the driver measures each server once, whatever names its draws give it. A leaf: it imports
-nothing of the package.
+server): the driver measures each server once, whatever names its draws give it. And so are the values
+the engine launches at whatever its flags ask (`Forced`: SGLang's EAGLE drafts steps + 1 tokens under
+top-k 1), applied as a configuration is built, so that it records what runs. A leaf: it imports nothing
+of the package.
 """
 
 from __future__ import annotations
@@ -57,6 +59,20 @@ class SameServer:
 
 
 @dataclass(frozen=True)
+class Forced:
+    """One rule of an engine's: a value it launches at whatever its flag asks (`config.served.launched_as`,
+    which `spec.search.make_config` applies, so the configuration is what runs). Where the field `when`
+    is `equals`, `name` runs at the value of the field `base` plus `plus`. Unlike `SameServer`, which
+    only keys a measurement, it changes the configuration itself."""
+
+    name: str
+    base: str
+    plus: float
+    when: str
+    equals: float
+
+
+@dataclass(frozen=True)
 class FlagReading:
     """Which of an engine's own flags carry what the driver reads typed from the spec's fixed flags
     (`spec.fixed_flags.read_facts`), in the engine's spelling; None (or no pair): the engine has no such
@@ -71,12 +87,13 @@ class FlagReading:
 @dataclass(frozen=True)
 class EngineSpace:
     """An engine's searched fields, whether the memory prior knows its accounting (`memory_defaults`:
-    its graph and scheduler defaults are the prior's, `footprint/sglang_defaults.py`), and its rules of
-    which configurations are one server (`same_server`)."""
+    its graph and scheduler defaults are the prior's, `footprint/sglang_defaults.py`), its rules of
+    which configurations are one server (`same_server`) and the values it sets itself (`forced`)."""
 
     fields: tuple[SpaceField, ...]
     memory_defaults: bool = False
     same_server: tuple[SameServer, ...] = ()
+    forced: tuple[Forced, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:

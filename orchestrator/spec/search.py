@@ -1,13 +1,14 @@
 """The spec's search section: the ranges searched, the known-good configurations, SGLang's rules.
 
-A configuration is built with SGLang's own rules for the speculative values (``make_config``), and a
-known-good configuration is checked to be a point of the search space before any GPU is claimed.
+A configuration is built with the rules the engine declares for the values it sets itself
+(``make_config``: SGLang's by default, whose fields the speculative values are), and a known-good
+configuration is checked to be a point of the search space before any GPU is claimed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -15,8 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from orchestrator.config.adaptive import AdaptiveMode, launch_steps
 from orchestrator.config.draft_tree import draft_tokens_problem
 from orchestrator.config.fields import NUMERIC_FIELDS, SearchedField
+from orchestrator.config.served import launched_as
 from orchestrator.errors import ErrorKind, SpecsweepError
 from orchestrator.records import ServerConfig
+from orchestrator.spec import engine_catalog
+from orchestrator.spec.engine_space import Forced
 
 # The numeric searched values (each a field of SearchSpace and KnownGood; tests check they match).
 SEARCHED_PARAMS: tuple[str, ...] = tuple(f.value for f in NUMERIC_FIELDS)
@@ -234,9 +238,13 @@ def make_config(
     speculative_num_draft_tokens: int | None = None,
     speculative_adaptive: AdaptiveMode = AdaptiveMode.OFF,
     engine_values: Mapping[str, float] | None = None,
+    *,
+    forced: Sequence[Forced] = engine_catalog.forced(engine_catalog.EngineName.SGLANG),
 ) -> ServerConfig:
-    """Build a configuration applying SGLang's own rules to the speculative values (named, like every
-    field of `ServerConfig`, after SGLang's flags); `engine_values` are the engine's own, kept as given."""
+    """Build a configuration as the engine will run it: the values named, like every field of
+    `ServerConfig`, after SGLang's flags, with the engine's `forced` rules applied (SGLang's by default,
+    whose fields the speculative values are; `engine_catalog.forced` gives another engine's);
+    `engine_values` are the engine's own, kept as given but where a rule sets them."""
     steps, topk, draft_tokens = speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens
     adaptive = speculative_adaptive
     if adaptive is not AdaptiveMode.OFF:
@@ -246,11 +254,9 @@ def make_config(
     if steps is not None:
         if topk is None:
             raise SpecError("speculative_eagle_topk: set it together with speculative_num_steps")
-        if topk == 1 or draft_tokens is None:
-            draft_tokens = steps + 1  # SGLang forces this for top-k 1 (with a warning)
-        if draft_tokens < 2:
-            raise SpecError("speculative_num_draft_tokens: must be at least 2")
-    return ServerConfig(
+        if draft_tokens is None:
+            draft_tokens = steps + 1  # none asked: the chain, the smallest tree that drafts
+    config = ServerConfig(
         mem_fraction_static=round(float(mem_fraction_static), 4),
         cuda_graph_max_bs=int(cuda_graph_max_bs),
         max_running_requests=int(max_running_requests),
@@ -260,13 +266,23 @@ def make_config(
         speculative_adaptive=None if adaptive is AdaptiveMode.OFF else adaptive.value,
         engine_values=tuple(sorted((name, float(v)) for name, v in (engine_values or {}).items())),
     )
+    config = launched_as(config, forced)
+    if steps is not None and (config.speculative_num_draft_tokens or 0) < 2:
+        raise SpecError("speculative_num_draft_tokens: must be at least 2")
+    return config
 
 
-def known_good_problems(known: KnownGood, space: SearchSpace, index: int) -> list[str]:
+def known_good_problems(
+    known: KnownGood,
+    space: SearchSpace,
+    index: int,
+    forced: Sequence[Forced] = engine_catalog.forced(engine_catalog.EngineName.SGLANG),
+) -> list[str]:
     """Why a known-good configuration is not a point of the search space (empty when it is).
 
-    Optuna can only enqueue a point of the space, and a value SGLang would silently change (draft tokens
-    under top-k 1) would be measured as another configuration than the one the user wrote down.
+    Optuna can only enqueue a point of the space, and a value the engine would silently set itself (its
+    `forced` rules, those `KnownGood.to_config` applies: SGLang's draft tokens under top-k 1) would be
+    measured as another configuration than the one the user wrote down.
     """
     where = f"known_good.{index}"
     problems = []
@@ -291,17 +307,13 @@ def known_good_problems(known: KnownGood, space: SearchSpace, index: int) -> lis
             f"{where}.speculative_adaptive: SGLang runs adaptive speculation with top-k 1 only; "
             "set speculative_eagle_topk to 1 or speculative_adaptive to off"
         )
+    problems += _forced_problems(known, where, forced)
     steps, topk, draft = (
         known.speculative_num_steps,
         known.speculative_eagle_topk,
         known.speculative_num_draft_tokens,
     )
-    if draft is not None and topk == 1 and draft != steps + 1:
-        problems.append(
-            f"{where}.speculative_num_draft_tokens: with speculative_eagle_topk 1 SGLang runs steps + 1 = "
-            f"{steps + 1} draft tokens, not {draft}; write {steps + 1} or leave it out"
-        )
-    elif draft is not None and topk > 1:
+    if draft is not None and topk > 1:
         why = _not_in_dim(draft, space.speculative_num_draft_tokens)
         outside = draft_tokens_problem(steps, topk, draft)
         if outside:
@@ -309,6 +321,31 @@ def known_good_problems(known: KnownGood, space: SearchSpace, index: int) -> lis
         elif why:
             problems.append(
                 f"{where}.speculative_num_draft_tokens: {draft} {why}; change it or widen the search"
+            )
+    return problems
+
+
+def _forced_problems(known: KnownGood, where: str, forced: Sequence[Forced]) -> list[str]:
+    """The values `known` asks that the engine's `forced` rules set otherwise; a value left out is the
+    engine's to set (an adaptive mode's launch steps are not the user's, so the rules read those written)."""
+    asked = make_config(
+        known.mem_fraction_static,
+        known.cuda_graph_max_bs,
+        known.max_running_requests,
+        known.speculative_num_steps,
+        known.speculative_eagle_topk,
+        known.speculative_num_draft_tokens,
+        forced=(),
+    )
+    problems = []
+    for rule in forced:
+        if getattr(known, rule.name, None) is None:
+            continue  # left out, or no value a known-good configuration names: the engine's to set
+        given, runs = getattr(asked, rule.name), getattr(launched_as(asked, (rule,)), rule.name)
+        if runs != given:
+            problems.append(
+                f"{where}.{rule.name}: with {rule.when} {_num(rule.equals)} the engine runs {rule.base} + "
+                f"{_num(rule.plus)} = {_num(runs)}, not {_num(given)}; write {_num(runs)} or leave it out"
             )
     return problems
 

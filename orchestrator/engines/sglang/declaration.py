@@ -1,6 +1,6 @@
 """What SGLang declares before any of its code loads: the flags that set the searched values, as each
-SGLang version spells them, the flags a trial owns, those of its fixed flags the driver reads typed, and
-which configurations it serves as one server.
+SGLang version spells them, the flags a trial owns, those of its fixed flags the driver reads typed,
+which configurations it serves as one server, and the values it sets itself whatever is asked.
 
 The spec checks a user's fixed flags against these (`spec.engine_catalog`, which reads this module) before
 any GPU is claimed, so it is a leaf: it imports only the engine-neutral names of the searched values
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.config.fields import SearchedField
-from orchestrator.spec.engine_space import FlagReading, RuleKind, SameServer
+from orchestrator.spec.engine_space import FlagReading, Forced, RuleKind, SameServer
 
 
 @dataclass(frozen=True)
@@ -92,5 +92,17 @@ SAME_SERVER: tuple[SameServer, ...] = (
         SearchedField.CUDA_GRAPH_MAX_BS.value,
         RuleKind.CAPPED,
         at=SearchedField.MAX_RUNNING_REQUESTS.value,
+    ),
+)
+
+# EAGLE with top-k 1 drafts a chain: SGLang overrides the draft tokens asked with steps + 1 (with a
+# warning), so a configuration records what it will run, and two asks of one chain are one configuration.
+FORCED: tuple[Forced, ...] = (
+    Forced(
+        SearchedField.SPECULATIVE_NUM_DRAFT_TOKENS.value,
+        base=SearchedField.SPECULATIVE_NUM_STEPS.value,
+        plus=1.0,
+        when=SearchedField.SPECULATIVE_EAGLE_TOPK.value,
+        equals=1.0,
     ),
 )

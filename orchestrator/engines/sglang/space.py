@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from orchestrator.config.adaptive import AdaptiveMode
 from orchestrator.config.fields import SearchedField
-from orchestrator.engines.sglang.declaration import FIELD_FLAGS, SAME_SERVER
+from orchestrator.engines.sglang.declaration import FIELD_FLAGS, FORCED, SAME_SERVER
 from orchestrator.spec.engine_space import EngineSpace, FieldKind, SpaceField
 
 _KINDS = {float: FieldKind.FLOAT, int: FieldKind.INT}
@@ -26,5 +26,8 @@ def _field(searched: SearchedField) -> SpaceField:
 
 
 SGLANG_SPACE = EngineSpace(
-    fields=tuple(_field(f) for f in SearchedField), memory_defaults=True, same_server=SAME_SERVER
+    fields=tuple(_field(f) for f in SearchedField),
+    memory_defaults=True,
+    same_server=SAME_SERVER,
+    forced=FORCED,
 )

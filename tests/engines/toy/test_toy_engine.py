@@ -17,6 +17,7 @@ from orchestrator.engines.engine import LaunchSettings, TrialLaunch
 from orchestrator.engines.launch import launch_plan
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import TrialStatus
+from orchestrator.spec import engine_catalog
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import NodeKind, SpecError, parse_spec
 from orchestrator.trial_events import TrialRequest
@@ -47,6 +48,12 @@ def test_the_search_block_is_checked_against_the_toys_own_space() -> None:
     words = str(err.value)
     assert "the toy engine has no speculative_num_steps" in words
     assert "mem_fraction_static, max_running_requests" in words
+
+
+def test_the_toy_sets_no_value_itself_so_its_configurations_keep_what_they_ask() -> None:
+    assert engine_catalog.forced("toy") == ()
+    asked = make_config(0.5, 1, 4, engine_values={"toy_tick_ms": 1.5}, forced=engine_catalog.forced("toy"))
+    assert asked == make_config(0.5, 1, 4, engine_values={"toy_tick_ms": 1.5}, forced=())
 
 
 def test_the_memory_prior_is_off_for_an_engine_without_memory_defaults() -> None:
