@@ -46,8 +46,9 @@ def _frame(path: str, line: int, func: str, code: str) -> str:
     return out
 
 
-def _frames(frames: Sequence[tuple[str, int, str, str]]) -> str:
-    return "".join(_frame(*f) for f in frames)
+def _traceback(frames: Sequence[tuple[str, int, str, str]], error: str) -> str:
+    """A traceback as Python prints it: the header, the frames (outermost first), then the error's lines."""
+    return "Traceback (most recent call last):\n" + "".join(_frame(*f) for f in frames) + error
 
 
 _SCHED = f"{SITE}/srt/managers/scheduler.py"
@@ -160,44 +161,39 @@ def torch_oom(
 
 def capture_failed(oom: str, *, draft: bool) -> str:
     """The wrapped capture failure: the OOM inside the capture, then SGLang's ``Exception`` and hints."""
-    runner = _DRAFT_RUNNER if draft else _DECODE_RUNNER
+    runner, outer = _graph_runner(draft)
     inner = [(runner, 415, "__init__", "self.capture()"), *_CAPTURE_INNER]
-    outer = (
-        _SCHEDULER_TOP
-        + (_DRAFT_GRAPHS if draft else _TARGET_GRAPHS)
-        + [(runner, 417, "__init__", "raise Exception(")]
-    )
     return (
-        "Traceback (most recent call last):\n" + _frames(inner) + f"torch.OutOfMemoryError: {oom}\n\n"
-        "During handling of the above exception, another exception occurred:\n\n"
-        "Traceback (most recent call last):\n"
-        + _frames(outer)
-        + f"Exception: Capture cuda graph failed: {oom}\n{POSSIBLE_SOLUTIONS}\n"
+        _traceback(inner, f"torch.OutOfMemoryError: {oom}\n")
+        + "\nDuring handling of the above exception, another exception occurred:\n\n"
+        + _traceback(
+            [*outer, (runner, 417, "__init__", "raise Exception(")],
+            f"Exception: Capture cuda graph failed: {oom}\n{POSSIBLE_SOLUTIONS}\n",
+        )
     )
+
+
+def _graph_runner(draft: bool) -> tuple[str, list[tuple[str, int, str, str]]]:
+    """The graph runner a target's or a draft's capture runs in, and the frames down to its creation."""
+    if draft:
+        return _DRAFT_RUNNER, _SCHEDULER_TOP + _DRAFT_GRAPHS
+    return _DECODE_RUNNER, _SCHEDULER_TOP + _TARGET_GRAPHS
 
 
 def runner_setup_oom(oom: str, *, draft: bool) -> str:
     """A bare OutOfMemoryError from a graph runner's buffers (``init_cuda_graph_state``)."""
-    runner = _DRAFT_RUNNER if draft else _DECODE_RUNNER
-    frames = (
-        _SCHEDULER_TOP
-        + (_DRAFT_GRAPHS if draft else _TARGET_GRAPHS)
-        + [
-            (
-                runner,
-                318,
-                "__init__",
-                "self.attn_backend.init_cuda_graph_state(self.max_bs, self.max_num_token)",
-            ),
-            (
-                f"{SITE}/srt/layers/attention/triton_backend.py",
-                969,
-                "init_cuda_graph_state",
-                "self.cuda_graph_attn_logits = torch.zeros(",
-            ),
-        ]
-    )
-    return "Traceback (most recent call last):\n" + _frames(frames) + f"torch.OutOfMemoryError: {oom}\n"
+    runner, outer = _graph_runner(draft)
+    frames = [
+        *outer,
+        (runner, 318, "__init__", "self.attn_backend.init_cuda_graph_state(self.max_bs, self.max_num_token)"),
+        (
+            f"{SITE}/srt/layers/attention/triton_backend.py",
+            969,
+            "init_cuda_graph_state",
+            "self.cuda_graph_attn_logits = torch.zeros(",
+        ),
+    ]
+    return _traceback(frames, f"torch.OutOfMemoryError: {oom}\n")
 
 
 def cublas_failed() -> str:
@@ -205,10 +201,8 @@ def cublas_failed() -> str:
     frames = _SCHEDULER_TOP + _TARGET_GRAPHS + [
         (_DECODE_RUNNER, 296, "__init__", "self.cublas_handle = torch.cuda.current_blas_handle()"),
     ]  # fmt: skip
-    return (
-        "Traceback (most recent call last):\n"
-        + _frames(frames)
-        + "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"
+    return _traceback(
+        frames, "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"
     )
 
 
@@ -249,12 +243,11 @@ def kv_value_error(fraction: float, min_viable: float) -> str:
     frames = _SCHEDULER_TOP + _KV_FRAMES + [
         (f"{_KV_CONF}", 1647, "_profile_available_bytes", "raise ValueError("),
     ]  # fmt: skip
-    return (
-        "Traceback (most recent call last):\n"
-        + _frames(frames)
-        + f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+    return _traceback(
+        frames,
+        f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
         f"{fraction:g}. Raise --mem-fraction-static above {above:.3f} (minimum viable = 1 - available/pre = "
-        f"{min_viable:.4f}). If using speculative decoding, draft weights are now counted.\n"
+        f"{min_viable:.4f}). If using speculative decoding, draft weights are now counted.\n",
     )
 
 
@@ -268,11 +261,10 @@ def kv_runtime_error(fraction: float) -> str:
         (f"{SITE}/srt/model_executor/model_runner.py", 471, "initialize", "self.init_memory_pool("),
         (f"{SITE}/srt/model_executor/model_runner.py", 1876, "init_memory_pool", "raise RuntimeError("),
     ]  # fmt: skip
-    return (
-        "Traceback (most recent call last):\n"
-        + _frames(frames)
-        + f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
-        f"{fraction}\n"
+    return _traceback(
+        frames,
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+        f"{fraction}\n",
     )
 
 
@@ -283,7 +275,7 @@ def weights_oom(oom: str) -> str:
         (_RUNNER, 860, "load_model", "self.model = self.loader.load_model("),
         (f"{SITE}/srt/model_loader/loader.py", 683, "load_model", "model = _initialize_model("),
     ]  # fmt: skip
-    return "Traceback (most recent call last):\n" + _frames(frames) + f"torch.OutOfMemoryError: {oom}\n"
+    return _traceback(frames, f"torch.OutOfMemoryError: {oom}\n")
 
 
 def fmt_list(values: Sequence[int]) -> str:
@@ -343,7 +335,7 @@ _SERVING = [
 
 def serving_oom(oom: str) -> str:
     """An out-of-memory error in a forward while serving: the scheduler dies, the server still listens."""
-    return "Traceback (most recent call last):\n" + _frames(_SERVING) + f"torch.OutOfMemoryError: {oom}\n"
+    return _traceback(_SERVING, f"torch.OutOfMemoryError: {oom}\n")
 
 
 SIGQUIT_LINE = "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
