@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.config.adaptive import AdaptiveMode, launch_steps
 from orchestrator.config.draft_tree import draft_tokens_problem
@@ -31,6 +31,15 @@ class SpecError(SpecsweepError, ValueError):
     `ValueError`, as pydantic's validators and the callers that catch it expect."""
 
     kind = ErrorKind.BAD_INPUT
+
+
+def _yaml_off(mode: Any) -> Any:
+    return AdaptiveMode.OFF if mode is False else mode
+
+
+# An adaptive mode as the spec's YAML writes it: YAML reads a bare `off` as false, taken as the mode it
+# was meant to be (the search section's list of modes and a known-good configuration's one mode alike).
+YamlMode = Annotated[AdaptiveMode, BeforeValidator(_yaml_off)]
 
 
 class SpecModel(BaseModel):
@@ -103,7 +112,7 @@ class SearchSpace(SpecModel):
     speculative_num_steps: IntDim
     speculative_eagle_topk: IntDim
     speculative_num_draft_tokens: IntDim
-    speculative_adaptive: list[AdaptiveMode] = Field(
+    speculative_adaptive: list[YamlMode] = Field(
         default_factory=lambda: [AdaptiveMode.OFF],
         min_length=1,
         description="SGLang's runtime speculation policy (0.5.17+, top-k 1 only): off, default "
@@ -114,14 +123,6 @@ class SearchSpace(SpecModel):
         description="the engine's own searched values, those its space declares beyond the fields above, "
         "by the engine's name for each: a range or choices (SGLang declares none)",
     )
-
-    @field_validator("speculative_adaptive", mode="before")
-    @classmethod
-    def _yaml_off(cls, modes: Any) -> Any:
-        # YAML reads a bare `off` as false: take it as the mode it was meant to be.
-        if isinstance(modes, list):
-            return [AdaptiveMode.OFF if m is False else m for m in modes]
-        return modes
 
     @field_validator("mem_fraction_static")
     @classmethod
@@ -197,12 +198,7 @@ class KnownGood(SpecModel):
     speculative_num_steps: int = Field(ge=1)
     speculative_eagle_topk: int = Field(ge=1)
     speculative_num_draft_tokens: int | None = Field(default=None, ge=2)
-    speculative_adaptive: AdaptiveMode = AdaptiveMode.OFF
-
-    @field_validator("speculative_adaptive", mode="before")
-    @classmethod
-    def _yaml_off(cls, mode: Any) -> Any:
-        return AdaptiveMode.OFF if mode is False else mode  # YAML reads a bare `off` as false
+    speculative_adaptive: YamlMode = AdaptiveMode.OFF
 
     def to_config(self) -> ServerConfig:
         return make_config(
