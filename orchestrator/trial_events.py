@@ -74,9 +74,7 @@ def startup_phase(stage: FailureStage, current: Phase | None) -> Phase:
     phase = _STARTUP_PHASES.get(stage, Phase.LAUNCH)
     if phase is Phase.LOADING_WEIGHTS and current in (Phase.KV_ALLOCATION, Phase.CUDA_GRAPHS):
         return Phase.DRAFT_MODEL
-    if phase is Phase.KV_ALLOCATION and current is Phase.DRAFT_MODEL:
-        return Phase.DRAFT_MODEL
-    if phase is Phase.LOADING_WEIGHTS and current is Phase.DRAFT_MODEL:
+    if phase in (Phase.LOADING_WEIGHTS, Phase.KV_ALLOCATION) and current is Phase.DRAFT_MODEL:
         return Phase.DRAFT_MODEL
     return phase
 

@@ -15,8 +15,8 @@ from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.answer.confirm import machine
 from orchestrator.engines.engine import read_all
 from orchestrator.engines.sglang.engine import SGLANG
-from orchestrator.records import FailureKind, TrialRecord, TrialStatus
-from tests.driver.memory.h200_fixtures import study_records
+from orchestrator.records import FailureKind, TrialStatus
+from tests.pair.test_pair_sweep import _records
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "sglang" / "0.5.17"
 FIRST, AGAIN = FIXTURES / "smollm2-chat-h100" / "draft", FIXTURES / "smollm2-chat-h100" / "draft-again"
@@ -28,10 +28,6 @@ def _json(path: Path) -> dict[str, object]:
     loaded = json.loads(path.read_text())
     assert isinstance(loaded, dict)
     return loaded
-
-
-def _records(folder: Path) -> list[TrialRecord]:
-    return sorted(study_records(folder), key=lambda r: r.number)
 
 
 def test_the_seed_gives_the_same_answers_and_the_same_draft_on_another_node() -> None:
