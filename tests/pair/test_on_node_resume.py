@@ -99,3 +99,14 @@ def test_the_wheels_checksum_kept_by_an_earlier_piece_call_is_enough(tmp_path: P
     run = _resume(repo, pair, study)
     assert run.returncode == 2
     assert "smollm2.whl.sha256" not in run.stderr and ".pair/draft.tar.NN" in run.stderr, run.stderr
+
+
+def test_a_sweep_still_running_here_is_followed_not_started_again(tmp_path: Path) -> None:
+    repo, pair, study = _checkout(tmp_path), tmp_path / "pair", tmp_path / "prod" / "smollm2-h200"
+    study.mkdir(parents=True)
+    Path(f"{study}.console").write_text("  trial   5 benchmarking stage 2 of 3\n")  # and no .rc: running
+    run = _resume(repo, pair, study)
+    assert run.returncode == 0, run.stderr
+    assert "still running on this node: following it" in run.stdout
+    assert "trial   5 benchmarking stage 2 of 3" in run.stdout and "sweep still running" in run.stdout
+    assert not list((repo / "trials" / "models").iterdir())  # nothing else done

@@ -37,7 +37,8 @@
 #                                                 folder in (`sweep-in`), `link`, `sweep ... --resume`, then
 #                                                 `sweep-wait` for SECONDS; each step skipped where its
 #                                                 result is already there, and nothing started when one of
-#                                                 them lacks what it needs
+#                                                 them lacks what it needs (a sweep still running on this
+#                                                 node is followed instead)
 # A node's device time may not hold the answers and the training together: ANSWERS_ONLY=1 stops `prepare`
 # after the answers, and `wait` brings them back (data.tgz.NN, a few MB) for a later node's `data-in`.
 # Each stage copies what it measured (never the weights but the draft's, if asked) into $OUT when set.
@@ -206,6 +207,12 @@ case "$stage" in
     spec=${2:?resume needs SPEC DIR BUDGET}
     dir=${3:?resume needs SPEC DIR BUDGET}
     budget=${4:?resume needs SPEC DIR BUDGET}
+    # A sweep this node still runs (a second call while the machine is warm) is followed, not started
+    # again beside it.
+    if [ -f "$dir.console" ] && [ ! -f "$dir.rc" ]; then
+      echo "on-node: the sweep of $dir is still running on this node: following it"
+      exec bash "$0" sweep-wait "$dir" "${5:-560}"
+    fi
     # Every lack is told before anything runs: a call that converts the target and then finds no study
     # has spent its device time on nothing.
     missing=()
