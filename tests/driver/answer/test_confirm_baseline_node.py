@@ -4,7 +4,7 @@ Seen on the real pair (`tests/fixtures/sglang/0.5.17/smollm2-chat-h100/`): a stu
 session on a fresh machine had its baseline on the first machine and its fastest trees on the fourth; the
 answer said so (`answer.nodes`) but the confirmation relaunched speculative configurations only, so
 nothing the product did would ever settle it. The confirmation now launches the baseline once more,
-right after the configuration it puts first, on the node they then share.
+first, on the node the search ended on.
 """
 
 from __future__ import annotations
@@ -13,25 +13,31 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
+import optuna
 import pytest
+from optuna.distributions import CategoricalDistribution
 from optuna.storages import InMemoryStorage
+from optuna.trial import TrialState
 
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
 from orchestrator.driver.answer.conclusion import sweep_answer
-from orchestrator.driver.answer.confirm import relaunch_baseline
+from orchestrator.driver.answer.confirm import candidates, enqueue, machine, relaunch_baseline
 from orchestrator.driver.answer.nodes import node_note
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.loop.sweep import Sweep
+from orchestrator.driver.search.space import params_for
 from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import GpuSample, TrialRecord, TrialResult
 from orchestrator.sim.nvml import FakeNvml
 from orchestrator.sim.profile import load_profile
+from orchestrator.spec.sweep_spec import BudgetSpec
 from tests.driver.answer.test_node_note import _records
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.loop.test_driver_decisions import _sweep as in_process_sweep
+from tests.pair.test_pair_sweep import _records as _pair_records
 
 FIRST_CONFIRMATION = 19  # the real pair's grid: trials 19-22 are its confirmation on node 5
 
@@ -138,3 +144,47 @@ def test_the_simulated_node_is_the_same_machine_whichever_ray_node_runs_it(tmp_p
     two = FakeNvml(tmp_path / "ray-b", gpu_count=2, total_mib=1000.0).snapshot()
     assert [s.uuid for s in one] == [s.uuid for s in two]
     assert len({s.uuid for s in one}) == 2 and all(s.uuid for s in one)
+
+
+SWEEP_B = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "0.5.17" / "smollm2-sweep-h100-b"
+
+
+def test_a_confirmation_of_one_launch_relaunches_the_baseline_first() -> None:
+    """The real pair's sweep resumed on a second H100 (`smollm2-sweep-h100-b`): its baseline on the first
+    machine (trial 0, 5159.2 tok/s), its fastest tree found on the second (trial 4, s2k8d13, 5978.5). The
+    time budget kept one confirmation launch, and the plan put the baseline after the tree's repeat, so
+    the one launch repeated a tree already 71.7 % ahead of its runner-up, and the sweep answered that tree,
+    "14.3 % ahead" of a baseline measured on another machine. The baseline launched on the second machine
+    then measured 7775.9 tok/s (`baseline-on-b/`), 30 % ahead of the tree there. Of the confirmation's
+    launches the baseline's is the one that can turn the answer: it comes first."""
+    records = [r for r in _pair_records(SWEEP_B) if r.number <= 4]
+    baseline = relaunch_baseline(records)
+    assert baseline == 0
+    study = optuna.create_study(storage=InMemoryStorage())
+    for r in records:
+        params = params_for(r.result.config)
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params,
+                distributions={k: CategoricalDistribution([v]) for k, v in params.items()},
+                value=r.objective,
+                user_attrs={TrialAttr.BASELINE: True} if r.baseline else {},
+            )
+        )
+    budget = BudgetSpec(trials=9, confirm_top=2, confirm_repeats=2)
+    assert enqueue(study, candidates(records), budget, reserve=1, baseline=baseline) == 1
+    (queued,) = [t for t in study.get_trials(deepcopy=False) if t.state is TrialState.WAITING]
+    assert queued.user_attrs.get(TrialAttr.BASELINE) and queued.user_attrs[TrialAttr.CONFIRM_OF] == 0
+
+
+def test_the_baseline_on_the_second_machine_turns_the_answer() -> None:
+    """What that launch measured: the same server, the same spec, on the machine of the tree's launches."""
+    (base_b,) = _pair_records(SWEEP_B / "baseline-on-b")
+    records = _pair_records(SWEEP_B)
+    tree = next(r for r in records if r.number == 4)
+    assert machine(base_b) == machine(tree) != machine(records[0])
+    assert base_b.baseline and not base_b.result.config.speculative
+    assert base_b.objective is not None and tree.objective is not None
+    assert base_b.objective / tree.objective > 1.25
+    answer = sweep_answer([*[r for r in records if r.number <= 4], replace(base_b, number=5)])
+    assert answer is not None and answer.nospec

@@ -136,7 +136,8 @@ OUTCOMES = [
     # the product's own sweep of the pair (trials/smollm2-h200.yaml) on one H100
     *[(f"0.5.17/smollm2-sweep-h100/trials/{n:04d}", "server.log", True, None, None) for n in range(5)],
     # ... and begun again on a second H100 with the draft retrained from its seed
-    *[(f"0.5.17/smollm2-sweep-h100-b/trials/{n:04d}", "server.log", True, None, None) for n in range(4)],
+    *[(f"0.5.17/smollm2-sweep-h100-b/trials/{n:04d}", "server.log", True, None, None) for n in range(6)],
+    ("0.5.17/smollm2-sweep-h100-b/baseline-on-b/trials/0000", "server.log", True, None, None),
     *[("0.5.17/capture-pools", f"mrr{m}-gbs{g}.log", True, None, None) for m, g in CAPTURE_POOLS],
 ]
 
