@@ -110,3 +110,19 @@ def test_a_sweep_still_running_here_is_followed_not_started_again(tmp_path: Path
     assert "still running on this node: following it" in run.stdout
     assert "trial   5 benchmarking stage 2 of 3" in run.stdout and "sweep still running" in run.stdout
     assert not list((repo / "trials" / "models").iterdir())  # nothing else done
+
+
+def test_the_study_goes_in_under_the_folder_named_whatever_it_was_called_before(tmp_path: Path) -> None:
+    # `sweep-wait` tars the study folder under its own name; `sweep-in /tmp/prod/smollm2-h200` of a folder
+    # once called /tmp/prod unpacked it to /tmp/prod/prod, `ls` failed, and the call's device time was gone.
+    repo, pair, study = _checkout(tmp_path), tmp_path / "pair", tmp_path / "elsewhere" / "mine"
+    (pair / "target").mkdir(parents=True)
+    (pair / "target" / "conversion_check.json").write_text("{}")
+    (pair / "draft").mkdir()
+    (pair / "draft" / "model.safetensors").write_bytes(b"weights")
+    tgz = _tar({"prod/optuna.db": b"db", "prod/smollm2-h200/records/0000.json": b"{}"}, gz=True)
+    (repo / ".pair" / "sweep-out.tgz.00").write_bytes(tgz)
+    run = _resume(repo, pair, study)
+    assert (study / "optuna.db").read_bytes() == b"db", run.stderr
+    assert (study / "smollm2-h200" / "records" / "0000.json").exists()
+    assert "ssweep-unpack.sh" in run.stderr  # on to the sweep

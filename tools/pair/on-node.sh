@@ -198,9 +198,14 @@ case "$stage" in
   sweep-in)
     # A sweep's folder brought back by sweep-wait (.pair/sweep-out.tgz.NN), where it was, for --resume.
     dir=${2:?sweep-in needs DIR}
+    [ ! -e "$dir" ] || { echo "on-node: $dir is already there; move it away to bring the study in again" >&2; exit 2; }
     mkdir -p "$(dirname "$dir")"
     find .pair -maxdepth 1 -name 'sweep-out.tgz.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
-    cat "$PAIR"/pieces/sweep-out.tgz.[0-9][0-9] | tar -C "$(dirname "$dir")" -xzf -
+    # The tar holds the folder under the name it had when `sweep-wait` packed it: unpacked aside, then
+    # moved to DIR, whatever DIR is called now.
+    aside=$(mktemp -d "$(dirname "$dir")/.sweep-in.XXXXXX")
+    cat "$PAIR"/pieces/sweep-out.tgz.[0-9][0-9] | tar -C "$aside" -xzf -
+    mv "$aside"/* "$dir" && rmdir "$aside"
     ls "$dir"
     ;;
   resume)
