@@ -180,9 +180,9 @@ def enqueue(
     params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
     plan: list[tuple[int, int, dict[str, Any]]] = [(c.first, n, {}) for c, n in to_confirm(records, budget)]
     if baseline is not None:
-        # The real pair resumed on a second H100 kept one launch: after the tree's repeat, the baseline
-        # was left out, and the tree was called 14.3 % ahead of a baseline measured on the first machine;
-        # launched on the second, that baseline measured 30 % ahead of the tree.
+        # The real pair resumed on another H100 kept one launch: after the tree's repeat, the baseline
+        # was left out, and the tree was called 14.3 % ahead of a baseline measured on the earlier machine;
+        # launched on the tree's, that baseline measured 30 % ahead of it.
         plan.insert(0, (baseline, 1, {TrialAttr.BASELINE: True}))
     enqueued = 0
     for first, times, extra in plan:
