@@ -15,8 +15,7 @@ from pathlib import Path
 
 from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.answer.confirm import machine
-from orchestrator.engines.engine import read_all
-from orchestrator.engines.sglang.engine import SGLANG
+from orchestrator.engines.logs import parse_log
 from orchestrator.records import FailureKind, TrialStatus
 from tests.pair.test_pair_sweep import _records
 
@@ -56,7 +55,7 @@ def test_the_second_sweep_served_every_launch_with_no_oom_on_two_machines() -> N
     assert machine(records[0]) != machine(_records(SWEEP)[0])
     for r in records:
         text = (SWEEP_B / "trials" / f"{r.number:04d}" / "server.log").read_text()
-        report = read_all(SGLANG.log_parser(), text).report()
+        report = parse_log(text)
         assert report.ready and report.failure is None
         assert ("type=LlamaForCausalLMEagle3" in text) == r.result.config.speculative
 

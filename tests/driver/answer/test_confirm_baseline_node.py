@@ -183,8 +183,6 @@ def test_the_baseline_on_the_second_machine_turns_the_answer() -> None:
     records = _pair_records(SWEEP_B)
     tree = next(r for r in records if r.number == 4)
     assert machine(base_b) == machine(tree) != machine(records[0])
-    assert base_b.baseline and not base_b.result.config.speculative
-    assert base_b.objective is not None and tree.objective is not None
-    assert base_b.objective / tree.objective > 1.25
+    # its figure against the tree's on that machine: `test_pair_again`
     answer = sweep_answer([*[r for r in records if r.number <= 4], replace(base_b, number=5)])
     assert answer is not None and answer.nospec
