@@ -118,6 +118,9 @@ class Answer:
     versus_nospec: Verdict | None = None
     comparison: NospecComparison | None = None  # what that comparison used, for the per-level calls
     estimate: float | None = None  # what ranked it first among the speculative ones (`answer.ranking`)
+    # The spread its verdict judged with: what a concurrency level's best is judged with too
+    # (`runtime_policy.best_by_concurrency`), so that no level contradicts the answer on a draw.
+    noise: Noise | None = None
 
     def name(self) -> str:
         return Group(self.config, self.launches, self.values).name()
@@ -157,7 +160,7 @@ def choose_answer(
     noise = calibrate(repeat_groups(groups), timings, target)
     groups = rank_groups(groups, noise, predictions)
     best = groups[0]
-    answer = _answer(best, judge(groups, noise), estimate=best.estimate)
+    answer = _answer(best, judge(groups, noise), noise, estimate=best.estimate)
     if not baseline:
         return answer
     base = replace(group_launches(baseline)[0], nospec=True)
@@ -182,7 +185,7 @@ def choose_answer(
             # machine that compared them all, speculation pays, and this is its fastest configuration.
             full = next(g for g in groups if g.config == spec.config)
             return replace(
-                _answer(full, judge([spec, *rest], noise), estimate=full.estimate),
+                _answer(full, judge([spec, *rest], noise), noise, estimate=full.estimate),
                 versus_nospec=judge([spec, base], noise),
                 comparison=comparison,
             )
@@ -190,7 +193,7 @@ def choose_answer(
     # speculative configurations, and its verdict says how sure (a lead within the noise reads "too
     # close to call"). Kept speculative, a lead the noise could hide cost the user that lead whenever
     # it was real, and more often real than not: the speculative figure is the best of several draws.
-    return _answer(base, judge([base, spec, *rest], noise), nospec=True, comparison=comparison)
+    return _answer(base, judge([base, spec, *rest], noise), noise, nospec=True, comparison=comparison)
 
 
 def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
@@ -202,12 +205,13 @@ def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
         return None
     base = replace(group_launches(baseline)[0], nospec=True)
     noise = calibrate(repeat_groups([base]), [x.timing for x in baseline])
-    return _answer(base, judge([base], noise), nospec=True)
+    return _answer(base, judge([base], noise), noise, nospec=True)
 
 
 def _answer(
     group: Group,
     verdict: Verdict,
+    noise: Noise,
     *,
     nospec: bool = False,
     comparison: NospecComparison | None = None,
@@ -225,6 +229,7 @@ def _answer(
         nospec=nospec,
         comparison=comparison,
         estimate=estimate,
+        noise=noise,
     )
 
 

@@ -66,7 +66,7 @@ def write_best(
     record = by_number[answer.representative]
     argv = sglang_command(record, spec)
     r = record.result
-    levels = best_by_concurrency(records)
+    levels = best_by_concurrency(records, r.config, answer.noise)
     base = [x.result.output_tok_per_s for x in records if x.baseline and x.result.output_tok_per_s]
     by_level = level_calls(records, answer.comparison) if answer.comparison is not None else []
     speculative = by_number.get(answer.comparison.speculative.representative) if answer.comparison else None
