@@ -303,10 +303,13 @@ def render_levels(best: BestFile) -> str:
     lines = ["best setting per concurrency level:"]
     for lv in best.best_by_concurrency:
         # A level the server without speculation led (its lead too close to call overall) says so.
+        # The whole tree, not its steps alone: two levels led by trees of one depth and another top-k
+        # read as one setting.
+        tree = f"s{lv.speculative_num_steps}k{lv.speculative_eagle_topk}d{lv.speculative_num_draft_tokens}"
         setting = (
             "no speculation"
             if lv.speculative_num_steps == 0
-            else f"steps {lv.speculative_num_steps} (adaptive {lv.speculative_adaptive})"
+            else f"{tree} (steps {lv.speculative_num_steps}, adaptive {lv.speculative_adaptive})"
         )
         accept = "" if lv.speculative_num_steps == 0 else f", accept {_cell(lv.accept_length, '.2f')}"
         median = f" (median of {lv.launches} launches)" if lv.launches > 1 else ""

@@ -79,7 +79,10 @@ def test_tiers_are_suggested_by_levels_the_noise_can_tell_apart_only(tmp_path: P
     best, _ = write_best(answer, s2 + s3, spec, tmp_path)
     assert [lv.config for lv in best.best_by_concurrency] == [S2K1.label(), S2K1.label()]
     assert "suggested_adaptive_config" not in best.runtime_policy
-    assert "suggested tiers" not in render_levels(best)
+    text = render_levels(best)
+    assert "suggested tiers" not in text
+    # each level names its whole tree
+    assert "8 concurrent: s2k1d3 (steps 2, adaptive off), 600.0 tok/s (median of 3 launches)" in text
     # 8 % higher at 8: beyond the noise, so that level's best is s3k1d4 and the tiers follow it.
     s3 = [_record(n, S3K1, {8: 648.0 + 10 * spread[n], 16: 1040.0 + 15 * spread[n]}) for n in (4, 5, 6)]
     answer = choose_answer(answer_launches(s2 + s3))
