@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from orchestrator.config.codec import config_from_mlflow, engine_value_name, mlflow_params
+from orchestrator.config.draft_tree import DraftTree
 from orchestrator.config.fields import SearchedField
 from orchestrator.driver.answer.choose import Verdict
 from orchestrator.driver.answer.levels import LevelComparison, Split
@@ -43,6 +44,11 @@ class Level(BaseModel):
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
     speculative_adaptive: str = "off"
+
+    def tree(self) -> DraftTree | None:
+        """The level's draft tree; None for the server without speculation."""
+        s, k, d = self.speculative_num_steps, self.speculative_eagle_topk, self.speculative_num_draft_tokens
+        return DraftTree(s, k, d) if s and k is not None and d is not None else None
 
 
 def gib_keys(memory: Mapping[str, float]) -> dict[str, float]:

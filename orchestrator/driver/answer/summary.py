@@ -302,16 +302,15 @@ def render_levels(best: BestFile) -> str:
         return "runtime policy: no speculation (no --speculative-* flag)"
     lines = ["best setting per concurrency level:"]
     for lv in best.best_by_concurrency:
-        # A level the server without speculation led (its lead too close to call overall) says so.
-        # The whole tree, not its steps alone: two levels led by trees of one depth and another top-k
-        # read as one setting.
-        tree = f"s{lv.speculative_num_steps}k{lv.speculative_eagle_topk}d{lv.speculative_num_draft_tokens}"
+        # A level the server without speculation led says so; a speculative one names its whole tree,
+        # not its steps alone (two levels led by trees of one depth and another top-k read as one).
+        tree = lv.tree()
         setting = (
             "no speculation"
-            if lv.speculative_num_steps == 0
-            else f"{tree} (steps {lv.speculative_num_steps}, adaptive {lv.speculative_adaptive})"
+            if tree is None
+            else f"{tree.label()} (steps {tree.steps}, adaptive {lv.speculative_adaptive})"
         )
-        accept = "" if lv.speculative_num_steps == 0 else f", accept {_cell(lv.accept_length, '.2f')}"
+        accept = "" if tree is None else f", accept {_cell(lv.accept_length, '.2f')}"
         median = f" (median of {lv.launches} launches)" if lv.launches > 1 else ""
         figure = f"{lv.output_tok_per_s:.1f} tok/s{median}{accept}"
         lines.append(f"  {lv.concurrency:>5} concurrent: {setting}, {figure}  trial {lv.trial}")
