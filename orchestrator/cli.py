@@ -41,7 +41,7 @@ from orchestrator.driver.console.destinations import check_destinations
 from orchestrator.driver.console.destinations import resolve as resolve_destinations
 from orchestrator.driver.console.quiet import quiet_libraries
 from orchestrator.spec.search import SpecError
-from orchestrator.spec.search_warnings import one_server_warnings
+from orchestrator.spec.search_warnings import draft_cap_warnings, one_server_warnings
 from orchestrator.spec.sweep_spec import NAME_PATTERN, Backend, SweepSpec, load_spec
 from orchestrator.spec.workload_warnings import few_prompts_warning, short_stage_warning
 
@@ -270,7 +270,12 @@ def run(
         confirmed=confirmation_count(study) if args.resume else 0,
     ):
         print(f"warning: {note}", file=sys.stderr)
-    for warning in (short_stage_warning(spec), few_prompts_warning(spec), *one_server_warnings(spec)):
+    for warning in (
+        short_stage_warning(spec),
+        few_prompts_warning(spec),
+        *one_server_warnings(spec),
+        *draft_cap_warnings(spec),
+    ):
         if warning:
             print(warning, file=sys.stderr)
     if args.warm_start and not args.resume:

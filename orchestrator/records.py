@@ -198,7 +198,7 @@ class StageMetrics:
     # (steady False) when it had none long enough.
     window_s: float = 0.0
     steady: bool = False
-    output_tok_per_s_ci95: tuple[float, float] | None = None  # 95 % batch-means interval
+    output_tok_per_s_ci95: tuple[float, float] | None = None  # 95 % batch-means; None: no steady window
     by_dataset: tuple[DatasetMetrics, ...] = ()
 
 

@@ -88,7 +88,10 @@ def stage_metrics(concurrency: int, outcomes: Sequence[RequestOutcome], duration
         else:  # the whole stage: every token when it arrived
             events = [a for o in ok for a in arrivals(o)]
         interval = rate_interval(events, window)
-        tok_per_s, ci95 = interval.tok_per_s, (interval.low, interval.high)
+        tok_per_s = interval.tok_per_s
+        # Batch means assume a steady rate: over ramp and tail they are no interval (a 1 s stage of one
+        # wave gave 0-5765 tok/s around 1049), so a stage measured whole has none.
+        ci95 = (interval.low, interval.high) if window.steady else None
     return StageMetrics(
         concurrency=concurrency,
         num_requests=len(outcomes),

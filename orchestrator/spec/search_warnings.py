@@ -1,13 +1,17 @@
-"""The search warning printed before a sweep starts: searched values the engine serves as one server.
+"""The search notes printed before a sweep starts: searched values the engine serves as one server, and a
+draft-token cap the searched trees cannot keep.
 
 Valid, and no launch is spent on a server measured under another name (the driver answers it from the
 record, `spec.engine_catalog.server_of`), but such a dimension searches less than it looks: the users'
-own notes searched graph batches up to 512 under 48 running requests, which SGLang serves as 48. Advice,
-not an error; the CLI prints it under the spec's summary.
+own notes searched graph batches up to 512 under 48 running requests, which SGLang serves as 48. A tree of
+s steps verifies s + 1 tokens at least (`config.draft_tree.draft_token_bounds`), so under a cap below that
+it launches above the cap: said before anything launches, with both ways to make them agree. Advice, not
+errors; the CLI prints them under the spec's summary.
 """
 
 from __future__ import annotations
 
+from orchestrator.config.draft_tree import draft_token_bounds
 from orchestrator.config.served import step_below
 from orchestrator.spec import engine_catalog
 from orchestrator.spec.engine_space import RuleKind, SameServer
@@ -64,6 +68,28 @@ def _stepped(spec: SweepSpec, rule: SameServer, values: list[float]) -> str:
     )
 
 
+def draft_cap_warnings(spec: SweepSpec) -> list[str]:
+    """A note when the searched steps hold trees whose smallest size is above the draft-token cap (the
+    dimension's largest value): those trees launch at that size, not inside the dimension. A tree too
+    small for the dimension's floor is launched whole, which is below what was asked, not above it."""
+    search = spec.search
+    steps = grid_values(search.speculative_num_steps, integer=True) or []
+    topks = grid_values(search.speculative_eagle_topk, integer=True) or []
+    cap = max(grid_values(search.speculative_num_draft_tokens, integer=True) or [0])
+    over = [int(s) for s in steps if draft_token_bounds(int(s), 1)[0] > cap]
+    if not over or not topks:
+        return []
+    examples = [f"s{over[0]}k{int(k)}d{over[0] + 1}" for k in topks[:2] if k > 1][:1]
+    if 1 in topks:
+        examples.append(f"s{over[-1]}k1d{over[-1] + 1}")
+    return [
+        f"note: search.speculative_num_draft_tokens: at most {cap:g}, but a tree of s steps verifies s + 1 "
+        f"tokens at least: at steps {_words([float(s) for s in over])} every tree searched launches above it "
+        f"({', '.join(examples)}, ...). To keep the cap, search search.speculative_num_steps to at most "
+        f"{int(cap) - 1}; to keep the steps, raise the cap to at least {over[-1] + 1}"
+    ]
+
+
 def _dim(spec: SweepSpec, name: str) -> Dim | None:
     own = spec.search.engine.get(name)
     if own is not None:
@@ -84,4 +110,4 @@ def _key(name: str) -> str:
 
 def _words(values: list[float]) -> str:
     text = [f"{v:g}" for v in values]
-    return ", ".join(text[:-1]) + f" and {text[-1]}"
+    return ", ".join(text[:-1]) + f" and {text[-1]}" if len(text) > 1 else text[0]

@@ -142,3 +142,13 @@ def test_outcomes_without_send_times_keep_the_whole_stage_figure() -> None:
     legacy = RequestOutcome(**{**o.__dict__, "sent_s": None})
     m = stage_metrics(1, [legacy, legacy], 2.0)
     assert m.output_tok_per_s == 4.0 and not m.steady and m.output_tok_per_s_ci95 is None
+
+
+def test_a_stage_without_a_steady_part_has_no_interval() -> None:
+    """One wave at full concurrency is all ramp and tail: batch means over it are no interval (they
+    assume a stationary rate), and MLflow showed 0-5765 tok/s around a trial's 1049 from such a stage."""
+    outcomes = [_sent(0.0, 0.3 + 0.01 * i, 40, 0.02) for i in range(16)]
+    duration = max((o.sent_s or 0.0) + o.latency_s for o in outcomes)
+    m = stage_metrics(16, outcomes, duration)
+    assert not m.steady and m.output_tok_per_s > 0
+    assert m.output_tok_per_s_ci95 is None
