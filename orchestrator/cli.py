@@ -192,7 +192,7 @@ def run(
     storage: str,
 ) -> int:
     # Heavy imports after the spec is known to be good: a bad spec fails in a fraction of a second.
-    from orchestrator.driver.answer.confirm import confirmation_note
+    from orchestrator.driver.answer.confirm import confirmation_line, confirmation_note
     from orchestrator.driver.dispatch import cluster
     from orchestrator.driver.loop.sweep import Sweep
     from orchestrator.driver.store.study import confirmation_count, open_study
@@ -259,10 +259,7 @@ def run(
     left = sweep.remaining()
     reserved = sweep.reserve_for_confirmation()
     if reserved:
-        print(
-            f"  confirmation: {reserved} of the {left} launches left kept to relaunch the best "
-            f"{spec.budget.confirm_top} configuration(s) ({spec.budget.confirm_repeats} launches each)"
-        )
+        print(f"  {confirmation_line(spec.budget, reserved, left)}")
     elif note := confirmation_note(
         spec.budget,
         left,

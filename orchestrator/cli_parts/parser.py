@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from orchestrator.driver.console.cli_checks import DEFAULT_SPEC
+from orchestrator.driver.store.commands import python_argv, tool_argv
 
 MODULE_PROG = "python -m orchestrator.sweep"
 SCRIPT_PROG = "specsweep"  # the installed name (pyproject's [project.scripts])
 
 
+def runnable(prog: str) -> str:
+    """The command `prog` names, as it runs from here with no venv activated: the interpreter that runs
+    this process with the module, or the installed script beside it (a bare `specsweep` is found only
+    where the venv is on PATH)."""
+    if prog == SCRIPT_PROG:
+        return shlex.join(tool_argv(SCRIPT_PROG))
+    return shlex.join([*python_argv(), "-m", "orchestrator.sweep"])
+
+
 def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
+    runs = runnable(prog)
     p = argparse.ArgumentParser(
         prog=prog,
         description="Find the fastest SGLang + EAGLE-3 configuration: Optuna proposes, Ray runs one trial "
         "per whole node, MLflow records every trial.",
-        epilog="Also: `specsweep fit MODEL_DIR [--draft DIR] --gpu-memory-mib N --fraction F [--tp N]` "
+        epilog=f"Also: `{runs} fit MODEL_DIR [--draft DIR] --gpu-memory-mib N --fraction F [--tp N]` "
         "(one launch's memory per GPU from config.json, before any GPU; --help for its flags) and "
-        "`specsweep report [STUDY]` (a study's HTML report).",
+        f"`{runs} report [STUDY]` (a study's HTML report).",
     )
     p.add_argument(
         "spec", nargs="?", default=str(DEFAULT_SPEC), help="sweep spec (YAML); default %(default)s"

@@ -36,8 +36,19 @@ UNION_FORMS = {
 # An example of a good value, for a field given empty.
 EXAMPLES = {
     "workload.concurrency": "[8, 16]",
-    "choices": "[64, 128]",
     "search.speculative_adaptive": "[off]",
+    # each searched field's own (a top-k of 64 is no example): an engine's own value gets none
+    **{
+        f"search.{name}.choices": example
+        for name, example in {
+            "mem_fraction_static": "[0.85, 0.9]",
+            "cuda_graph_max_bs": "[64, 128]",
+            "max_running_requests": "[32, 64]",
+            "speculative_num_steps": "[2, 3]",
+            "speculative_eagle_topk": "[1, 4]",
+            "speculative_num_draft_tokens": "[4, 8]",
+        }.items()
+    },
 }
 # A message that starts by naming its field (`workload.concurrency: ...`), as a check across sections does.
 FIELD_FIRST = re.compile(r"^[a-z_]+(\.[a-z_0-9]+)+: ")
@@ -219,7 +230,7 @@ def describe(err: ValidationError, source: str, data: Any) -> str:
                 continue  # the other member of the union: not what the user wrote
             else:
                 key = ".".join(str(p) for p in inner)
-                line = f"  - {where}: {key + ': ' if key else ''}{_message(item, key)}"
+                line = f"  - {where}: {key + ': ' if key else ''}{_message(item, f'{where}.{key}')}"
         if line not in seen:
             seen.add(line)
             lines.append(line)

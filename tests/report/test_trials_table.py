@@ -14,8 +14,8 @@ DIAGNOSIS = (
     "leaving 26.02 GiB (the draft's 2.24 GiB load later, after the target's graphs); at mem_fraction_static "
     "0.880, 10.42 GiB were free after the KV pool for the CUDA graphs and the rest of start-up (attention "
     "and cuBLAS workspaces, and the draft's weights and KV pool): not enough. A launch at this graph size or "
-    "below ran out with 10.42 GiB free there: the memory model now asks for 10.68 GiB (10.42 GiB + 0.01 + "
-    "its 0.25 GiB margin). Lower mem_fraction_static to 0.877."
+    "below ran out with 10.42 GiB free there: the memory model now asks for 10.68 GiB (10.43 GiB, above "
+    "that, and its 0.25 GiB margin). Lower mem_fraction_static to 0.877."
 )
 
 

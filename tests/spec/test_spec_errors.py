@@ -49,7 +49,18 @@ def workload(**fields: Any) -> Any:
         (
             lambda d: d["search"].update(max_running_requests={"choices": []}),
             "  - search.max_running_requests: choices: got an empty list; give at least 1 item, "
-            "e.g. [64, 128]",
+            "e.g. [32, 64]",
+        ),
+        # Seen: top-k's example was the graph batches' [64, 128]. Each field has its own.
+        (
+            lambda d: d["search"].update(speculative_eagle_topk={"choices": []}),
+            "  - search.speculative_eagle_topk: choices: got an empty list; give at least 1 item, "
+            "e.g. [1, 4]",
+        ),
+        (
+            lambda d: d["search"].update(mem_fraction_static={"choices": []}),
+            "  - search.mem_fraction_static: choices: got an empty list; give at least 1 item, "
+            "e.g. [0.85, 0.9]",
         ),
         (
             workload(dataset=[{"source": "random", "weight": 0}]),

@@ -83,6 +83,18 @@ def confirmation_note(budget: BudgetSpec, n_trials: int, spent: int = 0, confirm
     )
 
 
+def confirmation_line(budget: BudgetSpec, reserved: int, left: int) -> str:
+    """What the start of a sweep says of the launches it keeps for the confirmation (`reserved` of the
+    `left`): they top the best configurations up to `budget.confirm_repeats` launches each, so they are
+    fewer than top x repeats where those already ran once."""
+    top, repeats = budget.confirm_top, budget.confirm_repeats
+    kept = f"{reserved} of the {left} launches left {'is' if reserved == 1 else 'are'} kept"
+    best = (
+        "the best configuration until it has" if top == 1 else f"the best {top} configurations until each has"
+    )
+    return f"confirmation: {kept} to relaunch {best} {repeats} launches"
+
+
 def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) -> float | None:
     """Seconds the ``reserve`` confirmation launches take on ``slots`` nodes, from the launches so far:
     a confirmation launch runs every stage, so it costs what a full measured launch cost (their median

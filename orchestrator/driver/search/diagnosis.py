@@ -179,7 +179,7 @@ def need_words(model: MemoryModel, config: ServerConfig) -> str:
         return (
             f"A launch at this graph size or below ran out with {_gb(floor)} free there: the memory model "
             "now asks for "
-            f"{_gb(need + GRAPH_SAFETY_GB)} ({_gb(floor)} + 0.01 + its {_gb(GRAPH_SAFETY_GB)} margin)."
+            f"{_gb(need + GRAPH_SAFETY_GB)} ({_gb(need)}, above that, and its {_gb(GRAPH_SAFETY_GB)} margin)."
         )
     return (
         f"The CUDA graphs alone are estimated at about {_gb(need)} ({_gb(need + GRAPH_SAFETY_GB)} with the "

@@ -14,11 +14,12 @@ from optuna.storages import InMemoryStorage
 
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
-from orchestrator.driver.answer.confirm import confirmation_note, reserved_launches
+from orchestrator.driver.answer.confirm import confirmation_line, confirmation_note, reserved_launches
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.sim.profile import load_profile
+from orchestrator.spec.sweep_spec import BudgetSpec
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.loop.test_driver_decisions import _sweep as in_process_sweep
 
@@ -65,3 +66,18 @@ def test_the_reserve_of_a_resumed_study_counts_its_search_and_what_is_left() -> 
     assert confirmation_note(budget, 7) != ""
     # resumed, 5 searched: 7 left of a budget of 12 confirms; the note has nothing to say
     assert confirmation_note(budget, 7, spent=5) == ""
+
+
+def test_the_reserve_is_said_in_a_sentence() -> None:
+    """Seen at every start: "4 of the 12 launches left kept to relaunch the best 2 configuration(s) (3
+    launches each)", a line that does not parse, and where 2 x 3 is not 4."""
+    budget = BudgetSpec(trials=12, confirm_top=2, confirm_repeats=3)
+    assert confirmation_line(budget, 4, 12) == (
+        "confirmation: 4 of the 12 launches left are kept to relaunch the best 2 configurations until each "
+        "has 3 launches"
+    )
+    one = BudgetSpec(trials=8, confirm_top=1, confirm_repeats=2)
+    assert confirmation_line(one, 1, 8) == (
+        "confirmation: 1 of the 8 launches left is kept to relaunch the best configuration until it has 2 "
+        "launches"
+    )

@@ -79,11 +79,15 @@ def test_a_graph_oom_names_what_the_room_after_the_kv_pools_is_for(
     assert "the CUDA graphs and the rest of start-up" in text
     assert "leaves 10.42 GiB for graphs" not in text
     # The need the model now counts is this launch's room plus its steps, and says so.
-    said = re.search(rf"asks for {NUM} \({NUM} \+ 0\.01 \+ its {NUM} margin\)", text)
+    said = re.search(
+        rf"ran out with {NUM} free there: .* asks for {NUM} \({NUM}, above that, and its {NUM} margin\)",
+        text,
+    )
     assert said is not None, text
-    need, floor, margin = (float(g) for g in said.groups())
+    floor, asked, above, margin = (float(g) for g in said.groups())
     assert floor == pytest.approx(room) and margin == pytest.approx(GRAPH_SAFETY_GB)
-    assert need == pytest.approx(floor + 0.01 + margin, abs=0.006)
+    assert above == pytest.approx(floor + 0.01, abs=0.006)
+    assert asked == pytest.approx(above + margin, abs=0.006)
 
 
 def test_the_memory_account_of_a_served_trial_adds_up_row_by_row(
@@ -120,3 +124,17 @@ def test_a_prediction_from_a_failed_launch_names_the_rest_of_start_up_too(
     room = oom.memory.avail_after_kv_gb
     assert f"ran out of memory with {room:.2f} GiB free after the KV pools" in prediction.reason
     assert "the CUDA graphs and the rest of start-up" in prediction.reason
+
+
+def test_the_graph_floor_is_counted_in_gib_every_term_named() -> None:
+    """Seen: "asks for 10.68 GiB (10.42 GiB + 0.01 + its 0.25 GiB margin)": a sum with a term unitless.
+    What it asks is just above what ran out, then the margin, each in GiB."""
+    from orchestrator.driver.memory.learned import MemoryModel
+    from orchestrator.driver.search.diagnosis import need_words
+    from orchestrator.records import ServerConfig
+
+    model = MemoryModel()
+    model.graph_floor.append((64.0, 10.42))
+    words = need_words(model, ServerConfig(0.88, 64, 16, 3, 1, 4))
+    assert "ran out with 10.42 GiB free there" in words
+    assert "asks for 10.68 GiB (10.43 GiB, above that, and its 0.25 GiB margin)." in words
