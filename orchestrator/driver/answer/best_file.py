@@ -40,6 +40,7 @@ class Level(BaseModel):
     launches: int = 1  # how many launches measured it (a file written before the median: 1)
     accept_length: float | None = None
     config: str = ""
+    answer_tok_per_s: float | None = None  # the answer's median here, where another configuration leads
     speculative_num_steps: int = 0
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None

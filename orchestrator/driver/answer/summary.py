@@ -312,7 +312,12 @@ def render_levels(best: BestFile) -> str:
         )
         accept = "" if tree is None else f", accept {_cell(lv.accept_length, '.2f')}"
         median = f" (median of {lv.launches} launches)" if lv.launches > 1 else ""
-        figure = f"{lv.output_tok_per_s:.1f} tok/s{median}{accept}"
+        lead = ""
+        if lv.answer_tok_per_s:  # another configuration than the answer: on how many launches, by how much
+            median = median or " (1 launch)"
+            ahead = 100 * (lv.output_tok_per_s / lv.answer_tok_per_s - 1)
+            lead = f", {ahead:.1f} % ahead of the answer's {lv.answer_tok_per_s:.1f} there"
+        figure = f"{lv.output_tok_per_s:.1f} tok/s{median}{lead}{accept}"
         lines.append(f"  {lv.concurrency:>5} concurrent: {setting}, {figure}  trial {lv.trial}")
     policy = best.runtime_policy
     lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")

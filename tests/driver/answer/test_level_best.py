@@ -90,3 +90,25 @@ def test_tiers_are_suggested_by_levels_the_noise_can_tell_apart_only(tmp_path: P
     best, _ = write_best(answer, s2 + s3, spec, tmp_path)
     assert [lv.config for lv in best.best_by_concurrency] == [S3K1.label(), S2K1.label()]
     assert best.runtime_policy["suggested_adaptive_config"]["8"]["candidate_steps"] == [3]
+
+
+def test_a_level_led_by_another_configuration_says_by_how_much_and_on_how_many_launches(
+    tmp_path: Path,
+) -> None:
+    """Seen on demo-chat: "8 concurrent: s4k4d5 (steps 4, adaptive off), 684.7 tok/s, accept 4.11  trial
+    7": one launch, with nothing to say so nor what the answer measured there. A level that names another
+    configuration than the answer says its launch count and its lead over the answer's figure there."""
+    spec = load_spec(DEMO)
+    spread = {1: -1.0, 2: 0.0, 3: 1.0, 4: -1.0, 5: 0.0, 6: 1.0}
+    s2 = [_record(n, S2K1, {8: 600.0 + 10 * spread[n], 16: 1100.0 + 15 * spread[n]}) for n in (1, 2, 3)]
+    s3 = [_record(7, S3K1, {8: 660.0, 16: 1040.0})]
+    answer = choose_answer(answer_launches(s2 + s3))
+    assert answer is not None and answer.config == S2K1.label()
+    best, _ = write_best(answer, s2 + s3, spec, tmp_path)
+    assert [lv.config for lv in best.best_by_concurrency] == [S3K1.label(), S2K1.label()]
+    text = render_levels(best)
+    assert (
+        "8 concurrent: s3k1d4 (steps 3, adaptive off), 660.0 tok/s (1 launch), 10.0 % ahead of the "
+        "answer's 600.0 there, accept 2.20  trial 7"
+    ) in text, text
+    assert "16 concurrent: s2k1d3 (steps 2, adaptive off), 1100.0 tok/s (median of 3 launches), accept" in text
