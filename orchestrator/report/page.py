@@ -116,7 +116,14 @@ def render_html(
         ("latency", "Throughput against tail latency", _plot(latency_figure(rows), "plot-pareto")),
         ("acceptance", "Acceptance length", _plot(acceptance_figure(rows), "plot-acceptance")),
         ("traffic", "Traffic, speculation policy and the lossless check", traffic_section(rows)),
-        ("history", "Optimisation history", _plot(history_figure(rows, records), "plot-history")),
+        (
+            "history",
+            "Optimisation history",
+            "<p>Each trial's output tok/s, and the sweep's answer after each trial: chosen by the answer's "
+            "own rule (the median of a configuration's launches, ranked with the noise and the speculation "
+            "model), not the highest launch so far, so the line falls where a repeat measures lower or "
+            "the ranking changes its pick.</p>" + _plot(history_figure(rows, records), "plot-history"),
+        ),
         (
             "importance",
             "Parameter importances",

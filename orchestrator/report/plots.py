@@ -348,7 +348,7 @@ def history_figure(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] =
                 y=[p[1] for p in line],
                 mode="lines",
                 line={"shape": "hv", "color": "#d62728", "width": 2},
-                name="best so far (the answer's median)",
+                name="the answer after each trial (its median)",
                 hovertemplate="the answer so far: %{y:.1f} tok/s<extra></extra>",
             )
         )
