@@ -63,14 +63,12 @@ def best_by_concurrency(
             {
                 "concurrency": level,
                 "trial": rec.number,
-                "output_tok_per_s": round(medians[config], 2),
+                "output_tok_per_s": medians[config],  # unrounded: printed as the answer's median is
                 "launches": len(by_config[config]),
                 "accept_length": None if accept is None else round(accept, 3),
                 "config": config.label(),
                 # another configuration than the answer: the answer's own figure here, to say by how much
-                "answer_tok_per_s": (
-                    round(medians[answer], 2) if answer in medians and config != answer else None
-                ),
+                "answer_tok_per_s": medians[answer] if answer in medians and config != answer else None,
                 **_setting(config),
             }
         )

@@ -112,3 +112,15 @@ def test_a_level_led_by_another_configuration_says_by_how_much_and_on_how_many_l
         "answer's 600.0 there, accept 2.20  trial 7"
     ) in text, text
     assert "16 concurrent: s2k1d3 (steps 2, adaptive off), 1100.0 tok/s (median of 3 launches), acc" in text
+
+
+def test_a_level_prints_the_answer_s_median_as_the_best_line_does(tmp_path: Path) -> None:
+    """Seen: "best: ... median 1085.9 tok/s of 3 launches" and, for the same three launches at the same
+    level, "16 concurrent: ... 1086.0 tok/s (median of 3 launches)": the level's figure was rounded to two
+    decimals (1085.95) before the console rounded it to one."""
+    spec = load_spec(DEMO)
+    s2 = [_record(n, S2K1, {16: tok}) for n, tok in ((1, 1085.9453), (2, 1070.0), (3, 1090.0))]
+    answer = choose_answer(answer_launches(s2))
+    assert answer is not None and f"{answer.median:.1f}" == "1085.9"
+    best, _ = write_best(answer, s2, spec, tmp_path)
+    assert "16 concurrent: s2k1d3 (steps 2, adaptive off), 1085.9 tok/s (median of 3" in render_levels(best)
