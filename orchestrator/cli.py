@@ -265,6 +265,7 @@ def run(
         left,
         spent=n_trials - left if args.resume else 0,
         confirmed=confirmation_count(study) if args.resume else 0,
+        by_flag=args.trials is not None,
     ):
         print(f"warning: {note}", file=sys.stderr)
     for warning in (

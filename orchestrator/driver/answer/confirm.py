@@ -60,11 +60,14 @@ def reserved_launches(budget: BudgetSpec, n_trials: int, left: int | None = None
     return min(want, n_trials if left is None else left)
 
 
-def confirmation_note(budget: BudgetSpec, n_trials: int, spent: int = 0, confirmed: int = 0) -> str:
+def confirmation_note(
+    budget: BudgetSpec, n_trials: int, spent: int = 0, confirmed: int = 0, *, by_flag: bool = False
+) -> str:
     """Why a sweep runs no confirmation although its spec asks for one ('' when it runs, or is off).
     ``n_trials``: the launches left; ``spent``: those an earlier invocation of a resumed study made
     (``confirmed`` of them confirmation launches), so that the fix named is the budget to resume with,
-    not one the study already has."""
+    not one the study already has; ``by_flag``: the budget came from --trials, which the fix then names
+    (the spec's key would change nothing under it)."""
     want = budget.confirm_top * (budget.confirm_repeats - 1)
     if want == 0 or reserved_launches(budget, spent - confirmed + n_trials, n_trials):
         return ""
@@ -77,8 +80,9 @@ def confirmation_note(budget: BudgetSpec, n_trials: int, spent: int = 0, confirm
             f"no confirmation launches: the {n_trials} trial(s) left {why}; resume with --resume --trials "
             f"{confirmed + 2 * want} to confirm, or lower budget.confirm_top"
         )
+    trials = "--trials" if by_flag else "budget.trials"
     return (
-        f"no confirmation launches: {n_trials} trial(s) {why}; raise budget.trials to {2 * want} or lower "
+        f"no confirmation launches: {n_trials} trial(s) {why}; raise {trials} to {2 * want} or lower "
         "budget.confirm_top"
     )
 

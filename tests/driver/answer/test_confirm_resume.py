@@ -81,3 +81,13 @@ def test_the_reserve_is_said_in_a_sentence() -> None:
         "confirmation: 1 of the 8 launches left is kept to relaunch the best configuration until it has 2 "
         "launches"
     )
+
+
+def test_a_budget_given_by_flag_is_raised_by_the_flag() -> None:
+    """Seen: `--trials 3` printed "raise budget.trials to 8", a key the run did not read (the flag
+    overrides it)."""
+    budget = BudgetSpec(trials=12, confirm_top=2, confirm_repeats=3)
+    assert confirmation_note(budget, 3).endswith("raise budget.trials to 8 or lower budget.confirm_top")
+    assert confirmation_note(budget, 3, by_flag=True).endswith(
+        "raise --trials to 8 or lower budget.confirm_top"
+    )
