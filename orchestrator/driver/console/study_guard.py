@@ -117,10 +117,16 @@ def finished_report(
         BEST_COMMAND,
         BestFile,
     )
+    from orchestrator.driver.answer.choose import Call
+    from orchestrator.driver.answer.conclusion import nospec_lines
 
     best = BestFile.read(study_dir)
     if best is not None:
         lines.append(best.headline())
+        # What the sweep's end said against the server without speculation, as it said it (a lone
+        # answer's reasons, the lossy and unfinished trials, are the run's, not best.json's).
+        if best.verdict.call is not Call.ALONE:
+            lines.extend(nospec_lines(best))
         lines.append(f"confidence: {best.verdict.statement}")
         lines.append(f"SGLang launch command: {study_dir / BEST_COMMAND}")
     report = study_dir / "report.html"

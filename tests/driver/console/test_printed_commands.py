@@ -150,3 +150,24 @@ def test_a_finished_study_names_the_whole_command_that_runs_more_trials(
     monkeypatch.setenv("MAKELEVEL", "1")  # under `make sweep`: the make command, its ARGS one value
     made = cli.resume_command(args, trials=25)
     assert made.startswith("make sweep ARGS=") and "--trials 25" in shlex.split(made)[2]
+
+
+def test_a_finished_study_says_what_it_found_against_no_speculation(tmp_path: Path) -> None:
+    """Seen: the "nothing to do" summary printed `best:` and `confidence:` but not the line between them
+    that the sweep's own end printed, the verdict against the server without speculation, the one a
+    decision to serve with speculation rests on. The pair's second sweep's best.json holds one."""
+    import shutil
+
+    from orchestrator.driver.console.study_guard import finished_report
+
+    best = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "smollm2-sweep-h100-b" / "best.json"
+    shutil.copy(best, tmp_path / "best.json")
+    lines = finished_report("prod", 6, 10, tmp_path).splitlines()
+    against = next(i for i, line in enumerate(lines) if line.startswith("against no speculation: "))
+    assert lines[against - 1].startswith("best: ") and lines[against + 1].startswith("confidence: ")
+    assert "14.3 % ahead of the server without speculation (trial 0)" in lines[against]
+    # the server without speculation as the answer: its verdict is that comparison, said once
+    nospec = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "smollm2-sweep-h100" / "best.json"
+    shutil.copy(nospec, tmp_path / "best.json")
+    text = finished_report("prod", 5, 10, tmp_path)
+    assert "speculation does not pay here: without it the server measured 6850.1 tok/s" in text
