@@ -256,6 +256,22 @@ def test_on_a_terminal_the_live_line_shows_each_running_trial(monkeypatch: pytes
     assert len(out[-1]) == 60
 
 
+def test_on_an_80_column_terminal_the_running_trial_s_phase_and_seconds_show(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen at 80 columns: "  [0/1 done, 1 running, 0 pruned for OOM, 0 failed] best 983.4 tok/s (trial 0, "
+    and "... | trial 0 benchmarki": the counts and the best's name took the width, the phase was cut."""
+    monkeypatch.setenv("COLUMNS", "80")
+    out: list[str] = []
+    printer = ProgressPrinter(12, tty=True, write=out.append, now=lambda: 142.4)
+    p = Progress(done=3, running=1, best_tok_s=983.4, best_number=0, best_name="trial 0, no speculation")
+    p.phases = {4: _event(4, Phase.BENCHMARK, 20.0, step=1)}
+    printer.show(p)
+    assert len(out[-1]) == 80
+    assert "trial 4 benchmarking stage 2 of 2 42s" in out[-1], out[-1]
+    assert "3/12 done" in out[-1] and "983.4" in out[-1]
+
+
 @ray.remote(num_cpus=0, max_retries=0)
 def _raises() -> None:
     raise ValueError("zip() argument 2 is longer than argument 1")

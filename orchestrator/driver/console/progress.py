@@ -45,16 +45,22 @@ class ProgressPrinter:
             self._told[number] = what
 
     def live_line(self, p: Progress) -> str:
+        """The line as wide as the terminal allows. Where the whole does not fit, the shorter forms go
+        first: the running trials' phases and seconds are what the line is watched for (at 80 columns
+        the counts and the best's name once left "trial 0 benchmarki")."""
         name = p.best_name or f"trial {p.best_number}"
-        best = f"{p.best_tok_s:.1f} tok/s ({name})" if p.best_tok_s else "-"
-        line = (
+        tok = f"{p.best_tok_s:.1f} tok/s" if p.best_tok_s else "-"
+        running = "; ".join(_running(n, e, self.now()) for n, e in sorted(p.phases.items()))
+        forms = [
             f"  [{p.done}/{self.n_trials} done, {p.running} running, {p.pruned_oom} pruned for OOM, "
-            f"{p.failed} failed] best {best}"
-        )
-        running = [_running(n, e, self.now()) for n, e in sorted(p.phases.items())]
-        if running:
-            line += " | " + "; ".join(running)
+            f"{p.failed} failed] best {tok}{f' ({name})' if p.best_tok_s else ''}",
+            f"  [{p.done}/{self.n_trials} done, {p.running} running, {p.pruned_oom} OOM, {p.failed} failed] "
+            f"best {tok}",
+            f"  [{p.done}/{self.n_trials} done] best {tok}",
+        ]
         width = max(shutil.get_terminal_size((120, 24)).columns - 1, 40)
+        lines = [f"{form} | {running}" if running else form for form in forms]
+        line = next((text for text in lines if len(text) <= width), lines[-1])
         return line[:width].ljust(width)
 
     def record(self, r: TrialRecord) -> None:
