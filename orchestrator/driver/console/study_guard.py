@@ -67,14 +67,25 @@ def check_study(
             )
         return None
     if not resume:
-        either = (
-            f"Either continue it: {ways[0]}, or start a new one: {ways[1]}"
-            if ways
-            else "Either continue it with --resume, or start a new one with --study NEW_NAME"
-        )
+        from orchestrator.driver.store.study import launched_count  # optuna: once the quick checks passed
+
+        # Counted as the resume counts them (the baseline aside), against the budget it would keep; a
+        # finished study is continued by running more, not by a resume that has nothing to do.
+        done, budget = launched_count(study), study.user_attrs.get(StudyAttr.BUDGET_TRIALS)
+        budget = budget if isinstance(budget, int) and budget >= 1 else n_trials
+        finished = done >= budget and more is not None
+        new = f"start a new one: {ways[1]}" if ways else "start a new one with --study NEW_NAME"
+        if finished and more is not None:
+            either = f"Either run more trials in it: {more(done)}, or {new}"
+        else:
+            either = (
+                f"Either continue it: {ways[0]}, or {new}"
+                if ways
+                else f"Either continue it with --resume, or {new}"
+            )
         raise StudyRefused(
-            f"--study: a study named '{name}' already exists in {storage_url} "
-            f"({len(study.trials)} trials); nothing was changed. {either}"
+            f"--study: a study named '{name}' already exists in {storage_url} ({done} of its {budget} trials "
+            f"run, the baseline aside{': finished' if finished else ''}); nothing was changed. {either}"
         )
     owner = current_driver(study)
     if owner is not None and owner.live():

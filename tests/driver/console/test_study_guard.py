@@ -77,6 +77,25 @@ def test_second_run_under_a_taken_name_is_refused_and_changes_nothing(
     assert (out / "demo" / "summary.json").read_text() == '{"trials_recorded": 3}'
 
 
+def test_a_refusal_counts_trials_as_the_resume_does_and_names_what_runs_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen: "a study named 'tofile' already exists ... (13 trials) ... Either continue it: ...--resume",
+    and that command printed "has already run 12 trials (budget 12): nothing to do": the refusal counted
+    the baseline, and sent a finished study's user to a command that does nothing."""
+    out = tmp_path / "runs"
+    make_study(out, finished=2, name="part")
+    assert main(out, "--study", "part") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "(2 of its 12 trials run, the baseline aside)" in err and "continue it with --resume" in err
+    make_study(out, finished=12, name="whole")
+    assert main(out, "--study", "whole") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "(12 of its 12 trials run, the baseline aside: finished)" in err, err
+    command = err.split("run more trials in it: ")[1].split(", or start")[0]
+    assert shlex.split(command)[-3:] == ["--resume", "--trials", "24"], command
+
+
 def test_a_taken_name_under_make_names_the_make_commands(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
