@@ -11,7 +11,7 @@ errors; the CLI prints them under the spec's summary.
 
 from __future__ import annotations
 
-from orchestrator.config.draft_tree import draft_token_bounds
+from orchestrator.config.draft_tree import DraftTree, draft_token_bounds
 from orchestrator.config.served import step_below
 from orchestrator.spec import engine_catalog
 from orchestrator.spec.engine_space import RuleKind, SameServer
@@ -79,9 +79,11 @@ def draft_cap_warnings(spec: SweepSpec) -> list[str]:
     over = [int(s) for s in steps if draft_token_bounds(int(s), 1)[0] > cap]
     if not over or not topks:
         return []
-    examples = [f"s{over[0]}k{int(k)}d{over[0] + 1}" for k in topks[:2] if k > 1][:1]
-    if 1 in topks:
-        examples.append(f"s{over[-1]}k1d{over[-1] + 1}")
+    # the smallest tree of top-k > 1 at the first such steps, and the chain at the last
+    widest = next((int(k) for k in topks if k > 1), None)
+    trees = [DraftTree(over[0], widest, over[0] + 1)] if widest is not None else []
+    trees += [DraftTree(over[-1], 1, over[-1] + 1)] if 1 in topks else []
+    examples = [tree.label() for tree in trees]
     return [
         f"note: search.speculative_num_draft_tokens: at most {cap:g}, but a tree of s steps verifies s + 1 "
         f"tokens at least: at steps {_words([float(s) for s in over])} every tree searched launches above it "

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call
 from orchestrator.driver.answer.conclusion import confirmation_moot, sweep_answer
 from orchestrator.driver.answer.confirm import machine
 from orchestrator.driver.answer.levels import LevelCall
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency
+from orchestrator.driver.answer.summary import render_levels
 from orchestrator.engines.engine import read_all
 from orchestrator.engines.sglang.engine import SGLANG
 from orchestrator.records import FailureKind, TrialRecord, TrialStatus
@@ -107,3 +109,12 @@ def test_each_level_names_the_answer_where_no_tree_is_clearly_ahead_of_it() -> N
     ]
     # without the answer's noise the highest median alone still names the tree at concurrency 1
     assert best_by_concurrency(records)[0]["trial"] == 3
+
+
+def test_the_policy_line_serves_without_speculation_in_the_product_s_own_words() -> None:
+    """The console's policy line for this answer, in words of no engine's (an engine's flags are its own)."""
+    best = BestFile.read(SWEEP)
+    assert best is not None and best.nospec
+    assert (
+        render_levels(best) == "runtime policy: no speculation (the launch command has no speculative flag)"
+    )

@@ -299,7 +299,7 @@ def render_levels(best: BestFile) -> str:
     if best.split is not None:
         return f"by concurrency level: {best.split.statement}"
     if best.nospec:
-        return "runtime policy: no speculation (no --speculative-* flag)"
+        return "runtime policy: no speculation (the launch command has no speculative flag)"
     lines = ["best setting per concurrency level:"]
     for lv in best.best_by_concurrency:
         # A level the server without speculation led says so; a speculative one names its whole tree,

@@ -73,10 +73,11 @@ def check_study(
         # finished study is continued by running more, not by a resume that has nothing to do.
         done, budget = launched_count(study), study.user_attrs.get(StudyAttr.BUDGET_TRIALS)
         budget = budget if isinstance(budget, int) and budget >= 1 else n_trials
-        finished = done >= budget and more is not None
+        run_more = more(done) if more is not None and done >= budget else None
+        finished = run_more is not None
         new = f"start a new one: {ways[1]}" if ways else "start a new one with --study NEW_NAME"
-        if finished and more is not None:
-            either = f"Either run more trials in it: {more(done)}, or {new}"
+        if run_more is not None:
+            either = f"Either run more trials in it: {run_more}, or {new}"
         else:
             either = (
                 f"Either continue it: {ways[0]}, or {new}"
