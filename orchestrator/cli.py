@@ -178,6 +178,11 @@ def resolve_profile(spec: SweepSpec) -> dict[str, Any] | None:
         profile = load_profile(source)  # a name, a file, or a mapping (which may name a base profile)
     except Exception as err:
         raise SpecError(f"simulated.profile: {err}") from None
+    from orchestrator.sim.node_fit import spec_refusal
+
+    refused = spec_refusal(profile, spec.node.gpus, spec.model.speculative_algorithm)
+    if refused:
+        raise SpecError(refused)
     return profile.model_dump(mode="json")
 
 

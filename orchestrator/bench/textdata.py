@@ -183,8 +183,11 @@ def load_jsonl(path: Path) -> LoadedDataset:
 
 
 def _jsonl_conversation(obj: dict[str, Any], where: str) -> Conversation | None:
-    if isinstance(obj.get("prompt"), str):
-        return Conversation((Message(Role.USER, obj["prompt"]),), _text_or_none(obj.get("answer")))
+    prompt = obj.get("prompt")
+    if isinstance(prompt, str):
+        if not prompt.strip():  # a user turn without text: skipped, as one in `messages` is
+            return None
+        return Conversation((Message(Role.USER, prompt),), _text_or_none(obj.get("answer")))
     messages = obj.get("messages")
     if not isinstance(messages, list):
         raise DatasetError(f"{where}: needs a string 'prompt' or a 'messages' list")

@@ -51,6 +51,19 @@ def test_jsonl_file_reads_prompts_messages_and_max_tokens() -> None:
     assert conversations[2].messages[-1].role is Role.USER
 
 
+def test_an_empty_prompt_is_skipped_as_an_empty_user_turn_is(tmp_path: Path) -> None:
+    """`{"prompt": ""}` was read as a request (a sweep ran on two blank prompts), while a `messages` user
+    turn without text was skipped: the same rule for both."""
+    path = tmp_path / "blank.jsonl"
+    path.write_text('{"prompt": ""}\n{"prompt": "   "}\n{"prompt": "Name a colour."}\n')
+    loaded = load_jsonl(path)
+    assert [c.messages[0].content for c in loaded.conversations] == ["Name a colour."]
+    assert loaded.skipped == (("no user turn with text", 2),)
+    (tmp_path / "all-blank.jsonl").write_text('{"prompt": ""}\n{"prompt": " "}\n')
+    with pytest.raises(DatasetError, match="no user turn with text"):
+        load_jsonl(tmp_path / "all-blank.jsonl")
+
+
 def test_malformed_jsonl_line_is_refused_with_its_line_number(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"prompt": "fine"}\n\n{"prompt": "broken",\n')

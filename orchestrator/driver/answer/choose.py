@@ -78,6 +78,29 @@ def rank_groups(
     return ranked
 
 
+def ranked_groups(
+    launches: Sequence[Launch],
+    baseline: Sequence[Launch] = (),
+    predictions: Mapping[str, Prediction] | None = None,
+) -> tuple[list[Group], Noise] | None:
+    """The speculative configurations as the answer ranks them (`rank_groups`), and the noise that
+    ranking used; None with no speculative launch measured. The confirmation relaunches in this order
+    (`conclusion.answer_order`), so that the configuration answered is the one confirmed."""
+    groups = group_launches(launches)
+    if not groups:
+        return None
+    # The regime and a ramp-up are read off the launches the verdict decides between (the leader and the
+    # runner-up): a losing configuration whose stage never settled says nothing about theirs.
+    contenders = {g.config for g in groups[:2]}
+    # The regime is the node's with this target: the server without speculation's decode step when it
+    # ran (a speculative step drafts and verifies a tree, longer on a node no more GPU-bound), so that
+    # every comparison of one study uses one prior.
+    target = [x.timing for x in baseline]
+    timings = [x.timing for x in launches if x.config in contenders]
+    noise = calibrate(repeat_groups(groups), timings, target)
+    return rank_groups(groups, noise, predictions), noise
+
+
 class Call(StrEnum):
     CLEARLY_AHEAD = "clearly ahead"
     TOO_CLOSE = "too close to call"
@@ -146,19 +169,11 @@ def choose_answer(
     the server without speculation (``baseline``'s launches) measured faster: then that server, with the
     verdict against the best speculative configuration. With no speculative launch measured, the server
     without speculation is the answer when it was measured (`_baseline_alone`); None when nothing was."""
-    groups = group_launches(launches)
-    if not groups:
+    ranked = ranked_groups(launches, baseline, predictions)
+    if ranked is None:
         return _baseline_alone(baseline)
-    # The regime and a ramp-up are read off the launches the verdict decides between (the leader and the
-    # runner-up): a losing configuration whose stage never settled says nothing about theirs.
-    contenders = {g.config for g in groups[:2]}
-    # The regime is the node's with this target: the server without speculation's decode step when it
-    # ran (a speculative step drafts and verifies a tree, longer on a node no more GPU-bound), so that
-    # every comparison of one study uses one prior.
+    groups, noise = ranked
     target = [x.timing for x in baseline]
-    timings = [x.timing for x in launches if x.config in contenders]
-    noise = calibrate(repeat_groups(groups), timings, target)
-    groups = rank_groups(groups, noise, predictions)
     best = groups[0]
     answer = _answer(best, judge(groups, noise), noise, estimate=best.estimate)
     if not baseline:

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.driver.answer.best_file import BEST_COMMAND, BEST_JSON, BestFile
-from orchestrator.driver.answer.choose import Answer, Call, answer_launches, baseline_launches, choose_answer
+from orchestrator.driver.answer.choose import (
+    Answer,
+    Call,
+    answer_launches,
+    baseline_launches,
+    choose_answer,
+    ranked_groups,
+)
 from orchestrator.driver.answer.confirm import relaunch_baseline
 from orchestrator.driver.answer.levels import LevelCall, level_calls
 from orchestrator.driver.answer.summary import render_levels, sglang_command, write_best
@@ -58,6 +65,16 @@ def sweep_answer(records: Sequence[TrialRecord], lossy: Collection[int] = ()) ->
     return choose_answer(
         answer_launches(records, lossy), baseline_launches(records), model_predictions(records)
     )
+
+
+def answer_order(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[str]:
+    """The speculative configurations' labels as `sweep_answer` ranks them, best first: the order the
+    confirmation relaunches in. By median alone it once relaunched a runner-up lucky twice while the
+    answer, ranked first by the speculation model, kept its single launch."""
+    ranked = ranked_groups(
+        answer_launches(records, lossy), baseline_launches(records), model_predictions(records)
+    )
+    return [] if ranked is None else [g.config for g in ranked[0]]
 
 
 def confirmation_moot(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> bool:

@@ -116,17 +116,19 @@ def reserve_in_time(
     slots: int,
     time_budget_s: float,
     baseline: int = 0,
+    order: Sequence[str] = (),
 ) -> int:
     """The confirmation launches a time budget keeps back now: what the top configurations still need
     (``to_confirm`` of the candidate ``records``: with one configuration measured, its repeats only), at
     most ``reserve``, and no more than fit in half the time budget at a full launch's median wall time,
     as ``reserved_launches`` keeps half the launch budget for the search. Without the half a single slow
     first launch (graphs captured for a new shape) priced the whole reserve so high that the search
-    ended after it. ``baseline``: 1 when the baseline is launched once more (`relaunch_baseline`)."""
+    ended after it. ``baseline``: 1 when the baseline is launched once more (`relaunch_baseline`);
+    ``order``: the answer's ranking (`to_confirm`)."""
     walls = [r.result.wall_s for r in measured(records) if r.result.wall_s > 0]
     if reserve <= 0 or not walls:
         return 0
-    need = sum(missing for _, missing in to_confirm(records, budget)) + baseline
+    need = sum(missing for _, missing in to_confirm(records, budget, order)) + baseline
     fits = int(time_budget_s / 2 // statistics.median(walls)) * max(slots, 1)
     return max(min(reserve, need, fits), 0)
 
@@ -149,8 +151,10 @@ def candidates(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> l
     return [r for r in records if not r.baseline and r.number not in lossy]
 
 
-def rank(records: Sequence[TrialRecord]) -> list[Ranked]:
-    """Every measured configuration, best median first (ties broken by more launches, then the first)."""
+def rank(records: Sequence[TrialRecord], order: Sequence[str] = ()) -> list[Ranked]:
+    """Every measured configuration, those ``order`` names (labels, as the answer ranks them:
+    `conclusion.answer_order`) first in its order, then the rest by best median (ties broken by more
+    launches, then the first)."""
     groups: dict[ServerConfig, list[TrialRecord]] = {}
     for r in sorted(measured(records), key=lambda r: r.number):
         groups.setdefault(r.result.config, []).append(r)
@@ -165,15 +169,18 @@ def rank(records: Sequence[TrialRecord]) -> list[Ranked]:
                 median=statistics.median(values),
             )
         )
-    ranked.sort(key=lambda c: (-c.median, -c.repeats, c.first))
+    place = {label: i for i, label in enumerate(order)}
+    ranked.sort(key=lambda c: (place.get(c.config.label(), len(place)), -c.median, -c.repeats, c.first))
     return ranked
 
 
-def to_confirm(records: Sequence[TrialRecord], budget: BudgetSpec) -> list[tuple[Ranked, int]]:
-    """The top ``confirm_top`` configurations and how many more launches each needs to reach
-    ``confirm_repeats`` (those already there are left out)."""
+def to_confirm(
+    records: Sequence[TrialRecord], budget: BudgetSpec, order: Sequence[str] = ()
+) -> list[tuple[Ranked, int]]:
+    """The top ``confirm_top`` configurations (in the answer's ``order``, where given: `rank`) and how
+    many more launches each needs to reach ``confirm_repeats`` (those already there are left out)."""
     out = []
-    for c in rank(records)[: budget.confirm_top]:
+    for c in rank(records, order)[: budget.confirm_top]:
         missing = budget.confirm_repeats - c.repeats
         if missing > 0:
             out.append((c, missing))
@@ -186,15 +193,19 @@ def enqueue(
     budget: BudgetSpec,
     reserve: int,
     baseline: int | None = None,
+    order: Sequence[str] = (),
 ) -> int:
     """Queue the confirmation launches (at most ``reserve``) of the top ``candidates``, each marked
     ``confirm_of`` the first trial of its configuration and asked with that trial's own params (under
     adaptive speculation the launch's steps lie outside the searched range); returns how many.
     ``baseline`` (`relaunch_baseline`): the baseline trial to launch once more, first: of these launches
     it is the one that can turn the answer (the others refine a ranking among speculative
-    configurations), so a reserve too small for the whole plan still holds it."""
+    configurations), so a reserve too small for the whole plan still holds it. ``order``: the answer's
+    ranking (`to_confirm`)."""
     params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
-    plan: list[tuple[int, int, dict[str, Any]]] = [(c.first, n, {}) for c, n in to_confirm(records, budget)]
+    plan: list[tuple[int, int, dict[str, Any]]] = [
+        (c.first, n, {}) for c, n in to_confirm(records, budget, order)
+    ]
     if baseline is not None:
         # The real pair resumed on another H100 kept one launch: after the tree's repeat, the baseline
         # was left out, and the tree was called 14.3 % ahead of a baseline measured on the earlier machine;

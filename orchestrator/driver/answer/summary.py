@@ -278,7 +278,8 @@ def count_line(rows: Sequence[ConsoleRow], budget: int | None = None) -> str:
     lost = sum(1 for r in rows if r.status == TrialStatus.LOST.value)
     interrupted = sum(1 for r in rows if r.status == TrialStatus.INTERRUPTED.value)
     launched = len(rows) - predicted - repeats - lost - interrupted
-    free = (TrialStatus.LOST.value, TrialStatus.INTERRUPTED.value)
+    # A baseline predicted OOM was not launched either (nor lost, nor interrupted): it is no launch.
+    free = (TrialStatus.LOST.value, TrialStatus.INTERRUPTED.value, TrialStatus.PREDICTED_OOM.value)
     baselines = sum(1 for r in rows if r.baseline and r.status not in free and r.repeat_of is None)
     counted = launched - baselines
     of_budget = f"{counted} of the {budget}-trial budget" if budget is not None else f"{counted} budgeted"

@@ -67,13 +67,15 @@ def check_study(
             )
         return None
     if not resume:
-        from orchestrator.driver.store.study import launched_count  # optuna: once the quick checks passed
+        from orchestrator.driver.store.study import launched_count, settled  # optuna: once the checks passed
 
         # Counted as the resume counts them (the baseline aside), against the budget it would keep; a
-        # finished study is continued by running more, not by a resume that has nothing to do.
+        # finished study (its budget spent, or its confirmation done with launches to spare) is continued
+        # by running more, not by a resume that has nothing to do.
         done, budget = launched_count(study), study.user_attrs.get(StudyAttr.BUDGET_TRIALS)
         budget = budget if isinstance(budget, int) and budget >= 1 else n_trials
-        run_more = more(done) if more is not None and done >= budget else None
+        over = done >= budget or settled(study)
+        run_more = more(max(done, budget)) if more is not None and over else None
         finished = run_more is not None
         new = f"start a new one: {ways[1]}" if ways else "start a new one with --study NEW_NAME"
         if run_more is not None:
@@ -94,13 +96,17 @@ def check_study(
             f"--resume: study '{name}' is being run by another driver ({owner.describe()}); "
             "wait for it to finish, or stop it (Ctrl-C) and then --resume"
         )
-    from orchestrator.driver.store.study import launched_count  # optuna: only once the quick checks passed
+    from orchestrator.driver.store.study import launched_count, settled  # optuna: once the checks passed
 
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
     done = launched_count(study)
-    if done < n_trials or running:
+    budget = study.user_attrs.get(StudyAttr.BUDGET_TRIALS)
+    # Settled on this budget: the launches it kept for its confirmation were not needed, and a resume on
+    # the same budget would start Ray to launch nothing.
+    spare = settled(study) and isinstance(budget, int) and n_trials <= budget
+    if (done < n_trials and not spare) or running:
         return None
-    return finished_report(name, done, n_trials, study_dir, more)
+    return finished_report(name, done, max(n_trials, done), study_dir, more)
 
 
 def study_budget(
@@ -122,8 +128,12 @@ def finished_report(
     name: str, done: int, n_trials: int, study_dir: Path, more: Callable[[int], str] | None = None
 ) -> str:
     """What a finished study found, from its saved results; nothing is written."""
+    # A study settled below its budget (`study.settled`) says why the rest was not launched.
+    spare = n_trials - done
+    rest = f", the last {spare} kept for a confirmation that did not need {'it' if spare == 1 else 'them'}"
     lines = [
-        f"study '{name}' has already run {done} trials (budget {n_trials}): nothing to do, nothing changed.",
+        f"study '{name}' has already run {done} trials (budget {n_trials}{rest if spare > 0 else ''}): "
+        "nothing to do, nothing changed.",
     ]
     from orchestrator.driver.answer.best_file import (  # pydantic: once the quick checks passed
         BEST_COMMAND,
@@ -146,7 +156,9 @@ def finished_report(
         lines.append(f"report: {report}")
     # The whole command, as the user started the sweep (under make, its ARGS): a fragment was neither.
     lines.append(
-        f"to run more trials: {more(done)}" if more else f"to run more: --resume --trials N above {done}"
+        f"to run more trials: {more(max(done, n_trials))}"
+        if more
+        else f"to run more: --resume --trials N above {max(done, n_trials)}"
     )
     return "\n".join(lines)
 

@@ -1,13 +1,14 @@
 """The time budget's deadline and the confirmation reserve: the launches a sweep keeps back from its search so
-that its answer is confirmed, and the moment the search must end for them to fit."""
+that its answer is confirmed, the moment the search must end for them to fit, and the confirmation that
+spends them."""
 
 from __future__ import annotations
 
 from orchestrator.driver.answer import confirm
-from orchestrator.driver.answer.conclusion import confirmation_moot
-from orchestrator.driver.loop.outcome import StopReason
-from orchestrator.driver.loop.state import SweepState
-from orchestrator.driver.store.study import confirmation_count, launched_count
+from orchestrator.driver.answer.conclusion import answer_order, confirmation_moot
+from orchestrator.driver.loop.outcome import StopReason, SweepOutcome
+from orchestrator.driver.loop.state import SweepState, log
+from orchestrator.driver.store.study import confirmation_count, launched_count, mark_settled
 
 
 class ConfirmationReserve(SweepState):
@@ -28,8 +29,15 @@ class ConfirmationReserve(SweepState):
         slots = max(self.executor.trial_slots(), 1)
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
         again = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy) is not None
+        order = answer_order(self.outcome.records, self.lossless.lossy)
         reserve = confirm.reserve_in_time(
-            candidates, self.spec.budget, self.confirm_reserve, slots, self.time_budget_s or 0.0, int(again)
+            candidates,
+            self.spec.budget,
+            self.confirm_reserve,
+            slots,
+            self.time_budget_s or 0.0,
+            int(again),
+            order,
         )
         need = confirm.time_to_confirm(self.outcome.records, reserve, slots)
         if need is None or self.clock() + need < self.deadline:
@@ -59,3 +67,59 @@ class ConfirmationReserve(SweepState):
         self.confirm_reserve = confirm.reserved_launches(self.spec.budget, searched + left, left)
         self.n_trials -= self.confirm_reserve
         return self.confirm_reserve
+
+    def confirm_best(self) -> SweepOutcome:
+        """After the search: launch the top configurations again until each has ``confirm_repeats``
+        launches, through the same loop (the confirmation bypasses the repeat-from-record rule). A sweep
+        whose time budget ended its search left room for them (``_confirmation_due``), and one whose
+        answer is known (the proposal policy's stop) has ended its search too; one that stopped early
+        otherwise confirms nothing yet: its search is not over, and --resume confirms at its end."""
+        reason = self.outcome.stop_reason
+        if reason not in (StopReason.BUDGET_DONE, StopReason.ANSWER_KNOWN) and not (
+            reason is StopReason.TIME_BUDGET and self.stopped_to_confirm
+        ):
+            return self.outcome
+        if confirmation_moot(self.outcome.records, self.lossless.lossy):
+            log.info(
+                "confirmation: none launched: the server without speculation is clearly ahead of every "
+                "speculative configuration at every level, and no relaunch of one could change that"
+            )
+            return self.outcome
+        self.confirming = True
+        # The baseline too, when it and the configuration put first never shared a node.
+        baseline = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy)
+        if baseline is not None:
+            log.info(
+                "confirmation: the server without speculation (trial %d) launches once more, as the "
+                "configuration confirmed first never ran on its node",
+                baseline,
+            )
+        left = self.confirm_reserve
+        # In rounds, in the answer's ranking: a relaunch can move a configuration not yet confirmed to the
+        # top, and the answer is then relaunched too while the reserve lasts (ranked by median alone, the
+        # confirmation once relaunched a lucky runner-up and the answer kept its single launch).
+        while left > 0:
+            lossy = self.lossless.lossy
+            candidates = confirm.candidates(self.outcome.records, lossy)
+            order = answer_order(self.outcome.records, lossy)
+            enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, left, baseline, order)
+            if not enqueued:
+                break
+            baseline, left = None, left - enqueued
+            # Exactly the enqueued launches: the loop asks the sampler for nothing new.
+            self.n_trials = launched_count(self.study) + enqueued
+            self.run()
+            if launched_count(self.study) < self.n_trials:  # stopped under them (a deadline, a node lost)
+                return self.outcome
+        if left > 0:
+            # Kept for launches its best configurations no longer needed (the race had repeated them): the
+            # study is done with fewer launches than its budget, and says so, so that a later run is not
+            # told to resume a study with nothing to launch.
+            mark_settled(self.study)
+            log.info(
+                "confirmation: %d of the launches kept for it %s not needed: the best configurations "
+                "already had their launches",
+                left,
+                "was" if left == 1 else "were",
+            )
+        return self.outcome

@@ -95,6 +95,9 @@ class SweepState(ABC):
     @abstractmethod
     def _leave_open(self, trial: optuna.Trial, closed: bool = True) -> None: ...
 
+    @abstractmethod
+    def run(self) -> SweepOutcome: ...
+
     def _stop(self, reason: StopReason, message: str = "") -> None:
         if self.outcome.stop_reason is StopReason.BUDGET_DONE:
             self.outcome.stop_reason = reason

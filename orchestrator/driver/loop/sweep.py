@@ -17,8 +17,6 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from orchestrator import dashboard_metrics
-from orchestrator.driver.answer import confirm
-from orchestrator.driver.answer.conclusion import confirmation_moot
 from orchestrator.driver.dispatch import placement, quarantine
 from orchestrator.driver.dispatch.executor import Executor, Handle
 from orchestrator.driver.loop import observers as obs
@@ -313,42 +311,6 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             self.study.enqueue_trial(params_for(decision.config, self.spec.search), user_attrs=decision.attrs)
             log.info("proposal: %s", decision.why)
         return True
-
-    # -- confirmation (driver.answer.confirm) ---------------------------------------------------------
-
-    def confirm_best(self) -> SweepOutcome:
-        """After the search: launch the top configurations again until each has ``confirm_repeats``
-        launches, through the same loop (the confirmation bypasses the repeat-from-record rule). A sweep
-        whose time budget ended its search left room for them (``_confirmation_due``), and one whose
-        answer is known (the proposal policy's stop) has ended its search too; one that stopped early
-        otherwise confirms nothing yet: its search is not over, and --resume confirms at its end."""
-        reason = self.outcome.stop_reason
-        if reason not in (StopReason.BUDGET_DONE, StopReason.ANSWER_KNOWN) and not (
-            reason is StopReason.TIME_BUDGET and self.stopped_to_confirm
-        ):
-            return self.outcome
-        if confirmation_moot(self.outcome.records, self.lossless.lossy):
-            log.info(
-                "confirmation: none launched: the server without speculation is clearly ahead of every "
-                "speculative configuration at every level, and no relaunch of one could change that"
-            )
-            return self.outcome
-        self.confirming = True
-        candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
-        # The baseline too, when it and the configuration put first never shared a node.
-        baseline = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy)
-        enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, self.confirm_reserve, baseline)
-        if baseline is not None:
-            log.info(
-                "confirmation: the server without speculation (trial %d) launches once more, as the "
-                "configuration confirmed first never ran on its node",
-                baseline,
-            )
-        if not enqueued:
-            return self.outcome
-        # Exactly the enqueued launches: the loop asks the sampler for nothing new.
-        self.n_trials = launched_count(self.study) + enqueued
-        return self.run()
 
     # -- events and results ---------------------------------------------------------------------------
 

@@ -106,6 +106,17 @@ def launched_count(study: optuna.Study) -> int:
     return len(_paid(study))
 
 
+def mark_settled(study: optuna.Study) -> None:
+    """Record that the study's confirmation needed no more launches than it has: its budget's rest, kept
+    for relaunches its best configurations already had, is not owed to anything (`settled`)."""
+    study.set_user_attr(StudyAttr.SETTLED_AT, launched_count(study))
+
+
+def settled(study: optuna.Study) -> bool:
+    """Whether the study ended its confirmation with launches to spare and has launched nothing since."""
+    return study.user_attrs.get(StudyAttr.SETTLED_AT) == launched_count(study)
+
+
 def confirmation_count(study: optuna.Study) -> int:
     """The launches of `launched_count` that confirmation made (a relaunched baseline's among them)."""
     return sum(1 for t in _paid(study) if TrialAttr.CONFIRM_OF in t.user_attrs)

@@ -48,6 +48,9 @@ class StudyAttr(StrEnum):
     CLOSED_TRIALS = "closed_trials"  # {trial number: why} for trials closed on a dead driver's behalf
     MLFLOW_RUNS = "mlflow_runs"  # the MLflow parent run of every invocation: the next closes a dead one's
     BUDGET_TRIALS = "budget_trials"  # the trial budget it was last run with: --resume keeps it
+    # The launches it had when its confirmation needed no more (`study.mark_settled`): done with fewer
+    # launches than its budget, so a run on the same budget has nothing to launch.
+    SETTLED_AT = "settled_at"
     # The sweep's answer as best.json holds it (Optuna's best trial is the single highest launch; the
     # answer is a configuration's median over its launches): shown among the dashboard's study attributes.
     ANSWER_TRIALS = "answer_trials"

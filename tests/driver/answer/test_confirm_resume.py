@@ -8,16 +8,20 @@ study's budget's half, what the first invocation kept: the search's launches alr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 import pytest
 from optuna.storages import InMemoryStorage
 
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
+from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.answer.confirm import confirmation_line, confirmation_note, reserved_launches
+from orchestrator.driver.console.study_guard import StudyRefused, check_study
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.store.study import launched_count, open_study
-from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.sweep_spec import BudgetSpec
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
@@ -91,3 +95,37 @@ def test_a_budget_given_by_flag_is_raised_by_the_flag() -> None:
     assert confirmation_note(budget, 3, by_flag=True).endswith(
         "raise --trials to 8 or lower budget.confirm_top"
     )
+
+
+def test_launches_kept_for_a_confirmation_that_needs_none_settle_the_study(
+    oracle: Oracle, tmp_path: Path
+) -> None:
+    """The race had already repeated the answer, so the launch kept to confirm it was not needed. The study
+    once ended one launch short of its budget, unfinished: every later --resume started Ray, said
+    "confirmation: 1 of the 1 launches left is kept", launched nothing and answered again. The unneeded
+    launch is said, and the study is finished on that budget (a larger --trials still runs more)."""
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    spec = oracle.spec.model_copy(update={"budget": BudgetSpec(trials=7, confirm_top=1, confirm_repeats=2)})
+    study = open_study(spec, "settled", url, resume=False)
+    study.set_user_attr(StudyAttr.BUDGET_TRIALS, 7)
+    sweep = in_process_sweep(spec, study, InProcessExecutor(oracle), 7, proposals=False)
+    sweep.journal.folder = None
+    sweep.prepare(resume=False)
+    assert sweep.reserve_for_confirmation() == 1
+    sweep.n_trials = 5
+    sweep.run()
+    answer = sweep_answer(sweep.outcome.records)
+    assert answer is not None
+    first = answer.launches[0]
+    params = next(t.params for t in study.get_trials(deepcopy=False) if t.number == first)
+    study.enqueue_trial(dict(params), user_attrs={TrialAttr.CONFIRM_OF: first})  # the race's repeat
+    sweep.n_trials = 6
+    sweep.run()
+    sweep.confirm_best()
+    assert launched_count(study) == 6
+    assert check_study(url, "settled", True, 7, tmp_path / "settled") is not None  # finished: nothing to run
+    said = check_study(url, "settled", True, 7, tmp_path / "settled")
+    assert said is not None and "budget 7, the last 1 kept for a confirmation that did not need it" in said
+    assert check_study(url, "settled", True, 9, tmp_path / "settled") is None  # more trials: it runs
+    with pytest.raises(StudyRefused, match=r"6 of its 7 trials run, the baseline aside: finished"):
+        check_study(url, "settled", False, 7, tmp_path / "settled", more=lambda done: f"--trials {done + 7}")

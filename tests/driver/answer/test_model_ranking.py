@@ -14,11 +14,13 @@ import math
 
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.choose import Call
-from orchestrator.driver.answer.conclusion import sweep_answer
+from orchestrator.driver.answer.conclusion import answer_order, sweep_answer
+from orchestrator.driver.answer.confirm import to_confirm
 from orchestrator.driver.answer.ranking import estimates
 from orchestrator.driver.speculation.predictions import Prediction, model_predictions
 from orchestrator.records import ServerConfig, TrialRecord
 from orchestrator.spec.search import make_config
+from orchestrator.spec.sweep_spec import BudgetSpec
 from tests.driver.answer.test_answer import rec
 
 C = 32  # the one concurrency level
@@ -142,3 +144,26 @@ def test_the_model_s_miss_is_credited_only_the_launch_noise_its_medians_hold() -
     # Credited a whole launch's variance instead, the same model overturns it.
     a, b = estimates(groups, 0.07, [Prediction(950.0, 0.08), Prediction(1050.0, 0.08)])
     assert a < b
+
+
+def test_the_confirmation_relaunches_the_configuration_the_answer_ranks_first() -> None:
+    """With ``confirm_top: 1`` the confirmation once relaunched the configuration with the best median
+    (the runner-up here, lucky twice), while the answer, ranked by the model, was the other one: the sweep
+    answered with a single, never repeated launch ("1 launch against 2: ... behind ... by median but
+    ranked first"). The confirmation follows the answer's ranking (`conclusion.answer_order`)."""
+    _, best, runner_up = sweep()
+    # Overhead-bound (a decode step of a few ms, as the simulated node's): every other tree once, the
+    # best one once and unluckily, the runner-up twice and luckily.
+    plan = [(t, [f]) for t, f in zip(TREES, ONCE, strict=True) if t not in (best, runner_up)]
+    kept: list[TrialRecord] = []
+    for tree, factors in [*plan, (best, [0.97]), (runner_up, [1.04, 1.03])]:
+        for f in factors:
+            kept.append(
+                rec(len(kept), config(tree), true_tok_s(tree) * f, accept=accept(tree), concurrency=4)
+            )
+    answer = sweep_answer(kept)
+    assert answer is not None and answer.config == config(best).label() and len(answer.launches) == 1
+    budget = BudgetSpec(trials=20, confirm_top=1, confirm_repeats=2)
+    assert [c.config for c, _ in to_confirm(kept, budget)] == []  # by median: the runner-up, confirmed
+    plan = to_confirm(kept, budget, answer_order(kept))
+    assert [(c.config, n) for c, n in plan] == [(config(best), 1)]

@@ -308,3 +308,11 @@ def test_an_interrupted_trial_s_progress_line_keeps_its_whole_reason() -> None:
     oom = Failure(FailureStage.KV_ALLOCATION, FailureKind.OOM, LONG_OOM)  # a server's words: cut, marked
     printer.record(TrialRecord(3, result(TrialStatus.OOM, failure=oom), None))
     assert lines[1].rstrip().endswith("...]"), lines[1]
+
+
+def test_a_baseline_predicted_to_run_out_of_memory_is_not_counted_as_launched() -> None:
+    """`node.gpus: 3` for a model whose weights fill every GPU: every trial, the baseline too, was
+    predicted OOM, and the count read "0 launched (the baseline + -1 of the 1-trial budget)"."""
+    rows = [ConsoleRow(0, "predicted_oom", "a", baseline=True), ConsoleRow(1, "predicted_oom", "b")]
+    line = " ".join(count_line(rows, budget=1).split())
+    assert line.startswith("in all, 2 trials: 0 launched (0 of the 1-trial budget), 2 predicted OOM"), line

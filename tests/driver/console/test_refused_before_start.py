@@ -61,3 +61,54 @@ def test_a_folder_given_as_the_spec_suggests_files_it_holds(tmp_path: Path) -> N
     message = str(err.value)
     assert all(Path(s).is_file() for s in re.findall(r"(\S+\.yaml)", message)), message
     assert "no .yaml file" in message, message
+
+
+def demo_with(tmp_path: Path, **changes: object) -> Path:
+    """The demo spec with ``node.gpus`` and ``model.speculative_algorithm`` changed as given."""
+    data = yaml.safe_load(DEMO.read_text())
+    if "gpus" in changes:
+        data["node"]["gpus"] = changes["gpus"]
+    if "algorithm" in changes:
+        data["model"]["speculative_algorithm"] = changes["algorithm"]
+    spec = tmp_path / "demo-changed.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    return spec
+
+
+def refusal(tmp_path: Path, spec: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    rc = cli.main([str(spec), "--out", str(tmp_path / "runs"), "--no-dashboard"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert not (tmp_path / "runs").exists()  # before Ray, MLflow or a study folder
+    return err
+
+
+def test_more_gpus_than_the_simulated_node_has_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`node.gpus: 16` on the 8-GPU demo node launched, and every trial failed with SGLang's last words
+    ("Received sigquit from a child process"), the cause ("invalid device ordinal") only in the log."""
+    err = refusal(tmp_path, demo_with(tmp_path, gpus=16), capsys)
+    assert err.startswith("error: node.gpus: 16: the simulated node 'kimi-k25-rtxpro6000' has 8 GPUs"), err
+    assert "set node.gpus to at most 8" in err
+
+
+def test_weights_that_fill_every_gpu_of_the_simulated_node_are_refused_with_the_gpus_that_hold_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`node.gpus: 3` for a model whose weights need more: Ray started, every trial was predicted OOM, and
+    the sweep advised a higher mem_fraction_static and a smaller cuda_graph_max_bs."""
+    err = refusal(tmp_path, demo_with(tmp_path, gpus=3), capsys)
+    assert err.startswith("error: node.gpus: 3: the weights alone ("), err
+    assert "no fraction fits" in err and "(node.gpus: 8)" in err, err
+    assert "mem_fraction_static" not in err
+
+
+def test_an_eagle3_draft_under_eagle_is_refused_on_the_simulated_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's comment promises it; the check read only a draft's config.json, which the simulated node
+    has none of, so the sweep launched and found an acceptance length of 1.01 ("BROKEN SPECULATION")."""
+    err = refusal(tmp_path, demo_with(tmp_path, algorithm="EAGLE"), capsys)
+    assert err.startswith("error: model.speculative_algorithm: "), err
+    assert "EAGLE-3 draft" in err and "Set speculative_algorithm: EAGLE3" in err
