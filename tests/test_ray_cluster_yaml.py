@@ -114,3 +114,15 @@ def test_on_prem_variant_is_a_valid_local_cluster(text: str, config: dict[str, A
     validate_config(prepared)
     node_type = prepared["available_node_types"][prepared["head_node_type"]]
     assert node_type["max_workers"] == len(variant["provider"]["worker_ips"])
+
+
+def test_the_metrics_port_is_not_one_the_printed_dashboards_take(config: dict[str, Any]) -> None:
+    """Ray's metrics were exported on 8080, the port `optuna-dashboard` (as the sweep prints it, and
+    `make optuna-dashboard`) binds by default: on the head node it failed with "Address already in use"."""
+    taken = {8080: "optuna-dashboard", 5000: "mlflow ui", 8265: "Ray's dashboard", 6379: "Ray's GCS"}
+    makefile = (CLUSTER_FILE.parent / "Makefile").read_text()
+    assert "--port $(or $(PORT),8080)" in makefile and "--port $(or $(PORT),5000)" in makefile
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        ports = [int(p) for p in re.findall(r"--metrics-export-port=(\d+)", _commands(config, key))]
+        assert ports, key
+        assert not [taken[p] for p in ports if p in taken], (key, ports)

@@ -59,3 +59,18 @@ def test_the_verdicts_the_readme_quotes_are_the_demo_s() -> None:
 def test_the_recorded_consoles_hold_no_machine_path() -> None:
     for path in CONSOLES.values():
         assert not re.search(r"(^|\s)/(work|home|root|tmp|Users)/", path.read_text(), re.M), path
+
+
+def test_the_readme_says_where_its_commands_run_before_the_first_one_that_needs_the_venv() -> None:
+    """After `make sweep`, a plain shell has no `specsweep`, and its `python` lacks the packages:
+    `python -m orchestrator.report --help` failed with "No module named 'plotly'", `specsweep report` with
+    "command not found". The README says to activate `.venv` (or name its folder) before any such command."""
+    needs_venv = [
+        m.start()
+        for m in re.finditer(
+            r"`(python -m (?!orchestrator\.sweep` with)|specsweep |optuna-dashboard )", README
+        )
+    ]
+    said = README.find(". .venv/bin/activate")
+    paragraph = README.rfind("\n\n", 0, said)  # the paragraph that says it may name the commands it means
+    assert needs_venv and 0 <= paragraph < min(needs_venv), (said, needs_venv[:3])
