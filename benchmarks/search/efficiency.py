@@ -31,7 +31,7 @@ from benchmarks.launches.noisy import Launcher
 from benchmarks.launches.run_record import Strategy
 from benchmarks.peers.registry import BOUNDS, HAS_TORCH, PEERS
 from benchmarks.search.model_error import notes as model_error_notes
-from benchmarks.search.notes import NO_BUDGET, REGIMES, not_leading, pooled_notes, table_rows
+from benchmarks.search.notes import NO_BUDGET, REGIMES, pooled_notes, table_rows, where_not_leading
 from benchmarks.search.regret import RunScore, score, summary_row
 from benchmarks.search.specsweep import strategy as specsweep_strategy
 from benchmarks.truth.cases import CASES, BenchCase, case_spec
@@ -288,7 +288,7 @@ def run_search(settings: SearchSettings) -> tuple[list[Row], list[str], list[dic
             f"budget {res.budget_h:.2f} GPU-h, the whole grid {res.grid_h:.1f} GPU-h"
             + (f"; {case.why}." if case.why else ".")
         )
-    notes[:0] = pooled_notes(rows) + not_leading(rows)
+    notes[:0] = pooled_notes(rows) + where_not_leading(rows)
     if settings.real_cases:
         # What the policy's own model gets wrong where its family is not the truth (search.model_error)
         notes += model_error_notes(real_derived_cases()[: settings.real_cases], min(settings.real_seeds, 10))

@@ -38,7 +38,7 @@ from benchmarks.harness.table import Table, median
 from benchmarks.launches.noisy import Launcher
 from benchmarks.peers.registry import BOUNDS
 from benchmarks.search.efficiency import SearchSettings, Truth, strategies
-from benchmarks.search.notes import REGIMES, cheaper_to_2pct, not_leading, table_rows
+from benchmarks.search.notes import REGIMES, table_rows, where_not_leading
 from benchmarks.search.regret import RunScore, score, summary_row
 from benchmarks.search.specsweep import strategy as specsweep_strategy
 from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, Unmeasured, measured_bases
@@ -171,7 +171,7 @@ def replay_rows(
         notes.append(f"{head}: {partial}.")
     if base := grid.baseline_note():
         notes.append(f"{head}: {base}.")
-    notes += not_leading(rows) + cheaper_to_2pct(rows)
+    notes += where_not_leading(rows)
     return rows, notes
 
 
