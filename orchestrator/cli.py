@@ -81,11 +81,12 @@ RUNNING: dict[str, Any] = {}
 def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # A spec file that happens to be named `fit` or `report` in this folder is still a spec.
-    if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file():
-        return COMMANDS[argv[0]](argv[1:])
     invoked = Path(sys.argv[0]).name if sys.argv else ""
     # --help and usage errors name the command as the user typed it: the installed script or the module.
-    args = build_parser(SCRIPT_PROG if invoked == SCRIPT_PROG else MODULE_PROG).parse_args(argv)
+    prog = SCRIPT_PROG if invoked == SCRIPT_PROG else MODULE_PROG
+    if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file():
+        return COMMANDS[argv[0]](argv[1:], f"{prog} {argv[0]}")
+    args = build_parser(prog).parse_args(argv)
     RUNNING["args"] = args
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

@@ -32,7 +32,10 @@ def test_fit_refuses_as_the_memory_command_does(capsys: pytest.CaptureFixture[st
     assert "--tp 3: 32 attention heads" in capsys.readouterr().err
 
 
-def test_fit_help_names_the_short_command(capsys: pytest.CaptureFixture[str]) -> None:
+def test_fit_help_names_the_short_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.argv", ["/opt/env/bin/specsweep", "fit", "--help"])
     with pytest.raises(SystemExit) as done:
         cli.main(["fit", "--help"])
     assert done.value.code == 0
@@ -88,3 +91,26 @@ def test_help_names_the_command_the_user_typed(
         cli.main()
     assert done.value.code == 0
     assert capsys.readouterr().out.startswith(usage)
+
+
+@pytest.mark.parametrize("name", ["fit", "report"])
+def test_a_subcommand_s_usage_names_the_command_as_typed(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen: `.venv/bin/python -m orchestrator.sweep fit --help` printed `usage: specsweep fit ...`, a
+    command that shell did not have."""
+    monkeypatch.setattr("sys.argv", ["/src/orchestrator/sweep.py", name, "--help"])
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert capsys.readouterr().out.startswith(f"usage: python -m orchestrator.sweep {name}")
+
+
+def test_the_report_names_another_study_with_a_command_that_runs() -> None:
+    """Seen: `.venv/bin/specsweep report` said "(name another: specsweep report NAME)", which a shell
+    without the venv on PATH does not find."""
+    from orchestrator.report.page import another_study_command
+
+    assert another_study_command("specsweep report") == shlex.join(tool_argv("specsweep")) + " report NAME"
+    assert another_study_command("python -m orchestrator.sweep report") == shlex.join(
+        [*python_argv(), "-m", "orchestrator.report", "NAME"]
+    )

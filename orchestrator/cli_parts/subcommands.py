@@ -6,16 +6,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def fit(argv: list[str]) -> int:
+def fit(argv: list[str], prog: str = "specsweep fit") -> int:
     from orchestrator.driver.memory.fit import main as fit_main
 
-    return fit_main(argv, prog="specsweep fit")
+    return fit_main(argv, prog=prog)
 
 
-def report(argv: list[str]) -> int:
+def report(argv: list[str], prog: str = "specsweep report") -> int:
     from orchestrator.report.page import main as report_main
 
-    return report_main(argv, prog="specsweep report")
+    return report_main(argv, prog=prog)
 
 
-COMMANDS: dict[str, Callable[[list[str]], int]] = {"fit": fit, "report": report}
+# Each takes its arguments and its name as the user typed the command (`specsweep fit`, or
+# `python -m orchestrator.sweep fit`): what its --help and usage errors print.
+COMMANDS: dict[str, Callable[[list[str], str], int]] = {"fit": fit, "report": report}

@@ -20,7 +20,7 @@ from pathlib import Path
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from orchestrator.driver.store.commands import module_command
+from orchestrator.driver.store.commands import module_command, tool_command
 from orchestrator.records import TrialRecord
 from orchestrator.report.answer import BestConfig, find_best, journal_records
 from orchestrator.report.data import (
@@ -182,6 +182,14 @@ def last_study(storage: str) -> str:
     return max(summaries, key=started).study_name
 
 
+def another_study_command(prog: str) -> str:
+    """The command that reports another study, as it runs with no venv activated: the installed script
+    beside this interpreter when the user typed `specsweep report`, else this interpreter with the module."""
+    if prog.startswith("specsweep"):
+        return tool_command("specsweep", "report", "NAME")
+    return module_command("orchestrator.report", "NAME")
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m orchestrator.report") -> int:
     p = argparse.ArgumentParser(prog=prog, description="Write a study's HTML report (opens offline).")
     p.add_argument(
@@ -206,11 +214,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m orchestrator.repo
     try:
         study = args.study or last_study(storage)
         if args.study is None:
-            if os.environ.get("MAKELEVEL"):  # `make report`: the study goes in STUDY=
-                again = "make report STUDY=NAME"
-            else:
-                prefix = prog if prog.startswith("specsweep") else module_command("orchestrator.report")
-                again = f"{prefix} NAME"
+            # Under `make report` the study goes in STUDY=.
+            again = "make report STUDY=NAME" if os.environ.get("MAKELEVEL") else another_study_command(prog)
             print(f"report of the last study run, '{study}' (name another: {again})", file=sys.stderr)
         path = write_report(study, tracking_uri, storage, out / study / "report.html")
     except ReportError as err:  # bad input (an unknown study, no store): exit 2, as the sweep's own

@@ -170,7 +170,7 @@ def _cut(message: str, limit: int = 600) -> str:
 
 
 def trials_section(rows: Sequence[RunReadBack]) -> str:
-    head = ["#", "status", "tok/s", "objective", "accept", "p99 TTFT", "p99 ITL", "start-up s"]
+    head = ["#", "status", "tok/s", "objective", "accept", "p99 TTFT (ms)", "p99 ITL (ms)", "start-up (s)"]
     head += ["KV tokens", "configuration", "failure", "diagnosis / failure message"]
     body = []
     for r in rows:

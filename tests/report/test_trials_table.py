@@ -33,3 +33,12 @@ def test_a_diagnosis_is_shown_with_its_advice() -> None:
 def test_a_long_message_is_cut_at_a_word_and_marked() -> None:
     shown = _cell("word " * 400)
     assert shown.endswith(" …") and len(shown) <= 602 and "wor …" not in shown
+
+
+def test_every_figure_column_names_its_unit() -> None:
+    """Seen: the report's trials table headed "p99 TTFT", "p99 ITL" and "start-up s" where the console and
+    the best configuration's table say ms and s."""
+    row = RunReadBack(3, "r3", "ok", "mf0.880 gbs64 mrr16 s2k1d3")
+    head = re.findall(r"<th>(.*?)</th>", trials_section([row]))
+    for name in ("tok/s", "p99 TTFT (ms)", "p99 ITL (ms)", "start-up (s)"):
+        assert name in head, head
