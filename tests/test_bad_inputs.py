@@ -157,7 +157,7 @@ CASES: dict[str, Bad] = {
     ),
     # On a cluster the model is on the nodes, but the driver still tokenizes: its own copy is missing.
     "model path missing, text dataset (ray cluster)": Bad(
-        "workload.dataset: /nonexistent/m does not exist on this machine",
+        "model.path: /nonexistent/m does not exist on this machine",
         ("--ray-address", "auto"),
         edit=sglang(
             lambda d: d.update(model={**d["model"], "path": "/nonexistent/m"}, workload=TEXT_WORKLOAD)

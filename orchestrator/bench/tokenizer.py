@@ -30,6 +30,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 log = logging.getLogger(__name__)
 
 
+class TokenizerMissing(DatasetError):
+    """The tokenizer's folder is not there or holds no tokenizer: the fault of the field it was read from
+    (workload.tokenizer, else model.path), not of the dataset."""
+
+
 class TemplateRefused(DatasetError):
     """The model's chat template raises on a conversation (e.g. one whose roles do not alternate)."""
 
@@ -119,13 +124,13 @@ class HfTokenizer:
     def __init__(self, path: str) -> None:
         folder = Path(path)
         if not folder.exists():
-            raise DatasetError(
+            raise TokenizerMissing(
                 f"{path} does not exist on this machine, and a text dataset needs the model's tokenizer "
                 "here (the driver tokenizes the prompts): copy the model (or its tokenizer files) here and "
                 "set workload.tokenizer to that folder, or use dataset: random"
             )
         if not any((folder / f).is_file() for f in TOKENIZER_FILES):
-            raise DatasetError(
+            raise TokenizerMissing(
                 f"{path} has no tokenizer ({', '.join(TOKENIZER_FILES)}), and a text dataset needs the "
                 "model's tokenizer: set workload.tokenizer to a folder that has one, or use dataset: random"
             )

@@ -28,7 +28,7 @@ from orchestrator.bench.textdata import (
     load_jsonl,
     load_sharegpt,
 )
-from orchestrator.bench.tokenizer import ChatTokenizer, TemplateRefused, load_tokenizer
+from orchestrator.bench.tokenizer import ChatTokenizer, TemplateRefused, TokenizerMissing, load_tokenizer
 from orchestrator.bench.workload import RequestSpec, synthetic_requests
 from orchestrator.records import DatasetMetrics
 from orchestrator.spec.dataset_ref import DatasetCounts, DatasetKind, DatasetRef
@@ -58,6 +58,10 @@ def check_workload(spec: SweepSpec) -> list[RequestSpec]:
     `SpecError` naming ``workload.dataset`` before any GPU is claimed."""
     try:
         return list(build_requests(spec))
+    except TokenizerMissing as err:  # the folder the tokenizer was read from is at fault
+        raise SpecError(
+            f"{'workload.tokenizer' if spec.workload.tokenizer else 'model.path'}: {err}"
+        ) from None
     except (DatasetError, ValueError) as err:
         raise SpecError(f"workload.dataset: {err}") from None
 

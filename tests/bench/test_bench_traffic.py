@@ -172,7 +172,8 @@ def test_text_dataset_needs_the_models_tokenizer_on_a_real_server(tmp_path: Path
     data.update(backend="sglang", simulated=None)
     data["model"]["path"] = str(tmp_path)  # a model folder without any tokenizer file
     spec = parse_spec(data)
-    with pytest.raises(SpecError, match=r"workload.dataset: .* has no tokenizer .*workload.tokenizer"):
+    # Named by the field it was read from (once always workload.dataset, which was not at fault).
+    with pytest.raises(SpecError, match=r"^model.path: .* has no tokenizer .*workload.tokenizer"):
         check_workload(spec)
     data["workload"]["dataset"] = "random"  # random ids need no tokenizer
     assert len(check_workload(parse_spec(data))) == data["workload"]["num_prompts"]
@@ -189,3 +190,11 @@ def test_breakdown_gives_each_dataset_its_acceptance_and_share() -> None:
     assert per["random"].accept_length == pytest.approx(1.6)
     assert per["chat"].output_tok_per_s == pytest.approx(40.0)
     assert per["random"].output_tok_per_s == pytest.approx(20.0)
+
+
+def test_a_tokenizer_folder_that_is_not_there_is_named_as_workload_tokenizer(tmp_path: Path) -> None:
+    """Seen: `workload.tokenizer: /nonexistent/tok` was refused as "workload.dataset: /nonexistent/tok does
+    not exist ...", blaming the dataset the user had right."""
+    data = demo_data(dataset=f"jsonl: {FIXTURES / 'code.jsonl'}", tokenizer="/nonexistent/tok")
+    with pytest.raises(SpecError, match=r"^workload.tokenizer: /nonexistent/tok does not exist"):
+        check_workload(parse_spec(data))
