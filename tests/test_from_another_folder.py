@@ -30,6 +30,7 @@ def test_a_profile_file_is_read_from_beside_the_spec(tmp_path: Path, monkeypatch
     (specs / "node.yaml").write_text(yaml.safe_dump({"base": "h200-tiny"}))
     data = yaml.safe_load((ROOT / "trials" / "demo.yaml").read_text())
     data["simulated"]["profile"] = "node.yaml"
+    data["node"]["gpus"] = 1  # the profile's node has one GPU
     (specs / "mine.yaml").write_text(yaml.safe_dump(data))
     monkeypatch.chdir(tmp_path)
     spec = load_spec(specs / "mine.yaml")

@@ -105,9 +105,15 @@ def load_sharegpt(path: Path) -> LoadedDataset:
     Read as ``sglang.bench_serving`` reads the file: an item that cannot be used (no turns, a turn
     without text, a speaker no role is known for, no user turn) is left out and counted, not a reason
     to refuse the file."""
+    text = _read(path)
     try:
-        data = json.loads(_read(path))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
+        if _json_lines(text):
+            raise DatasetError(
+                f"{path}: not a ShareGPT file (a JSON list) but one JSON object per line: give it as "
+                f"'jsonl: {path}'"
+            ) from None
         raise DatasetError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
     if not isinstance(data, list):
         raise DatasetError(f"{path}: a ShareGPT file is a JSON list of {{'conversations': [...]}} objects")
@@ -180,6 +186,15 @@ def load_jsonl(path: Path) -> LoadedDataset:
         else:
             out.append(Conversation(conversation.messages, conversation.answer, max_tokens))
     return _non_empty(LoadedDataset(tuple(out), skips.sorted()), path)
+
+
+def _json_lines(text: str) -> bool:
+    """Whether every non-blank line of ``text`` is a JSON object (a JSONL file)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        return bool(lines) and all(isinstance(json.loads(line), dict) for line in lines)
+    except json.JSONDecodeError:
+        return False
 
 
 def _jsonl_conversation(obj: dict[str, Any], where: str) -> Conversation | None:

@@ -31,7 +31,8 @@ def spec_refusal(profile: SimProfile, gpus: int, algorithm: str) -> str | None:
     it can."""
     if gpus > profile.gpu_count:
         return (
-            f"node.gpus: {gpus}: the simulated node '{profile.name}' has {profile.gpu_count} GPUs "
+            f"node.gpus: {gpus}: the simulated node '{profile.name}' has {profile.gpu_count} "
+            f"GPU{'s' if profile.gpu_count > 1 else ''} "
             f"(simulated.profile); set node.gpus to at most {profile.gpu_count}, or name a profile of a "
             "larger node"
         )

@@ -180,6 +180,15 @@ class SearchSpace(SpecModel):
                 "speculative_num_draft_tokens: its largest value must be at least "
                 "speculative_num_steps + 1 (SGLang verifies steps + 1 tokens at least)"
             )
+        topk_lo, _ = _dim_bounds(self.speculative_eagle_topk)
+        if AdaptiveMode.OFF not in self.speculative_adaptive and topk_lo > 1:
+            # Every configuration of this space would be refused when built (`make_config`).
+            modes = [m.value for m in self.speculative_adaptive]
+            raise ValueError(
+                f"speculative_adaptive: {modes} runs with top-k 1 only (SGLang), and speculative_eagle_topk "
+                f"starts at {_num(topk_lo)}, so no configuration searched can run; add off to "
+                "search.speculative_adaptive, or 1 to search.speculative_eagle_topk"
+            )
         return self
 
 

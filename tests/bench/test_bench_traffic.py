@@ -198,3 +198,12 @@ def test_a_tokenizer_folder_that_is_not_there_is_named_as_workload_tokenizer(tmp
     data = demo_data(dataset=f"jsonl: {FIXTURES / 'code.jsonl'}", tokenizer="/nonexistent/tok")
     with pytest.raises(SpecError, match=r"^workload.tokenizer: /nonexistent/tok does not exist"):
         check_workload(parse_spec(data))
+
+
+def test_a_jsonl_file_given_as_sharegpt_is_told_its_kind(tmp_path: Path) -> None:
+    """Seen: `sharegpt: my_prompts.jsonl` was refused as "not valid JSON (line 2: Extra data)", which
+    says nothing of the fix: the file is JSON Lines, given under the other kind."""
+    path = tmp_path / "my_prompts.jsonl"
+    path.write_text('{"prompt": "Name a colour."}\n{"prompt": "Name a fruit."}\n')
+    with pytest.raises(DatasetError, match=rf"one JSON object per line: give it as 'jsonl: {path}'"):
+        load_sharegpt(path)

@@ -180,3 +180,20 @@ def test_a_concurrency_some_searched_max_running_requests_holds_is_accepted() ->
     assert parse_spec(data, "spec.yaml").workload.concurrency == [8, 48]
     data["search"]["mem_fraction_static"] = {"low": 0.88, "high": 0.88, "step": 0.01}  # one value, on purpose
     parse_spec(data, "spec.yaml")
+
+
+def test_adaptive_speculation_with_no_top_k_of_1_is_refused_before_its_known_good_entries() -> None:
+    """Seen: `speculative_adaptive: [tiers]` with top-k choices [2, 4] was told only that the known-good
+    entry's `off` was not searched; with that changed, the spec was accepted and no configuration of it
+    could run (SGLang runs adaptive speculation with top-k 1 only)."""
+    data = yaml.safe_load(DEMO.read_text())
+    data["search"]["speculative_adaptive"] = ["tiers"]
+    data["search"]["speculative_eagle_topk"] = {"choices": [2, 4]}
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    text = str(err.value)
+    assert "search.speculative_adaptive" in text and "top-k 1 only" in text, text
+    assert "add off to search.speculative_adaptive, or 1 to search.speculative_eagle_topk" in text, text
+    data["search"]["speculative_adaptive"] = ["off", "tiers"]  # off searched: the top-k 2 and 4 trees run
+    data["known_good"] = []
+    parse_spec(data)
