@@ -128,6 +128,7 @@ class CaseSet(StrEnum):
     DEV = "development"
     HELDOUT_1 = "held-out 1 (seen)"
     HELDOUT_2 = "held-out 2"
+    HELDOUT_2_STAND_IN = "held-out 2 stand-in"  # a quick run's: another seed's cases, never the final set's
     REAL_DERIVED = "real_derived"  # measured H200 steps x published acceptance (truth.real_derived)
 
 
@@ -243,7 +244,7 @@ def rows_of(res: CaseResult) -> list[dict[str, Any]]:
                 res.case.name,
                 REGIMES[regime],
                 name,
-                res.case_set is CaseSet.HELDOUT_2,
+                res.case_set in (CaseSet.HELDOUT_2, CaseSet.HELDOUT_2_STAND_IN),
                 runs,
                 set=res.case_set.value,
                 budget_gpu_hours=round(res.grid_h if name in NO_BUDGET else res.budget_h, 4),
@@ -263,12 +264,13 @@ def case_sets(settings: SearchSettings) -> list[tuple[BenchCase, CaseSet, list[i
     dev_seeds = list(range(settings.seeds))
     seen_seeds = [settings.heldout_seed_base + i for i in range(settings.heldout_seeds)]
     final_seeds = [settings.final_seed_base + i for i in range(settings.final_seeds)]
+    final_set = CaseSet.HELDOUT_2 if settings.final_seed == FINAL_HELDOUT_SEED else CaseSet.HELDOUT_2_STAND_IN
     real = real_derived_cases()[: settings.real_cases]
     real_seeds = [settings.real_seed_base + i for i in range(settings.real_seeds)]
     return (
         [(c, CaseSet.DEV, dev_seeds) for c in dev]
         + [(c, CaseSet.HELDOUT_1, seen_seeds) for c in seen]
-        + [(c, CaseSet.HELDOUT_2, final_seeds) for c in final]
+        + [(c, final_set, final_seeds) for c in final]
         + [(c, CaseSet.REAL_DERIVED, real_seeds) for c in real]
     )
 

@@ -80,3 +80,19 @@ def test_the_overhead_and_scale_benchmarks_run_one_short_stage() -> None:
     from benchmarks.system.live import MINIMAL_WORKLOAD
 
     assert MINIMAL_WORKLOAD.min_stage_s == 0 and MINIMAL_WORKLOAD.min_stage_tokens == 0
+
+
+def test_the_benchmarks_run_and_print_in_their_numbers_order() -> None:
+    """Seen: the table printed benchmarks 1, 2, 4, 3, 5 (the client ceiling ran before the overhead)."""
+    from benchmarks.run import PARTS
+    from benchmarks.search.notes import BENCH as SEARCH
+    from benchmarks.system import client_ceiling, giveup, overhead, scale
+
+    numbers = {
+        "search": SEARCH,
+        "giveup": giveup.BENCH,
+        "ceiling": client_ceiling.BENCH,
+        "overhead": overhead.BENCH,
+        "scale": scale.BENCH,
+    }
+    assert [int(numbers[p].split()[0]) for p in PARTS] == [1, 2, 3, 4, 5]
