@@ -68,6 +68,8 @@ def wrap_up(
     records = outcome.records
     rows = table_rows(study.get_trials(deepcopy=False), records)
     print(render_table(rows, budget=n_trials))
+    if outcome.confirm_note:
+        print(outcome.confirm_note)
     earlier = BestFile.read(study_dir) if args.resume else None
     concluded = conclude(
         records, spec, study_dir, sweep.lossless.lossy, earlier, journal_complete=sweep.journal_complete

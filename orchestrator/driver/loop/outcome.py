@@ -74,3 +74,4 @@ class SweepOutcome:
     progress: Progress = field(default_factory=Progress)
     stop_reason: StopReason = StopReason.BUDGET_DONE
     stop_detail: str = ""  # why, in full, when the stop reason has more to say (ANSWER_KNOWN)
+    confirm_note: str = ""  # launches the confirmation kept and did not need, said under the table

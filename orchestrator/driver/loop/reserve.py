@@ -84,7 +84,7 @@ class ConfirmationReserve(SweepState):
                 "confirmation: none launched: the server without speculation is clearly ahead of every "
                 "speculative configuration at every level, and no relaunch of one could change that"
             )
-            return self.outcome
+            return self._settle(self.confirm_reserve, "no relaunch could change the answer")
         self.confirming = True
         # The baseline too, when it and the configuration put first never shared a node.
         baseline = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy)
@@ -111,15 +111,19 @@ class ConfirmationReserve(SweepState):
             self.run()
             if launched_count(self.study) < self.n_trials:  # stopped under them (a deadline, a node lost)
                 return self.outcome
-        if left > 0:
-            # Kept for launches its best configurations no longer needed (the race had repeated them): the
-            # study is done with fewer launches than its budget, and says so, so that a later run is not
-            # told to resume a study with nothing to launch.
-            mark_settled(self.study)
-            log.info(
-                "confirmation: %d of the launches kept for it %s not needed: the best configurations "
-                "already had their launches",
-                left,
-                "was" if left == 1 else "were",
+        return self._settle(left, "the best configurations already had their launches")
+
+    def _settle(self, unneeded: int, why: str) -> SweepOutcome:
+        """The search and the confirmation are over: a study that has launches of its budget left (kept
+        for a confirmation that did not need them, or given back by a search whose answer was known) is
+        finished on this budget, so that a later run is not told to resume a study with nothing to
+        launch (it started Ray, launched nothing and answered again); a larger --trials runs more."""
+        mark_settled(self.study)  # a study that spent its whole budget is finished by that already
+        if unneeded > 0:
+            were = "was" if unneeded == 1 else "were"
+            self.outcome.confirm_note = (
+                f"confirmation: {unneeded} of the launches kept for it {were} not needed: {why}; the "
+                "study is finished on this budget"
             )
+            log.info("%s", self.outcome.confirm_note)
         return self.outcome

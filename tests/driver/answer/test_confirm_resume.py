@@ -121,8 +121,9 @@ def test_launches_kept_for_a_confirmation_that_needs_none_settle_the_study(
     study.enqueue_trial(dict(params), user_attrs={TrialAttr.CONFIRM_OF: first})  # the race's repeat
     sweep.n_trials = 6
     sweep.run()
-    sweep.confirm_best()
+    outcome = sweep.confirm_best()
     assert launched_count(study) == 6
+    assert outcome.confirm_note.startswith("confirmation: 1 of the launches kept for it was not needed")
     assert check_study(url, "settled", True, 7, tmp_path / "settled") is not None  # finished: nothing to run
     said = check_study(url, "settled", True, 7, tmp_path / "settled")
     assert said is not None and "budget 7, the last 1 kept for a confirmation that did not need it" in said

@@ -20,6 +20,7 @@ from orchestrator.driver.answer.choose import Call
 from orchestrator.driver.answer.conclusion import confirmation_moot, sweep_answer
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.loop.outcome import StopReason
+from orchestrator.driver.store.study import settled
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import TrialResult
 from orchestrator.spec.sweep_spec import SweepSpec
@@ -46,6 +47,11 @@ def test_a_baseline_clearly_ahead_at_every_level_is_not_confirmed_by_relaunching
     assert answer is not None and answer.nospec and answer.verdict.call is Call.CLEARLY_AHEAD
     assert confirmation_moot(records, sweep.lossless.lossy)
     assert _confirmations(sweep.study.get_trials(deepcopy=False)) == []
+    # The launches kept for it are said, and the study is finished: a resume on this budget would start
+    # Ray to launch nothing (the real pair on an H100 was left so).
+    assert sweep.confirm_reserve > 0
+    assert "not needed: no relaunch could change the answer" in sweep.outcome.confirm_note
+    assert settled(sweep.study)
 
 
 def test_speculation_that_pays_at_one_level_is_still_confirmed(
