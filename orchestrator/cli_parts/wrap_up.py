@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from orchestrator.cli_parts.stopping import resume_command
 from orchestrator.driver.answer.summary import render_table, table_rows
 from orchestrator.driver.store.commands import module_command
 from orchestrator.driver.store.tracking import ui_hint
-from orchestrator.spec.sweep_spec import SweepSpec
+from orchestrator.spec.sweep_spec import BudgetSpec, SweepSpec
 
 if TYPE_CHECKING:
     import optuna
@@ -24,6 +25,24 @@ if TYPE_CHECKING:
     from orchestrator.driver.store.tracking import Tracker
 
 log = logging.getLogger("orchestrator")  # the CLI's own logger, as `orchestrator.cli` names it
+
+
+def unconfirmed_note(
+    launches: int, nospec: bool, budget: BudgetSpec, reserved: int, more: Callable[[int], str]
+) -> str:
+    """Why a speculative answer has fewer launches than ``budget.confirm_repeats`` although launches were
+    kept (``reserved``) to confirm it, and the command that gives it the rest (``more``: the command for so
+    many more trials); '' otherwise. The confirmation relaunches the configuration ranked first before it;
+    when that relaunch measures lower, another configuration launched fewer times can answer."""
+    missing = budget.confirm_repeats - launches
+    if nospec or reserved <= 0 or missing <= 0:
+        return ""
+    return (
+        f"note: the answer stands on {launches} launch{'es' if launches > 1 else ''}, fewer than the "
+        f"{budget.confirm_repeats} the confirmation asks for: the launches kept for it went to the "
+        "configurations ranked first before them, which their relaunches moved behind; to confirm it: "
+        f"{more(missing)}"
+    )
 
 
 def report_command(study_name: str, out: Path, tracking_uri: str, storage: str) -> str:
@@ -75,6 +94,19 @@ def wrap_up(
         records, spec, study_dir, sweep.lossless.lossy, earlier, journal_complete=sweep.journal_complete
     )
     print("\n".join(concluded.lines))
+    if concluded.best is not None and outcome.stop_reason in (
+        StopReason.BUDGET_DONE,
+        StopReason.ANSWER_KNOWN,
+    ):
+        note = unconfirmed_note(
+            len(concluded.best.launches),
+            concluded.best.nospec,
+            spec.budget,
+            sweep.confirm_reserve,
+            lambda missing: resume_command(args, study_name, trials=n_trials + missing),
+        )
+        if note:
+            print(note)
     if concluded.best is not None:
         from orchestrator.driver.answer.study_answer import record_answer
 
