@@ -93,7 +93,7 @@ def wrap_up(
     concluded = conclude(
         records, spec, study_dir, sweep.lossless.lossy, earlier, journal_complete=sweep.journal_complete
     )
-    print("\n".join(concluded.lines))
+    lines = list(concluded.lines)
     if concluded.best is not None and outcome.stop_reason in (
         StopReason.BUDGET_DONE,
         StopReason.ANSWER_KNOWN,
@@ -105,8 +105,10 @@ def wrap_up(
             sweep.confirm_reserve,
             lambda missing: resume_command(args, study_name, trials=n_trials + missing),
         )
-        if note:
-            print(note)
+        if note:  # beside the confidence it qualifies
+            at = next((i + 1 for i, line in enumerate(lines) if line.startswith("confidence:")), len(lines))
+            lines.insert(at, note)
+    print("\n".join(lines))
     if concluded.best is not None:
         from orchestrator.driver.answer.study_answer import record_answer
 
