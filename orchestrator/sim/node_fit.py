@@ -36,6 +36,14 @@ def spec_refusal(profile: SimProfile, gpus: int, algorithm: str) -> str | None:
             f"(simulated.profile); set node.gpus to at most {profile.gpu_count}, or name a profile of a "
             "larger node"
         )
+    if profile.gpu_count % gpus:
+        # A tp that does not split the node evenly divides no model's heads that the node's count does.
+        counts = [n for n in range(1, profile.gpu_count + 1) if profile.gpu_count % n == 0]
+        listed = ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}" if len(counts) > 1 else str(counts[0])
+        return (
+            f"node.gpus: {gpus}: a trial runs at --tp-size {gpus}, which does not split the simulated node "
+            f"'{profile.name}' ({profile.gpu_count} GPUs) evenly; set node.gpus to {listed}"
+        )
     free = free_before_loading_gib(profile)
     if weights_gib(profile, gpus) > free:
         # Counts that split the node evenly (a tp of 6 on 8 GPUs divides no model's heads that 8 does, and

@@ -130,7 +130,8 @@ def finished_report(
     """What a finished study found, from its saved results; nothing is written."""
     # A study settled below its budget (`study.settled`) says why the rest was not launched.
     spare = n_trials - done
-    rest = f", the last {spare} kept for a confirmation that did not need {'it' if spare == 1 else 'them'}"
+    last = "the last launch" if spare == 1 else f"the last {spare} launches"
+    rest = f", {last} kept for a confirmation that did not need {'it' if spare == 1 else 'them'}"
     lines = [
         f"study '{name}' has already run {done} trials (budget {n_trials}{rest if spare > 0 else ''}): "
         "nothing to do, nothing changed.",

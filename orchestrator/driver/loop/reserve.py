@@ -109,7 +109,17 @@ class ConfirmationReserve(SweepState):
             # Exactly the enqueued launches: the loop asks the sampler for nothing new.
             self.n_trials = launched_count(self.study) + enqueued
             self.run()
-            if launched_count(self.study) < self.n_trials:  # stopped under them (a deadline, a node lost)
+            short = self.n_trials - launched_count(self.study)
+            if short > 0:  # stopped under them (the time budget, lost nodes): said, and left queued
+                why = (
+                    "the time budget ended"
+                    if self.outcome.stop_reason is StopReason.TIME_BUDGET
+                    else "it stopped"
+                )
+                self.outcome.confirm_note = (
+                    f"confirmation: {short} of its launches did not run before {why}; they stay queued: "
+                    "the command to continue runs them first"
+                )
                 return self.outcome
         return self._settle(left, "the best configurations already had their launches")
 

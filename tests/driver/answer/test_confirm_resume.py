@@ -126,7 +126,9 @@ def test_launches_kept_for_a_confirmation_that_needs_none_settle_the_study(
     assert outcome.confirm_note.startswith("confirmation: 1 of the launches kept for it was not needed")
     assert check_study(url, "settled", True, 7, tmp_path / "settled") is not None  # finished: nothing to run
     said = check_study(url, "settled", True, 7, tmp_path / "settled")
-    assert said is not None and "budget 7, the last 1 kept for a confirmation that did not need it" in said
+    assert (
+        said is not None and "budget 7, the last launch kept for a confirmation that did not need it" in said
+    )
     assert check_study(url, "settled", True, 9, tmp_path / "settled") is None  # more trials: it runs
     with pytest.raises(StudyRefused, match=r"6 of its 7 trials run, the baseline aside: finished"):
         check_study(url, "settled", False, 7, tmp_path / "settled", more=lambda done: f"--trials {done + 7}")

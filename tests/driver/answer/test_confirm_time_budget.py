@@ -208,3 +208,23 @@ def test_one_slow_first_launch_does_not_end_the_search_for_a_confirmation_of_its
     assert len(searched) >= 3, [c.label() for c in searched]
     assert confirming, "no confirmation launch ran"
     assert max(executor.started_at) < budget_s
+
+
+def test_confirmation_launches_the_deadline_cut_are_said(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen with `--time-budget 60`: the search ended "so that the 3 confirmation launches (about 24 s)
+    still fit", two ran, and the third stayed queued in the study with no word under the table (the
+    confidence then compared the answer with a runner-up of one launch)."""
+    executor = ClockedExecutor(oracle)
+    launch_s = oracle.evaluate(_any_ok(oracle)).seconds()
+    sweep = _sweep(oracle, executor, 16 * launch_s, monkeypatch)
+    sweep.prepare(resume=False)
+    assert sweep.reserve_for_confirmation() == 4
+    sweep.run()
+    assert sweep.deadline is not None
+    sweep.deadline = executor.now + 0.5 * launch_s  # one more launch starts, then the time is up
+    outcome = sweep.confirm_best()
+    assert outcome.confirm_note.startswith("confirmation: "), outcome.confirm_note
+    assert "did not run before the time budget ended" in outcome.confirm_note
+    assert "queued: the command to continue runs" in outcome.confirm_note

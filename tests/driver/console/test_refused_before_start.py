@@ -96,10 +96,11 @@ def test_more_gpus_than_the_simulated_node_has_are_refused(
 def test_weights_that_fill_every_gpu_of_the_simulated_node_are_refused_with_the_gpus_that_hold_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`node.gpus: 3` for a model whose weights need more: Ray started, every trial was predicted OOM, and
-    the sweep advised a higher mem_fraction_static and a smaller cuda_graph_max_bs."""
-    err = refusal(tmp_path, demo_with(tmp_path, gpus=3), capsys)
-    assert err.startswith("error: node.gpus: 3: the weights alone ("), err
+    """`node.gpus: 3` (here 4, which splits the node) for a model whose weights need more: Ray started,
+    every trial was predicted OOM, and the sweep advised a higher mem_fraction_static and a smaller
+    cuda_graph_max_bs."""
+    err = refusal(tmp_path, demo_with(tmp_path, gpus=4), capsys)
+    assert err.startswith("error: node.gpus: 4: the weights alone ("), err
     assert "no fraction fits" in err and "(node.gpus: 8)" in err, err
     assert "mem_fraction_static" not in err
 
@@ -112,3 +113,13 @@ def test_an_eagle3_draft_under_eagle_is_refused_on_the_simulated_node(
     err = refusal(tmp_path, demo_with(tmp_path, algorithm="EAGLE"), capsys)
     assert err.startswith("error: model.speculative_algorithm: "), err
     assert "EAGLE-3 draft" in err and "Set speculative_algorithm: EAGLE3" in err
+
+
+def test_a_gpu_count_that_does_not_split_the_simulated_node_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`node.gpus: 7` on the 8-GPU demo node launched and answered with `--tp-size 7`, which no model whose
+    heads 8 GPUs split would load."""
+    err = refusal(tmp_path, demo_with(tmp_path, gpus=7), capsys)
+    assert err.startswith("error: node.gpus: 7: "), err
+    assert "1, 2, 4 or 8" in err, err
