@@ -27,6 +27,11 @@ class ConfirmationReserve(SweepState):
         if not any(r.objective is not None and r.result.config.speculative for r in self.outcome.records):
             return False
         slots = max(self.executor.trial_slots(), 1)
+        # The whole reserve fits before the deadline: so does any part of it, and the answer's ranking
+        # (a fit of the speculation model, asked before every launch the loop fills) is not needed yet.
+        most = confirm.time_to_confirm(self.outcome.records, self.confirm_reserve, slots)
+        if most is None or self.clock() + most < self.deadline:
+            return False
         candidates = confirm.candidates(self.outcome.records, self.lossless.lossy)
         again = confirm.relaunch_baseline(self.outcome.records, self.lossless.lossy) is not None
         order = answer_order(self.outcome.records, self.lossless.lossy)
