@@ -8,6 +8,7 @@ is already there, and names every lacking piece before it runs anything.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -126,3 +127,82 @@ def test_the_study_goes_in_under_the_folder_named_whatever_it_was_called_before(
     assert (study / "optuna.db").read_bytes() == b"db", run.stderr
     assert (study / "smollm2-h200" / "records" / "0000.json").exists()
     assert "ssweep-unpack.sh" in run.stderr  # on to the sweep
+
+
+RECORDING_PYTHON = """#!/usr/bin/env bash
+echo "$*" >> "$CALLS"
+case "$1 $2" in
+  "-c "*) exit 1 ;;  # the product's dependencies do not import here: the sweep refuses to start
+  "-m tools.pair.convert_gguf") mkdir -p "$4" && echo '{}' > "$4/conversion_check.json" ;;
+  "-m tools.pair.train_draft") out=$(echo "$*" | sed 's/.*--out \\([^ ]*\\).*/\\1/')
+    mkdir -p "$out" && echo weights > "$out/model.safetensors" && echo '{}' > "$out/train_summary.json" ;;
+  "-m tools.pair.eval_draft") echo '{}' > "${@: -1}" ;;
+esac
+"""
+
+
+def test_without_a_draft_it_is_trained_from_the_committed_answers(tmp_path: Path) -> None:
+    """Every session's node is fresh and brings nothing back of the last: a resume with no draft pieces
+    trained nothing and stopped ("carry .pair/draft.tar.NN"), and answering 12,000 prompts again cost
+    about 480 s of a 1,800 s lease. The target's answers are committed (tools/pair/data/smollm2-answers.tgz,
+    deterministic: the same sha256 on three H100s), so the draft is trained from them, with no answering."""
+    repo, pair, study = _checkout(tmp_path), tmp_path / "pair", tmp_path / "prod" / "smollm2-h200"
+    answers = _tar({"data/train.jsonl": b'{"ids": [1, 2]}\n', "data/selfdistill.json": b"{}"}, gz=True)
+    (repo / "tools" / "pair" / "data").mkdir()
+    (repo / "tools" / "pair" / "data" / "smollm2-answers.tgz").write_bytes(answers)
+    (pair / "pieces").mkdir(parents=True)
+    wheel = b"the package's wheel"
+    (pair / "pieces" / "smollm2.whl.00").write_bytes(wheel)
+    (pair / "pieces" / "smollm2.whl.sha256").write_text(hashlib.sha256(wheel).hexdigest() + "\n")
+    (repo / ".pair" / "sweep-out.tgz.00").write_bytes(_tar({"prod/optuna.db": b"db"}, gz=True))
+    python = tmp_path / "python"
+    python.write_text(RECORDING_PYTHON)
+    python.chmod(0o755)
+    calls = tmp_path / "calls"
+    run = subprocess.run(
+        ["bash", "tools/pair/on-node.sh", "resume", "trials/smollm2-h200.yaml", str(study), "700", "5"],
+        cwd=repo,
+        env={"PATH": os.environ["PATH"], "PYTHON": str(python), "PAIR": str(pair), "CALLS": str(calls)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    modules = [c.split()[1] for c in calls.read_text().splitlines() if c.startswith("-m ")]
+    assert modules == ["tools.pair.convert_gguf", "tools.pair.train_draft", "tools.pair.eval_draft"], (
+        modules,
+        run.stderr,
+    )
+    assert (pair / "data" / "train.jsonl").read_bytes() == b'{"ids": [1, 2]}\n'
+    assert (pair / "draft" / "model.safetensors").exists()
+    assert (study / "optuna.db").read_bytes() == b"db"
+    assert run.returncode == 2 and "ssweep-unpack.sh" in run.stderr, run.stderr  # on to the sweep
+
+
+def test_a_converted_target_without_a_draft_still_trains(tmp_path: Path) -> None:
+    # An earlier call converted the target (conversion_check.json is there) and was cut before training:
+    # `resume` called `prepare` only when the target lacked, and went on to sweep with no draft.
+    repo, pair, study = _checkout(tmp_path), tmp_path / "pair", tmp_path / "prod" / "smollm2-h200"
+    answers = _tar({"data/train.jsonl": b"{}\n", "data/selfdistill.json": b"{}"}, gz=True)
+    (repo / "tools" / "pair" / "data").mkdir()
+    (repo / "tools" / "pair" / "data" / "smollm2-answers.tgz").write_bytes(answers)
+    (pair / "target").mkdir(parents=True)
+    (pair / "target" / "conversion_check.json").write_text("{}")
+    (pair / "pieces").mkdir()
+    wheel = b"wheel"
+    (pair / "pieces" / "smollm2.whl.00").write_bytes(wheel)
+    (pair / "pieces" / "smollm2.whl.sha256").write_text(hashlib.sha256(wheel).hexdigest() + "\n")
+    study.mkdir(parents=True)
+    python = tmp_path / "python"
+    python.write_text(RECORDING_PYTHON)
+    python.chmod(0o755)
+    calls = tmp_path / "calls"
+    subprocess.run(
+        ["bash", "tools/pair/on-node.sh", "resume", "trials/smollm2-h200.yaml", str(study), "700", "5"],
+        cwd=repo,
+        env={"PATH": os.environ["PATH"], "PYTHON": str(python), "PAIR": str(pair), "CALLS": str(calls)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (pair / "draft" / "model.safetensors").exists()
+    assert "tools.pair.train_draft" in calls.read_text()

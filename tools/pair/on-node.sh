@@ -28,11 +28,13 @@
 #                                                 one call or several), put where `prepare` looks: `prepare`
 #                                                 then only converts the target (no answers, no training)
 #   bash tools/pair/on-node.sh data-in            the target's answers brought back by `wait` after a run with
-#                                                 ANSWERS_ONLY=1 (.pair/data.tgz.NN), put where `prepare`
+#                                                 ANSWERS_ONLY=1 (.pair/data.tgz.NN), else the committed ones
+#                                                 (tools/pair/data/smollm2-answers.tgz), put where `prepare`
 #                                                 looks: `prepare` then converts and trains (no answers)
 #   bash tools/pair/on-node.sh resume SPEC DIR BUDGET [SECONDS]
 #                                                 a later node's whole continuation in one call, once every
-#                                                 piece is on it: the draft in (`draft-in`), the target
+#                                                 piece is on it: the draft in (`draft-in`; with no draft
+#                                                 pieces, trained from the committed answers), the target
 #                                                 converted (`prepare`, which then only converts), the study
 #                                                 folder in (`sweep-in`), `link`, `sweep ... --resume`, then
 #                                                 `sweep-wait` for SECONDS; each step skipped where its
@@ -60,6 +62,12 @@ EPOCHS=${EPOCHS:-6}
 LR=${LR:-6e-4}
 BATCH_TOKENS=${BATCH_TOKENS:-16384}
 PY=${PYTHON:-python3}
+# The target's answers to the chat corpus's training prompts, committed: a node without them spends ~480 s
+# answering 12,000 prompts before it can train.
+ANSWERS=$(dirname "$0")/data/smollm2-answers.tgz
+has_draft_pieces() {
+  compgen -G ".pair/draft.tar.[0-9][0-9]" > /dev/null || compgen -G "$PAIR/pieces/draft.tar.[0-9][0-9]" > /dev/null
+}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 mkdir -p "$PAIR/pieces"
 
@@ -192,7 +200,13 @@ case "$stage" in
     ;;
   data-in)
     find .pair -maxdepth 1 -name 'data.tgz.[0-9][0-9]' -exec cp {} "$PAIR/pieces/" \;
-    cat "$PAIR"/pieces/data.tgz.[0-9][0-9] | tar -C "$PAIR" -xzf -
+    # Answers brought back by `wait`, else the committed ones (the same on every machine: SGLang's
+    # batch-invariant kernels give one sha256 of train.jsonl on three H100s).
+    if compgen -G "$PAIR/pieces/data.tgz.[0-9][0-9]" > /dev/null; then
+      cat "$PAIR"/pieces/data.tgz.[0-9][0-9] | tar -C "$PAIR" -xzf -
+    else
+      tar -C "$PAIR" -xzf "$ANSWERS"
+    fi
     sha256sum "$PAIR/data/train.jsonl"
     ;;
   sweep-in)
@@ -221,9 +235,9 @@ case "$stage" in
     # Every lack is told before anything runs: a call that converts the target and then finds no study
     # has spent its device time on nothing.
     missing=()
-    [ -f "$PAIR/draft/model.safetensors" ] || compgen -G ".pair/draft.tar.[0-9][0-9]" > /dev/null ||
-      compgen -G "$PAIR/pieces/draft.tar.[0-9][0-9]" > /dev/null ||
-      missing+=("the draft: carry .pair/draft.tar.NN (what 'wait' brought back)")
+    [ -f "$PAIR/draft/model.safetensors" ] || has_draft_pieces || [ -f "$PAIR/data/train.jsonl" ] ||
+      [ -f "$ANSWERS" ] ||
+      missing+=("the draft: carry .pair/draft.tar.NN (what 'wait' brought back), or $ANSWERS to train it")
     [ -f "$PAIR/target/conversion_check.json" ] || {
       { [ -f .pair/smollm2.whl.sha256 ] || [ -f "$PAIR/pieces/smollm2.whl.sha256" ]; } &&
         compgen -G "$PAIR/pieces/smollm2.whl.[0-9][0-9]" > /dev/null
@@ -235,8 +249,15 @@ case "$stage" in
       printf 'on-node: resume needs %s\n' "${missing[@]}" >&2
       exit 2
     fi
-    [ -f "$PAIR/draft/model.safetensors" ] || bash "$0" draft-in
-    [ -f "$PAIR/target/conversion_check.json" ] || bash "$0" prepare
+    # The draft: brought back whole, else trained from the answers (brought back or committed).
+    if [ ! -f "$PAIR/draft/model.safetensors" ]; then
+      if has_draft_pieces; then bash "$0" draft-in
+      elif [ ! -f "$PAIR/data/train.jsonl" ]; then bash "$0" data-in
+      fi
+    fi
+    if [ ! -f "$PAIR/target/conversion_check.json" ] || [ ! -f "$PAIR/draft/model.safetensors" ]; then
+      bash "$0" prepare
+    fi
     [ -d "$dir" ] || bash "$0" sweep-in "$dir"
     bash "$0" link
     bash "$0" sweep "$spec" "$dir" "$budget" --resume

@@ -41,6 +41,13 @@ class Level(BaseModel):
     accept_length: float | None = None
     config: str = ""
     answer_tok_per_s: float | None = None  # the answer's median here, where another configuration leads
+    # Where the answer holds the level though another configuration measured higher there, within the
+    # noise: that configuration, its median, launch count and the launch nearest its median.
+    higher_config: str | None = None
+    higher_speculative: bool = True
+    higher_tok_per_s: float | None = None
+    higher_launches: int | None = None
+    higher_trial: int | None = None
     speculative_num_steps: int = 0
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None

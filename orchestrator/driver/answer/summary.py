@@ -320,6 +320,13 @@ def render_levels(best: BestFile) -> str:
             lead = f", {ahead:.1f} % ahead of the answer's {lv.answer_tok_per_s:.1f} there"
         figure = f"{lv.output_tok_per_s:.1f} tok/s{median}{lead}{accept}"
         lines.append(f"  {lv.concurrency:>5} concurrent: {setting}, {figure}  trial {lv.trial}")
+        if lv.higher_config is not None and lv.higher_tok_per_s is not None:
+            name = lv.higher_config if lv.higher_speculative else "no speculation"
+            runs = f"{lv.higher_launches} launch{'es' if (lv.higher_launches or 1) > 1 else ''}"
+            lines.append(
+                f"{'':>20}higher here but within the noise: {name} {lv.higher_tok_per_s:.1f} tok/s"
+                f" ({runs}, trial {lv.higher_trial})"
+            )
     policy = best.runtime_policy
     lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")
     if "suggested_adaptive_config" in policy:

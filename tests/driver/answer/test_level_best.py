@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
+from orchestrator.driver.answer.conclusion import sweep_answer
 from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime
 from orchestrator.driver.answer.runtime_policy import best_by_concurrency
 from orchestrator.driver.answer.summary import render_levels, write_best
@@ -124,3 +125,35 @@ def test_a_level_prints_the_answer_s_median_as_the_best_line_does(tmp_path: Path
     assert answer is not None and f"{answer.median:.1f}" == "1085.9"
     best, _ = write_best(answer, s2, spec, tmp_path)
     assert "16 concurrent: s2k1d3 (steps 2, adaptive off), 1085.9 tok/s (median of 3" in render_levels(best)
+
+
+PAIR_C = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "0.5.17" / "smollm2-sweep-h100-c"
+PAIR_SPEC = Path(__file__).resolve().parents[3] / "trials" / "smollm2-h200.yaml"
+
+
+def test_a_level_the_answer_holds_within_the_noise_names_what_measured_higher(tmp_path: Path) -> None:
+    """The real pair on one H100 (`smollm2-sweep-h100-c`): the answer s4k1d5 (trials 1, 3) and under it
+    "1 concurrent: s4k1d5 (steps 4, adaptive off), 534.0 tok/s (median of 2 launches)", where the server
+    without speculation measured 643.7 tok/s there and s6k8d16 a median of 614.2. Neither is clearly
+    ahead under that sweep's noise (44 % for these launch counts), so the answer keeps the level, but the
+    line read as the level's highest figure. It now names what measured higher and says it is within the
+    noise."""
+    from tests.pair.test_pair_sweep import _records as pair_records
+
+    records = pair_records(PAIR_C)
+    answer = sweep_answer(records)
+    assert answer is not None and answer.config == "mf0.950 gbs32 mrr32 s4k1d5"
+    best, _ = write_best(answer, records, load_spec(PAIR_SPEC), tmp_path)
+    text = render_levels(best)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("1 concurrent"))
+    assert "534.0 tok/s (median of 2 launches), accept 1.61  trial 1" in lines[at], text
+    # on a line of its own under the level's, so that the accept length stays the answer's
+    assert lines[at + 1].strip() == (
+        "higher here but within the noise: no speculation 643.7 tok/s (1 launch, trial 0)"
+    ), text
+    # At 32 the answer measured highest: nothing to add.
+    top = next(i for i, line in enumerate(lines) if line.strip().startswith("32 concurrent"))
+    assert "within the noise" not in lines[top + 1], text
+    level = best.best_by_concurrency[0]
+    assert level.higher_config == "mf0.950 gbs32 mrr32 nospec" and level.higher_tok_per_s == 643.6697523542399
