@@ -79,7 +79,7 @@ def wrap_up(
     if outcome.stop_reason is StopReason.ANSWER_KNOWN:
         print(f"stopped early: {outcome.stop_detail}")
     elif outcome.stop_reason is not StopReason.BUDGET_DONE:
-        detail = f" ({outcome.stop_detail})" if outcome.stop_detail else ""
+        detail = f", {outcome.stop_detail}" if outcome.stop_detail else ""
         print(
             f"stopped early: {outcome.stop_reason.explain()}{detail}; {outcome.progress.done} of "
             f"{n_trials} trials ran; to continue: {resume_command(args, study_name)}"

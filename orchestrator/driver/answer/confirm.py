@@ -109,6 +109,29 @@ def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) ->
     return math.ceil(reserve / max(slots, 1)) * statistics.median(walls)
 
 
+def confirmations_before(clock: float, deadline: float, reserve: int, each_s: float, slots: int) -> int:
+    """How many of ``reserve`` confirmation launches of ``each_s`` seconds start before the ``deadline``
+    (no launch starts after it), from ``clock``, ``slots`` at a time."""
+    rounds = 0 if clock >= deadline else math.ceil((deadline - clock) / each_s) if each_s > 0 else reserve
+    return min(reserve, rounds * max(slots, 1))
+
+
+def confirmation_stop_detail(clock: float, deadline: float, reserve: int, each_s: float, slots: int) -> str:
+    """Why the search ended before its time budget, as the stop line says it: the launches kept for the
+    confirmation and how many of them can still start. "So that they still fit" was said of two launches
+    of which one could start."""
+    can = confirmations_before(clock, deadline, reserve, each_s, slots)
+    if can >= reserve:
+        need = math.ceil(reserve / max(slots, 1)) * each_s
+        launches = f"the {reserve} confirmation launches (about {need:.0f} s)"
+        return f"the search ended early so that {launches} start before it"
+    rest = "the other stays" if reserve - can == 1 else "the others stay"
+    return (
+        f"the search ended early for the {reserve} confirmation launches kept (about {each_s:.0f} s each): "
+        f"{can} can start before it, {rest} queued for --resume"
+    )
+
+
 def reserve_in_time(
     records: Sequence[TrialRecord],
     budget: BudgetSpec,

@@ -4,6 +4,8 @@ spends them."""
 
 from __future__ import annotations
 
+import math
+
 from orchestrator.driver.answer import confirm
 from orchestrator.driver.answer.conclusion import answer_order, confirmation_moot
 from orchestrator.driver.loop.outcome import StopReason, SweepOutcome
@@ -54,10 +56,10 @@ class ConfirmationReserve(SweepState):
             return False
         self.stopped_to_confirm = True
         self.confirm_reserve = reserve  # the confirmation launches what was kept for it
+        each = need / math.ceil(reserve / slots)
         self._stop(
             StopReason.TIME_BUDGET,
-            f"time budget: the search ends here so that the {reserve} confirmation launches "
-            f"(about {need:.0f} s) still fit",
+            confirm.confirmation_stop_detail(self.clock(), self.deadline, reserve, each, slots),
         )
         return True
 

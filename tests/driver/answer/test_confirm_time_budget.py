@@ -24,7 +24,7 @@ from benchmarks.search.oracle_sweep import NoTracking
 from benchmarks.truth.cases import CASES, case_spec
 from benchmarks.truth.oracle import Oracle
 from orchestrator.driver.answer.choose import answer_launches, choose_answer
-from orchestrator.driver.answer.confirm import time_to_confirm
+from orchestrator.driver.answer.confirm import confirmation_stop_detail, confirmations_before, time_to_confirm
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.loop import sweep as sweep_module
 from orchestrator.driver.loop.outcome import StopReason
@@ -228,3 +228,49 @@ def test_confirmation_launches_the_deadline_cut_are_said(
     assert outcome.confirm_note.startswith("confirmation: "), outcome.confirm_note
     assert "did not run before the time budget ended" in outcome.confirm_note
     assert "queued: the command to continue runs" in outcome.confirm_note
+
+
+def test_the_stop_line_says_how_many_confirmation_launches_can_start_before_the_deadline() -> None:
+    """Seen on the real pair (`smollm2-sweep-h100-c`): at about 345 s of a 420 s budget the search ended
+    "so that the 2 confirmation launches (about 203 s) still fit"; one started, and under the table the
+    other "did not run before the time budget ended". A launch may start until the deadline, so of two
+    launches of 101 s from 345 s only the first can."""
+    assert confirmations_before(345.0, 420.0, reserve=2, each_s=101.5, slots=1) == 1
+    assert confirmations_before(200.0, 420.0, reserve=2, each_s=101.5, slots=1) == 2
+    assert confirmations_before(345.0, 420.0, reserve=3, each_s=101.5, slots=2) == 2  # one round of two
+    assert confirmations_before(430.0, 420.0, reserve=2, each_s=101.5, slots=1) == 0
+    partial = confirmation_stop_detail(345.0, 420.0, reserve=2, each_s=101.5, slots=1)
+    assert partial == (
+        "the search ended early for the 2 confirmation launches kept (about 102 s each): 1 can start "
+        "before it, the other stays queued for --resume"
+    ), partial
+    whole = confirmation_stop_detail(200.0, 420.0, reserve=2, each_s=101.5, slots=1)
+    assert whole == "the search ended early so that the 2 confirmation launches (about 203 s) start before it"
+
+
+def test_the_stop_line_counts_the_confirmation_launches_that_then_start(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    executor = ClockedExecutor(oracle)
+    launch_s = oracle.evaluate(_any_ok(oracle)).seconds()
+    checked = []
+    for budget in (7.3, 11.6, 16.0):
+        executor.now, executor.started_at = 0.0, []
+        sweep = _sweep(oracle, executor, budget * launch_s, monkeypatch)
+        sweep.prepare(resume=False)
+        sweep.reserve_for_confirmation()
+        sweep.run()
+        if not sweep.stopped_to_confirm:
+            continue
+        detail = sweep.outcome.stop_detail
+        sweep.confirm_best()
+        started = [t for t in sweep.study.get_trials(deepcopy=False) if TrialAttr.CONFIRM_OF in t.user_attrs]
+        started = [t for t in started if t.state.is_finished()]
+        said = (
+            int(detail.split(": ")[1].split(" can start")[0])
+            if " can start before it" in detail
+            else int(detail.split("so that the ")[1].split(" confirmation")[0])
+        )
+        assert said == len(started), (budget, detail, len(started))
+        checked.append(detail)
+    assert checked, "no budget ended its search for a confirmation"
