@@ -115,9 +115,10 @@ def best_section(best: BestConfig | None) -> str:
             "command has no speculative flag.</p>\n" + verdict
         )
     elif best.versus_nospec is not None:
-        verdict += (
-            f'\n<p class="muted" id="nospec"><strong>Against no speculation:</strong> '
-            f"{_e(best.versus_nospec.statement)}</p>"
+        # First, as on the console: whether to speculate at all, then how sure the answer is among trees.
+        verdict = (
+            f'<p class="muted" id="nospec"><strong>Against no speculation:</strong> '
+            f"{_e(best.versus_nospec.statement)}</p>\n" + verdict
         )
     if best.node_note:
         said = best.node_note.removeprefix("note: ")

@@ -426,3 +426,33 @@ def test_a_fraction_every_point_of_a_panel_shares_gets_a_narrow_axis_not_plotly_
     low, high = layout.xaxis4.range  # mem_fraction_static / draft tokens
     assert 0.9 < low < 0.97 < high < 1.0, (low, high)
     assert layout.xaxis.range is None  # two fractions: plotly's own range
+
+
+def test_a_speculative_answer_is_set_against_no_speculation_before_its_runner_up(
+    rows: list[RunReadBack],
+) -> None:
+    """The console says whether speculation pays ("against no speculation: ...") and then how sure the
+    answer is among the trees ("confidence: ..."); the report said them the other way round, so that on the
+    real pair its first line compared s4k1d5 with s6k8d16 and the question the user came with, whether to
+    speculate at all, came second."""
+    from orchestrator.report.sections import best_section
+
+    def verdict(statement: str) -> Verdict:
+        return Verdict(
+            call=Call.TOO_CLOSE,
+            statement=statement,
+            noise_source=NoiseSource.POOLED,
+            regime=Regime.OVERHEAD_BOUND,
+            launch_sd=0.084,
+        )
+
+    best = report.answer.BestConfig(
+        rows[0],
+        "python -m sglang.launch_server",
+        "",
+        (),
+        verdict=verdict("33.5 % ahead of the configuration of trials 2, 4"),
+        versus_nospec=verdict("1.1 % ahead of the server without speculation (trial 0)"),
+    )
+    html_text = best_section(best)
+    assert html_text.index('id="nospec"') < html_text.index('id="verdict"'), html_text[:600]
