@@ -28,15 +28,31 @@ log = logging.getLogger("orchestrator")  # the CLI's own logger, as `orchestrato
 
 
 def unconfirmed_note(
-    launches: int, nospec: bool, budget: BudgetSpec, reserved: int, more: Callable[[int], str]
+    launches: int,
+    nospec: bool,
+    budget: BudgetSpec,
+    reserved: int,
+    more: Callable[[int], str],
+    searched: int = 0,
 ) -> str:
-    """Why a speculative answer has fewer launches than ``budget.confirm_repeats`` although launches were
-    kept (``reserved``) to confirm it, and the command that gives it the rest (``more``: the command for so
-    many more trials); '' otherwise. The confirmation relaunches the configuration ranked first before it;
-    when that relaunch measures lower, another configuration launched fewer times can answer."""
+    """Why a speculative answer has fewer launches than ``budget.confirm_repeats``, and the command that
+    gives it the rest (``more``: the command for so many more trials); '' otherwise. Where launches were
+    kept (``reserved``), the confirmation relaunched the configuration ranked first before it, and that
+    relaunch measured lower; where none were, the budget (``searched`` launches) was too small to keep
+    them beside half for the search, and the command's budget holds both."""
     missing = budget.confirm_repeats - launches
-    if nospec or reserved <= 0 or missing <= 0:
+    want = budget.confirm_top * (budget.confirm_repeats - 1)
+    if nospec or missing <= 0 or want <= 0:
         return ""
+    if reserved <= 0:
+        # `confirm.reserved_launches` keeps them only within half of the whole budget, the resumed one too.
+        extra = max(want, 2 * want - searched)
+        return (
+            f"note: the answer stands on {launches} launch{'es' if launches > 1 else ''}: this budget kept "
+            f"none to confirm it (budget.confirm_top {budget.confirm_top} configurations to "
+            f"budget.confirm_repeats {budget.confirm_repeats} launches each, while half the budget stays "
+            f"with the search); to confirm it: {more(extra)}"
+        )
     return (
         f"note: the answer stands on {launches} launch{'es' if launches > 1 else ''}, fewer than the "
         f"{budget.confirm_repeats} the confirmation asks for: the launches kept for it went to the "
@@ -73,6 +89,7 @@ def wrap_up(
     from orchestrator.driver.answer.best_file import BestFile
     from orchestrator.driver.answer.conclusion import conclude
     from orchestrator.driver.loop.outcome import StopReason
+    from orchestrator.driver.store.study import confirmation_count
 
     if tty:
         print()
@@ -102,8 +119,10 @@ def wrap_up(
             len(concluded.best.launches),
             concluded.best.nospec,
             spec.budget,
-            sweep.confirm_reserve,
+            # an earlier invocation's confirmation counts as kept: its launches went elsewhere
+            sweep.confirm_reserve or confirmation_count(study),
             lambda missing: resume_command(args, study_name, trials=n_trials + missing),
+            searched=n_trials,
         )
         if note:  # beside the confidence it qualifies
             at = next((i + 1 for i, line in enumerate(lines) if line.startswith("confidence:")), len(lines))
