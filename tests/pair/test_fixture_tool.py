@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import sqlite3
 import subprocess
 import tarfile
 from pathlib import Path
@@ -26,8 +27,15 @@ def _sweep(tmp_path: Path) -> Path:
     (study / "records").mkdir(parents=True)
     (study / "trials" / "0000").mkdir(parents=True)
     (prod / "mlartifacts" / "smollm2-h200" / "run1" / "artifacts").mkdir(parents=True)
-    (prod / "optuna.db").write_bytes(b"SQLite format 3\x00optuna")
-    (prod / "mlflow.db").write_bytes(b"SQLite format 3\x00mlflow")
+    with sqlite3.connect(prod / "optuna.db") as con:
+        con.execute("create table studies (study_name text)")
+        con.execute("insert into studies values ('smollm2-h200')")
+    with sqlite3.connect(prod / "mlflow.db") as con:
+        con.execute("create table params (key text, value text, step integer)")
+        con.execute(
+            "insert into params values ('dataset', 'sharegpt: /srv/checkout/trials/datasets/m.json', 0)"
+        )
+        con.execute("insert into params values ('out', '/tmp/prod/smollm2-h200', 1)")
     (prod / "mlartifacts" / "smollm2-h200" / "run1" / "artifacts" / "report.html").write_text("x" * 100)
     (study / "records" / "0000.json").write_text(
         '{"command": "/opt/torch/.venv/bin/python3 --model-path /tmp/pair/target",'
@@ -90,6 +98,17 @@ def test_the_study_archive_comes_back_through_sweep_in_for_resume(tmp_path: Path
         names = tar.getnames()
     assert "prod/optuna.db" in names and "prod/smollm2-h200/records/0000.json" in names
     assert not [n for n in names if "mlartifacts" in n or n.endswith("report.html")]
+    # the node's checkout is dropped in the records and in MLflow's params; the study's folder stays
+    # where it ran, for --resume there
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(out / "study.tgz") as tar:
+        tar.extractall(unpacked, filter="data")
+    assert "/srv/" not in (unpacked / "prod" / "smollm2-h200" / "records" / "0000.json").read_text()
+    with sqlite3.connect(unpacked / "prod" / "mlflow.db") as con:
+        assert con.execute("select value from params order by step").fetchall() == [
+            ("sharegpt: trials/datasets/m.json",),
+            ("/tmp/prod/smollm2-h200",),
+        ]
 
     # A later node: the archive carried as the piece sweep-in looks for, put back where the study ran.
     node = tmp_path / "later"
@@ -106,5 +125,6 @@ def test_the_study_archive_comes_back_through_sweep_in_for_resume(tmp_path: Path
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert (dest / "optuna.db").read_bytes() == b"SQLite format 3\x00optuna"
+    with sqlite3.connect(dest / "optuna.db") as con:
+        assert con.execute("select study_name from studies").fetchall() == [("smollm2-h200",)]
     assert (dest / "smollm2-h200" / "records" / "0000.json").is_file()

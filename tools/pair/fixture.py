@@ -22,6 +22,7 @@ import argparse
 import io
 import re
 import shutil
+import sqlite3
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -125,8 +126,10 @@ def write_fixture(sweep: Path, study: str, console: Path | None, out: Path, swee
     return written
 
 
-def study_archive(sweep: Path, dest: Path) -> None:
-    """The stores and the study's folder, as they were on the node, without reports or MLflow artifacts."""
+def study_archive(sweep: Path, dest: Path, repo_root: str | None = None) -> None:
+    """The stores and the study's folder without reports or MLflow artifacts, at the node's paths (a
+    later node resumes the study where it ran), but for the node's checkout of this repository, which the
+    records and MLflow's params name: paths under it read relative to it, as on a user's console."""
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         parts = Path(info.name).parts
@@ -134,8 +137,37 @@ def study_archive(sweep: Path, dest: Path) -> None:
             return None
         return info
 
-    with tarfile.open(dest, "w:gz") as tar:
-        tar.add(sweep, arcname=sweep.name, filter=keep)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / sweep.name
+        shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("mlartifacts", "report.html"))
+        if repo_root:
+            _drop_root(copy, repo_root.rstrip("/") + "/")
+        with tarfile.open(dest, "w:gz") as tar:
+            tar.add(copy, arcname=sweep.name, filter=keep)
+
+
+def _drop_root(folder: Path, root: str) -> None:
+    """``root`` taken out of every text file and every SQLite store's text under ``folder``."""
+    for path in folder.rglob("*"):
+        if not path.is_file():
+            continue
+        if path.suffix == ".db":
+            with sqlite3.connect(path) as con:
+                tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
+                for table in tables:
+                    for column in [c[1] for c in con.execute(f"pragma table_info('{table}')")]:
+                        con.execute(
+                            f'update "{table}" set "{column}" = replace("{column}", ?, \'\') '
+                            f'where typeof("{column}") = \'text\' and instr("{column}", ?) > 0',
+                            (root, root),
+                        )
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        if root in text:
+            path.write_text(text.replace(root, ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             sweep, args.study, console if console.is_file() else None, args.out, args.sweep_dir
         )
         if args.study_archive:
-            study_archive(sweep, args.out / "study.tgz")
+            study_archive(sweep, args.out / "study.tgz", repo_root(sweep / args.study))
             written.append(args.out / "study.tgz")
     print(f"wrote {len(written)} files under {args.out}")
     return 0
