@@ -282,7 +282,7 @@ class TrialResult:
     resolved_args: ResolvedLaunch = field(default_factory=ResolvedLaunch)
     server_version: str = ""
     log_path: str = ""
-    log_text: str = ""  # the whole server log (its head and tail when over node.trial_files.LOG_LIMIT)
+    log_text: str = ""  # the whole server log (its head and tail when over trial_log.LOG_LIMIT)
     oom_to_clean_s: float | None = None  # from the OOM line to the GPUs reported clean
     gpu_before: tuple[GpuSample, ...] = ()
     gpu_after: tuple[GpuSample, ...] = ()

@@ -24,7 +24,7 @@ from orchestrator.errors import TrialError
 from orchestrator.gpu import wait_clean
 from orchestrator.node.backends import NodeBackend, free_port, launch_profile, local_node_id, make_node
 from orchestrator.node.trial_bench import BenchOutcome, StageBenchmark, StageHook
-from orchestrator.node.trial_files import fresh_folder, read_capped
+from orchestrator.node.trial_files import fresh_folder
 from orchestrator.node.trial_startup import Startup, watch_startup
 from orchestrator.records import (
     Failure,
@@ -46,6 +46,7 @@ from orchestrator.trial_events import (
     failure_stage,
     startup_phase,
 )
+from orchestrator.trial_log import read_capped
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,8 @@
-"""A trial's files on the node: a folder of its own, and its log as it goes back to the driver."""
+"""A trial's files on the node: a folder of its own (its log goes back to the driver by `trial_log`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-LOG_LIMIT = 4 * 1024 * 1024  # the whole log goes back to the driver, up to this size
 
 
 def fresh_folder(path: Path) -> Path:
@@ -22,14 +20,3 @@ def fresh_folder(path: Path) -> Path:
             continue
         return candidate
     raise RuntimeError(f"no free trial folder next to {path}")
-
-
-def read_capped(path: Path) -> str:
-    """The whole log, or its head and its tail when it is over ``LOG_LIMIT``."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    if len(data) > LOG_LIMIT:
-        data = data[: LOG_LIMIT // 4] + b"\n[... trimmed ...]\n" + data[-3 * LOG_LIMIT // 4 :]
-    return data.decode(errors="replace")

@@ -135,6 +135,16 @@ class ConfirmationReserve(SweepState):
         for a confirmation that did not need them, or given back by a search whose answer was known) is
         finished on this budget, so that a later run is not told to resume a study with nothing to
         launch (it started Ray, launched nothing and answered again); a larger --trials runs more."""
+        if self.outcome.stop_reason is StopReason.TIME_BUDGET:
+            # The time budget cut the search: the launches it did not make are the search's, not the
+            # confirmation's, and the command to continue runs them (settled, it answered "nothing to do").
+            if unneeded > 0:
+                were = "was" if unneeded == 1 else "were"
+                self.outcome.confirm_note = (
+                    f"confirmation: {unneeded} of the launches kept for it {were} not needed: {why}; they go "
+                    "back to the search, which the command to continue runs"
+                )
+            return self.outcome
         mark_settled(self.study)  # a study that spent its whole budget is finished by that already
         if unneeded > 0:
             were = "was" if unneeded == 1 else "were"

@@ -67,4 +67,5 @@ class Resume(SweepState):
         stage = FailureStage.UNDER_LOAD if reported else FailureStage.LAUNCH
         when = f"after {reported} benchmark stage(s)" if reported else "before any benchmark stage ended"
         why = f"{whose} stopped while it ran, {when}: not counted, its configuration is queued again"
-        return settle(without_launch.interrupted(config, stage, why), self.spec, None)
+        result = without_launch.interrupted(config, stage, why, trial_dir=self.trial_dir(t.number))
+        return settle(result, self.spec, None)

@@ -12,6 +12,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -55,6 +56,7 @@ class SweepState(ABC):
 
     spec: SweepSpec
     study: optuna.Study
+    workdir: Path  # the study's folder: its journal, and each trial's folder under trials/
     lease: DriverLease | None
     n_trials: int
     executor: Executor
@@ -81,6 +83,11 @@ class SweepState(ABC):
     _by_number: dict[int, Handle]
     _space: frozenset[ServerConfig] | None
     _best: obs.BestSoFar
+
+    def trial_dir(self, number: int) -> Path:
+        """Where trial ``number``'s node writes its files (the request's workdir): on this machine, what an
+        interrupted launch left is read back from it."""
+        return self.workdir / "trials" / f"{number:04d}"
 
     @property
     @abstractmethod

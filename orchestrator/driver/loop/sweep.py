@@ -207,6 +207,8 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             failure_stage(phase.phase if phase is not None else None),
             f"the driver stopped during {where}: not counted, its configuration is queued again",
             time.monotonic() - info.started,
+            node_id=self._node_of.get(handle, "") if handle is not None else "",
+            trial_dir=self.trial_dir(trial.number),
         )
         settled = settle(result, self.spec, None)
         closed = close_and_requeue(self.study, trial, settled.attrs)
@@ -280,7 +282,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
                 spec=self.spec,
                 config=config,
                 number=trial.number,
-                workdir=str(self.workdir / "trials" / f"{trial.number:04d}"),
+                workdir=str(self.trial_dir(trial.number)),
                 sim_profile=self.sim_profile,
             )
             handle = self.executor.submit(request, node_id)

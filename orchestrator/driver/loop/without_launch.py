@@ -4,10 +4,12 @@ interrupted."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from orchestrator.driver.memory.learned import Prediction
 from orchestrator.errors import MESSAGE_CHARS, TrialError, TrialLost
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
+from orchestrator.trial_log import left_in
 
 
 def predicted_oom(config: ServerConfig, prediction: Prediction) -> TrialResult:
@@ -45,14 +47,26 @@ def internal_error(config: ServerConfig, err: TrialError, wall_s: float) -> Tria
     )
 
 
-def interrupted(config: ServerConfig, stage: FailureStage, why: str, wall_s: float = 0.0) -> TrialResult:
+def interrupted(
+    config: ServerConfig,
+    stage: FailureStage,
+    why: str,
+    wall_s: float = 0.0,
+    node_id: str = "",
+    trial_dir: Path | None = None,
+) -> TrialResult:
     """The driver stopped while the trial ran (`why`): nothing was measured. It costs no budget and its
-    configuration is queued again (`TrialStatus.INTERRUPTED`)."""
+    configuration is queued again (`TrialStatus.INTERRUPTED`). It was launched all the same: on
+    ``node_id`` where the driver knows it, with the command and the server log its folder (``trial_dir``)
+    holds, which MLflow then shows (it said "not launched", with result.json alone)."""
+    log_path, log_text, command = left_in(trial_dir) if trial_dir is not None else (None, "", ())
     return TrialResult(
         config=config,
         status=TrialStatus.INTERRUPTED,
-        node_id="",
-        command=(),
+        node_id=node_id,
+        command=command,
         failure=Failure(stage, FailureKind.INTERRUPTED, why),
         wall_s=wall_s,
+        log_path=str(log_path) if log_path is not None else "",
+        log_text=log_text,
     )

@@ -255,6 +255,9 @@ def _note(record: TrialRecord) -> str:
     """The run's description (MLflow's mlflow.note.content tag): what happened, in words."""
     r = record.result
     where = f"on node `{r.node_id}`" if r.node_id else "(not launched)"
+    if not r.node_id and r.status is TrialStatus.INTERRUPTED:
+        # launched, but its driver died with the node's name (kill -9): its log says what ran
+        where = "(launched; its driver stopped before its node answered)"
     lines = [f"**{r.status.value}** {where}: {r.config.label()}"]
     if r.failure is not None:
         lines.append(f"- failure: {r.failure.stage.value} / {r.failure.kind.value}: {r.failure.message}")

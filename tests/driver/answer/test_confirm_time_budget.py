@@ -30,7 +30,7 @@ from orchestrator.driver.loop import sweep as sweep_module
 from orchestrator.driver.loop.outcome import StopReason
 from orchestrator.driver.loop.sweep import Sweep
 from orchestrator.driver.search.space import space_configs
-from orchestrator.driver.store.study import open_study
+from orchestrator.driver.store.study import launched_count, open_study, settled
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import ServerConfig, StageMetrics, TrialRecord, TrialResult, TrialStatus
@@ -274,3 +274,27 @@ def test_the_stop_line_counts_the_confirmation_launches_that_then_start(
         assert said == len(started), (budget, detail, len(started))
         checked.append(detail)
     assert checked, "no budget ended its search for a confirmation"
+
+
+def test_a_search_the_time_budget_cut_is_not_finished_by_its_confirmation(
+    oracle: Oracle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen with `--time-budget 60` on the demo: 7 of 12 trials ran, the search ended for the confirmation,
+    and the confirmation, needing fewer launches than kept, settled the study: the printed "to continue:
+    ... --resume" then answered "has already run 7 trials (budget 12, the last 5 launches kept for a
+    confirmation that did not need them): nothing to do". The five were the search's, cut by the time
+    budget; a study the time budget stopped stays open for --resume, and the note does not call it
+    finished."""
+    executor = ClockedExecutor(oracle)
+    launch_s = oracle.evaluate(_any_ok(oracle)).seconds()
+    sweep = _sweep(oracle, executor, 11.6 * launch_s, monkeypatch)
+    sweep.n_trials = 30
+    sweep.prepare(resume=False)
+    sweep.reserve_for_confirmation()
+    sweep.run()
+    assert sweep.stopped_to_confirm
+    outcome = sweep.confirm_best()
+    assert outcome.stop_reason is StopReason.TIME_BUDGET
+    assert launched_count(sweep.study) < 30
+    assert not settled(sweep.study)
+    assert "finished on this budget" not in outcome.confirm_note, outcome.confirm_note

@@ -51,6 +51,11 @@ class Interrupting(OneNodeExecutor):
     def submit(self, request: TrialRequest, node_id: str) -> Handle:
         self._requests[request.number] = request
         self.submitted.append(request.number)
+        # What a node writes as it launches (`node.trial`): the command, then the server's log.
+        folder = Path(request.workdir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "command.txt").write_text("python3 -m sglang.launch_server --port 30000\n")
+        (folder / "server.log").write_text(f"the server log of trial {request.number}\n")
         return request.number
 
     def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
@@ -148,6 +153,9 @@ def test_a_launch_interrupted_by_ctrl_c_is_shown_everywhere_and_costs_no_budget(
     # MLflow: its run, ended KILLED, with the same status.
     (run,) = _trial_runs(first.tracking, 2)
     assert run.info.status == "KILLED" and run.data.tags[Tag.STATUS] == "interrupted"
+    # It was launched, on its node, and its server's log is the file a user opens it for (it read
+    # "(not launched)" with result.json alone).
+    _assert_launched_with_its_log(first.tracking, run, NODE)
 
     resumed = Driver(spec, tmp_path, Interrupting(oracle), resume=True)
     resumed.sweep.run()
@@ -163,6 +171,18 @@ def test_a_launch_interrupted_by_ctrl_c_is_shown_everywhere_and_costs_no_budget(
     assert len(requeued) == 1 and requeued[0].params == trial.params
     assert requeued[0].user_attrs[TrialAttr.STATUS] == TrialStatus.OK.value
     assert len(_trial_runs(first.tracking, 2)) == 1
+
+
+def _assert_launched_with_its_log(tracking: str, run: Any, node: str | None) -> None:
+    note = run.data.tags["mlflow.note.content"]
+    assert "not launched" not in note, note
+    if node is not None:
+        assert f"on node `{node}`" in note, note
+    client = mlflow.MlflowClient(tracking_uri=tracking)
+    files = {f.path for f in client.list_artifacts(run.info.run_id)}
+    assert {"server.log", "launch_command.sh"} <= files, files
+    log_file = client.download_artifacts(run.info.run_id, "server.log")
+    assert Path(log_file).read_text() == "the server log of trial 2\n"
 
 
 class _Killed(Interrupting):
@@ -209,6 +229,7 @@ def test_after_kill_9_the_next_driver_shows_the_trial_and_closes_the_dead_driver
     assert trial.state is TrialState.FAIL and trial.user_attrs[TrialAttr.STATUS] == "interrupted"
     (run,) = _trial_runs(tracking, 2)
     assert run.info.status == "KILLED"
+    _assert_launched_with_its_log(tracking, run, None)
     # Filed under the driver that launched it (the dead one), not under the one that found it dead.
     assert run.data.tags["mlflow.parentRunId"] == dead_parent != resumed.tracker.parent_run_id
     # The dead driver's parent run: KILLED, with a tag saying why, and only that one.
