@@ -22,7 +22,7 @@ from orchestrator import mlflow_schema as schema
 from orchestrator.driver.store.commands import make_target_serves, mlflow_ui_command
 from orchestrator.driver.store.trial_attrs import StudyAttr
 from orchestrator.mlflow_schema import LaunchParams
-from orchestrator.records import TrialRecord, TrialStatus
+from orchestrator.records import TrialRecord, TrialResult, TrialStatus
 
 if TYPE_CHECKING:
     import optuna
@@ -157,7 +157,12 @@ class Tracker:
     def _write_trial(self, record: TrialRecord) -> str:
         r = record.result
         tags = schema.trial_tags(record, self._parents.get(record.number, self.parent_run_id))
-        run = self.client.create_run(self.experiment_id, run_name=_run_name(record), tags=tags)
+        # The run spans the launch on its node (opened and closed as it was written, every run's Duration
+        # read ~30 ms); a configuration never launched keeps the moment it was judged.
+        start, end = _span_ms(r)
+        run = self.client.create_run(
+            self.experiment_id, start_time=start, run_name=_run_name(record), tags=tags
+        )
         run_id = run.info.run_id
         self._run_ids[record.number] = run_id
         metrics = [Metric(k, float(v), 0, 0) for k, v in schema.trial_metrics(record).items()]
@@ -173,7 +178,7 @@ class Tracker:
             for name, text in schema.trial_artifacts(r).items():
                 (folder / name).write_text(text)
             self.client.log_artifacts(run_id, str(folder))
-        self.client.set_terminated(run_id, status=_run_status(r.status).value)
+        self.client.set_terminated(run_id, status=_run_status(r.status).value, end_time=end)
         return run_id
 
     def close_abandoned(self, study: optuna.Study, dead: DriverStamp | None) -> list[str]:
@@ -244,6 +249,13 @@ def _run_status(status: TrialStatus) -> RunStatus:
     if status is TrialStatus.OK:
         return RunStatus.FINISHED
     return RunStatus.KILLED if status is TrialStatus.INTERRUPTED else RunStatus.FAILED
+
+
+def _span_ms(result: TrialResult) -> tuple[int | None, int | None]:
+    """The launch's start and end on its node, in MLflow's milliseconds (None, None: not launched)."""
+    if result.started_unix > 0 and result.finished_unix >= result.started_unix:
+        return int(result.started_unix * 1000), int(result.finished_unix * 1000)
+    return None, None
 
 
 def _run_name(record: TrialRecord) -> str:
