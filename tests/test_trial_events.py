@@ -272,6 +272,28 @@ def test_on_an_80_column_terminal_the_running_trial_s_phase_and_seconds_show(
     assert "3/12 done" in out[-1] and "983.4" in out[-1]
 
 
+def test_the_live_line_keeps_its_form_while_the_phases_change_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen at 80 columns under `make sweep`: "[7/12 done, 1 running, 0 pruned for OOM, 0 failed] best
+    1069.2 tok/s (trial 6) | ..." and "[7/12 done, 1 running, 0 OOM, 0 failed] best 1069.2 tok/s | ..."
+    took turns as the running trial's phase grew and shrank, the counts flickering in and out. Once a
+    shorter form was needed at this width, the line keeps it."""
+    monkeypatch.setenv("COLUMNS", "115")
+    out: list[str] = []
+    printer = ProgressPrinter(12, tty=True, write=out.append, now=lambda: 142.4)
+    p = Progress(done=7, running=1, best_tok_s=1069.2, best_number=6, best_name="trial 6")
+    p.phases = {7: _event(7, Phase.BENCHMARK, 20.0, step=0)}
+    printer.show(p)
+    long_phase = out[-1]
+    p.phases = {7: _event(7, Phase.WARMUP, 20.0)}
+    printer.show(p)
+    short_phase = out[-1]
+    assert "pruned for OOM" not in long_phase, long_phase  # too wide for 115 columns with this phase
+    assert "pruned for OOM" not in short_phase, short_phase  # and kept so with a shorter one
+    monkeypatch.setenv("COLUMNS", "200")  # a wider terminal: the whole line again
+    printer.show(p)
+    assert "pruned for OOM" in out[-1]
+
+
 @ray.remote(num_cpus=0, max_retries=0)
 def _raises() -> None:
     raise ValueError("zip() argument 2 is longer than argument 1")

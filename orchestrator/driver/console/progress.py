@@ -25,6 +25,9 @@ class ProgressPrinter:
         self.write = write  # writes its text as is: the printer adds "\r" and "\n" itself
         self.now = now
         self._told: dict[int, str] = {}  # trial number -> the phase last printed (not on a terminal)
+        # The shortest form the live line has needed at this width: it keeps it while the phases grow
+        # and shrink, or the counts flicker in and out from one redraw to the next.
+        self._form = (0, 0)  # (terminal width, form index)
 
     def show(self, p: Progress) -> None:
         if self.tty:
@@ -60,8 +63,10 @@ class ProgressPrinter:
         ]
         width = max(shutil.get_terminal_size((120, 24)).columns - 1, 40)
         lines = [f"{form} | {running}" if running else form for form in forms]
-        line = next((text for text in lines if len(text) <= width), lines[-1])
-        return line[:width].ljust(width)
+        fits = next((i for i, text in enumerate(lines) if len(text) <= width), len(lines) - 1)
+        kept = self._form[1] if self._form[0] == width else 0
+        self._form = (width, max(fits, kept))
+        return lines[self._form[1]][:width].ljust(width)
 
     def record(self, r: TrialRecord) -> None:
         self._told.pop(r.number, None)
