@@ -5,6 +5,7 @@ the log a user opens it for."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 LOG_LIMIT = 4 * 1024 * 1024  # the whole log goes back to the driver, up to this size
@@ -23,15 +24,35 @@ def read_capped(path: Path) -> str:
     return data.decode(errors="replace")
 
 
-def left_in(folder: Path) -> tuple[Path | None, str, tuple[str, ...]]:
-    """What a trial's folder holds of a launch: its log's path and text, and its (masked) command. The
-    node writes into a fresh folder (`folder`, else `folder.1`, ...): the one written last is this
-    launch's. (None, "", ()) where the trial wrote nothing."""
+@dataclass(frozen=True)
+class LeftBehind:
+    """What a trial's folder holds of a launch that never reported back: its log and its (masked) command."""
+
+    log_path: Path | None = None
+    log_text: str = ""
+    command: tuple[str, ...] = ()
+
+
+def left_in(folder: Path) -> LeftBehind:
+    """What a trial's folder holds of a launch (nothing where the trial wrote nothing). The node writes
+    into a fresh folder (`folder`, else `folder.1`, ...): the one written last is this launch's."""
     candidates = [p for p in (folder, *folder.parent.glob(f"{folder.name}.*")) if p.is_dir()]
     if not candidates:
-        return None, "", ()
+        return LeftBehind()
     latest = max(candidates, key=lambda p: p.stat().st_mtime)
     log = latest / SERVER_LOG
     command = latest / COMMAND_TXT
-    argv = tuple(shlex.split(command.read_text())) if command.is_file() else ()
-    return (log if log.is_file() else None), read_capped(log), argv
+    return LeftBehind(
+        log if log.is_file() else None,
+        read_capped(log),
+        _argv(command.read_text()) if command.is_file() else (),
+    )
+
+
+def _argv(line: str) -> tuple[str, ...]:
+    # The node writes the masked argv joined by spaces: split as a shell would, else at the spaces (a
+    # value with a lone quote in it).
+    try:
+        return tuple(shlex.split(line))
+    except ValueError:
+        return tuple(line.split())

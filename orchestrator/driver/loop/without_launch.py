@@ -9,7 +9,7 @@ from pathlib import Path
 from orchestrator.driver.memory.learned import Prediction
 from orchestrator.errors import MESSAGE_CHARS, TrialError, TrialLost
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.trial_log import left_in
+from orchestrator.trial_log import LeftBehind, left_in
 
 
 def predicted_oom(config: ServerConfig, prediction: Prediction) -> TrialResult:
@@ -59,14 +59,14 @@ def interrupted(
     configuration is queued again (`TrialStatus.INTERRUPTED`). It was launched all the same: on
     ``node_id`` where the driver knows it, with the command and the server log its folder (``trial_dir``)
     holds, which MLflow then shows (it said "not launched", with result.json alone)."""
-    log_path, log_text, command = left_in(trial_dir) if trial_dir is not None else (None, "", ())
+    left = left_in(trial_dir) if trial_dir is not None else LeftBehind()
     return TrialResult(
         config=config,
         status=TrialStatus.INTERRUPTED,
         node_id=node_id,
-        command=command,
+        command=left.command,
         failure=Failure(stage, FailureKind.INTERRUPTED, why),
         wall_s=wall_s,
-        log_path=str(log_path) if log_path is not None else "",
-        log_text=log_text,
+        log_path=str(left.log_path) if left.log_path is not None else "",
+        log_text=left.log_text,
     )
