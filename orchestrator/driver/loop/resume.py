@@ -14,7 +14,9 @@ from orchestrator.driver.loop.state import SweepState
 from orchestrator.driver.search.space import config_from_params
 from orchestrator.driver.store.study_lock import DriverStamp, close_dead_drivers_trials
 from orchestrator.driver.store.trial_attrs import TrialAttr
+from orchestrator.engines.logs import parse_log
 from orchestrator.records import FailureStage
+from orchestrator.trial_log import left_in
 
 
 class Resume(SweepState):
@@ -62,10 +64,19 @@ class Resume(SweepState):
         if config is None:
             return None
         whose = f"its driver ({driver.describe()})" if driver is not None else "its driver"
-        # Its phase died with the driver; the stages it reported are in the study.
+        # Its phase died with the driver; the stages it reported are in the study, and how far its server
+        # got is in the log its folder holds (read by its engine's reader).
+        left = left_in(self.trial_dir(t.number))
         reported = len(t.intermediate_values)
-        stage = FailureStage.UNDER_LOAD if reported else FailureStage.LAUNCH
-        when = f"after {reported} benchmark stage(s)" if reported else "before any benchmark stage ended"
+        ready = bool(left.log_text) and parse_log(left.log_text, self.spec.engine).ready
+        stage = FailureStage.UNDER_LOAD if reported or ready else FailureStage.LAUNCH
+        when = (
+            f"after {reported} benchmark stage(s)"
+            if reported
+            else "after its server was ready, before any benchmark stage ended"
+            if ready
+            else "before any benchmark stage ended"
+        )
         why = f"{whose} stopped while it ran, {when}: not counted, its configuration is queued again"
         result = without_launch.interrupted(config, stage, why, trial_dir=self.trial_dir(t.number))
         return settle(result, self.spec, None)

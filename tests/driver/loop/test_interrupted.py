@@ -26,13 +26,14 @@ from orchestrator.driver.store.study_lock import DriverLease, current_driver
 from orchestrator.driver.store.tracking import Tracker
 from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr
 from orchestrator.mlflow_schema import Tag
-from orchestrator.records import TrialRecord, TrialResult, TrialStatus
+from orchestrator.records import FailureStage, TrialRecord, TrialResult, TrialStatus
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.sweep_spec import MemorySpec, SweepSpec
 from orchestrator.trial_events import Phase, PhaseEvent, TrialEvent, TrialRequest
 
 NODE = "node-a"
 BUDGET = 4
+READY = "[2026-12-07 08:43:15] The server is fired up and ready to roll!"  # SGLang's own line
 
 
 class Interrupting(OneNodeExecutor):
@@ -55,7 +56,7 @@ class Interrupting(OneNodeExecutor):
         folder = Path(request.workdir)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "command.txt").write_text("python3 -m sglang.launch_server --port 30000\n")
-        (folder / "server.log").write_text(f"the server log of trial {request.number}\n")
+        (folder / "server.log").write_text(f"the server log of trial {request.number}\n{READY}\n")
         return request.number
 
     def wait(self, handles: Sequence[Handle], timeout_s: float) -> tuple[list[Handle], list[TrialEvent]]:
@@ -182,7 +183,7 @@ def _assert_launched_with_its_log(tracking: str, run: Any, node: str | None) -> 
     files = {f.path for f in client.list_artifacts(run.info.run_id)}
     assert {"server.log", "launch_command.sh"} <= files, files
     log_file = client.download_artifacts(run.info.run_id, "server.log")
-    assert Path(log_file).read_text() == "the server log of trial 2\n"
+    assert Path(log_file).read_text() == f"the server log of trial 2\n{READY}\n"
 
 
 class _Killed(Interrupting):
@@ -223,7 +224,12 @@ def test_after_kill_9_the_next_driver_shows_the_trial_and_closes_the_dead_driver
     resumed = Driver(spec, tmp_path, Interrupting(oracle), resume=True)
     # The console says it, as a trial line (no raw log line of the driver's own).
     assert [(r.number, r.result.status) for r in resumed.printed] == [(2, TrialStatus.INTERRUPTED)]
-    assert "its driver stopped" in (resumed.printed[0].result.failure.message or "")
+    failure = resumed.printed[0].result.failure
+    assert failure is not None and "its driver stopped" in failure.message
+    # Its log says how far it got (killed while it benchmarked, it read "launch: ... before any benchmark
+    # stage ended", where Ctrl-C at the same point read "under_load"): its server was serving.
+    assert failure.stage is FailureStage.UNDER_LOAD, failure
+    assert "after its server was ready" in failure.message, failure.message
     assert not [r for r in caplog.records if "stale" in r.getMessage()]
     trial = resumed.study.trials[2]
     assert trial.state is TrialState.FAIL and trial.user_attrs[TrialAttr.STATUS] == "interrupted"
