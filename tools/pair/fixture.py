@@ -131,19 +131,13 @@ def study_archive(sweep: Path, dest: Path, repo_root: str | None = None) -> None
     later node resumes the study where it ran), but for the node's checkout of this repository, which the
     records and MLflow's params name: paths under it read relative to it, as on a user's console."""
 
-    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        parts = Path(info.name).parts
-        if "mlartifacts" in parts or info.name.endswith("report.html"):
-            return None
-        return info
-
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / sweep.name
         shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("mlartifacts", "report.html"))
         if repo_root:
             _drop_root(copy, repo_root.rstrip("/") + "/")
         with tarfile.open(dest, "w:gz") as tar:
-            tar.add(copy, arcname=sweep.name, filter=keep)
+            tar.add(copy, arcname=sweep.name)
 
 
 def _drop_root(folder: Path, root: str) -> None:

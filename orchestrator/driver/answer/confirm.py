@@ -112,7 +112,11 @@ def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) ->
 def confirmations_before(clock: float, deadline: float, reserve: int, each_s: float, slots: int) -> int:
     """How many of ``reserve`` confirmation launches of ``each_s`` seconds start before the ``deadline``
     (no launch starts after it), from ``clock``, ``slots`` at a time."""
-    rounds = 0 if clock >= deadline else math.ceil((deadline - clock) / each_s) if each_s > 0 else reserve
+    if clock >= deadline:
+        return 0
+    if each_s <= 0:
+        return reserve
+    rounds = math.ceil((deadline - clock) / each_s)  # one round starts at clock, the next each_s later
     return min(reserve, rounds * max(slots, 1))
 
 

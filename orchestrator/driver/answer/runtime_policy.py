@@ -58,12 +58,12 @@ def best_by_concurrency(
             limit = noise.gap_noise(len(by_config[config]), len(by_config[answer]))
             if not clearly_ahead(medians[config], medians[answer], limit):
                 config = answer
-        _, rec, accept = min(by_config[config], key=lambda run: abs(run[0] - medians[config]))
+        _, rec, accept = _nearest(by_config[config], medians[config])
         # The answer held a level another configuration measured higher at: said, or the line reads as the
         # level's highest figure (the real pair's s4k1d5 at 534 tok/s, the server without speculation 644).
         higher: dict[str, Any] = {}
         if top != config:
-            _, top_rec, _ = min(by_config[top], key=lambda run: abs(run[0] - medians[top]))
+            _, top_rec, _ = _nearest(by_config[top], medians[top])
             higher = {
                 "higher_config": top.label(),
                 "higher_speculative": top.speculative,
@@ -86,6 +86,13 @@ def best_by_concurrency(
             }
         )
     return out
+
+
+def _nearest(
+    runs: Sequence[tuple[float, TrialRecord, float | None]], median: float
+) -> tuple[float, TrialRecord, float | None]:
+    """The launch whose figure is nearest the configuration's median there: the one a level names."""
+    return min(runs, key=lambda run: abs(run[0] - median))
 
 
 def runtime_policy(best: TrialRecord, levels: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -78,5 +78,5 @@ class Resume(SweepState):
             else "before any benchmark stage ended"
         )
         why = f"{whose} stopped while it ran, {when}: not counted, its configuration is queued again"
-        result = without_launch.interrupted(config, stage, why, trial_dir=self.trial_dir(t.number))
+        result = without_launch.interrupted(config, stage, why, left=left)
         return settle(result, self.spec, None)

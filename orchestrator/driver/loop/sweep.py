@@ -51,6 +51,7 @@ from orchestrator.records import ServerConfig, TrialRecord, TrialResult, TrialSt
 from orchestrator.spec import engine_catalog
 from orchestrator.spec.sweep_spec import SweepSpec
 from orchestrator.trial_events import TrialRequest, failure_stage
+from orchestrator.trial_log import left_in
 
 
 def _ray_executor() -> Executor:
@@ -208,7 +209,7 @@ class Sweep(StopRules, Resume, StageReports, NoResult):
             f"the driver stopped during {where}: not counted, its configuration is queued again",
             time.monotonic() - info.started,
             node_id=self._node_of.get(handle, "") if handle is not None else "",
-            trial_dir=self.trial_dir(trial.number),
+            left=left_in(self.trial_dir(trial.number)),
         )
         settled = settle(result, self.spec, None)
         closed = close_and_requeue(self.study, trial, settled.attrs)

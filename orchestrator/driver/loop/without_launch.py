@@ -4,12 +4,13 @@ interrupted."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from orchestrator.driver.memory.learned import Prediction
 from orchestrator.errors import MESSAGE_CHARS, TrialError, TrialLost
 from orchestrator.records import Failure, FailureKind, FailureStage, ServerConfig, TrialResult, TrialStatus
-from orchestrator.trial_log import LeftBehind, left_in
+from orchestrator.trial_log import LeftBehind
+
+NOTHING_LEFT = LeftBehind()  # a trial whose folder the driver cannot read (another machine's, or none)
 
 
 def predicted_oom(config: ServerConfig, prediction: Prediction) -> TrialResult:
@@ -53,13 +54,12 @@ def interrupted(
     why: str,
     wall_s: float = 0.0,
     node_id: str = "",
-    trial_dir: Path | None = None,
+    left: LeftBehind = NOTHING_LEFT,
 ) -> TrialResult:
     """The driver stopped while the trial ran (`why`): nothing was measured. It costs no budget and its
     configuration is queued again (`TrialStatus.INTERRUPTED`). It was launched all the same: on
-    ``node_id`` where the driver knows it, with the command and the server log its folder (``trial_dir``)
-    holds, which MLflow then shows (it said "not launched", with result.json alone)."""
-    left = left_in(trial_dir) if trial_dir is not None else LeftBehind()
+    ``node_id`` where the driver knows it, with the command and the server log its folder held (``left``,
+    `trial_log.left_in`), which MLflow then shows (it said "not launched", with result.json alone)."""
     return TrialResult(
         config=config,
         status=TrialStatus.INTERRUPTED,
