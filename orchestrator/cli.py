@@ -40,6 +40,7 @@ from orchestrator.driver.console.cli_checks import (
 from orchestrator.driver.console.destinations import check_destinations
 from orchestrator.driver.console.destinations import resolve as resolve_destinations
 from orchestrator.driver.console.quiet import quiet_libraries
+from orchestrator.driver.console.words import counted
 from orchestrator.spec.search import SpecError
 from orchestrator.spec.search_warnings import draft_cap_warnings, one_server_warnings
 from orchestrator.spec.sweep_spec import NAME_PATTERN, Backend, SweepSpec, load_spec
@@ -145,7 +146,7 @@ def _main(argv: list[str] | None = None) -> int:
     if finished is not None:
         print(finished)
         return 0
-    print(f"budget: {n_trials} trials ({budget_source})")
+    print(f"budget: {counted(n_trials, 'trial')} ({budget_source})")
     from orchestrator.driver.dispatch.reaper import start_reaper
 
     # A Ray head this driver starts must not outlive it, even killed with SIGKILL (`reaper`).

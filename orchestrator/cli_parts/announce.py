@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.bench.traffic import workload_lines
+from orchestrator.driver.console.words import counted
 from orchestrator.driver.store.commands import mlflow_ui_command, optuna_dashboard_command
 from orchestrator.spec.sweep_spec import SweepSpec
 
@@ -32,7 +33,7 @@ def announce(
     from orchestrator.driver.dispatch import cluster
 
     print(
-        f"specsweep: study '{study_name}', {n_trials} trials, backend {spec.backend.value}, "
+        f"specsweep: study '{study_name}', {counted(n_trials, 'trial')}, backend {spec.backend.value}, "
         f"{info.slots} node(s) with a trial slot"
     )
     for run_id in tracker.close_abandoned(study, before):

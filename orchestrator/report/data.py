@@ -201,7 +201,12 @@ def load_trials(tracking_uri: str, experiment: str) -> list[RunReadBack]:
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        raise ReportError(f"no MLflow experiment named {experiment!r} at {tracking_uri}")
+        here = sorted(e.name for e in client.search_experiments() if e.name != "Default")
+        raise ReportError(
+            f"no MLflow experiment named {experiment!r} at {tracking_uri}"
+            + (f" (studies here: {', '.join(here)})" if here else ""),
+            hint="a study swept with --out DIR is reported with --out DIR",
+        )
     runs: list[Run] = []
     token: str | None = None
     while True:

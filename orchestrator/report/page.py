@@ -167,7 +167,10 @@ def write_report(study_name: str, tracking_uri: str, storage: str, out_path: Pat
 
 
 def last_study(storage: str) -> str:
-    """The study started last (`make report` with no STUDY=): its first trial is the latest."""
+    """The study run last (`make report` with no STUDY=): the one whose latest trial started or ended last.
+
+    Not the one whose first trial is latest: a `--resume` of an older study (the command the console
+    prints) is the last run, though another study was created after it."""
     if storage.startswith("sqlite:///") and not Path(storage.removeprefix("sqlite:///")).is_file():
         raise ReportError(f"no study in {storage}: run a sweep first, or give --out / --storage")
     import optuna
@@ -175,11 +178,19 @@ def last_study(storage: str) -> str:
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     if not summaries:
         raise ReportError(f"no study in {storage}: run a sweep first")
+    store = optuna.storages.get_storage(storage)
 
-    def started(s: optuna.study.StudySummary) -> float:
-        return s.datetime_start.timestamp() if s.datetime_start else 0.0
+    def last_activity(s: optuna.study.StudySummary) -> float:
+        study_id = store.get_study_id_from_name(s.study_name)
+        moments = [
+            moment.timestamp()
+            for t in store.get_all_trials(study_id, deepcopy=False)
+            for moment in (t.datetime_start, t.datetime_complete)
+            if moment is not None
+        ]
+        return max(moments, default=0.0)
 
-    return max(summaries, key=started).study_name
+    return max(summaries, key=last_activity).study_name
 
 
 def another_study_command(prog: str) -> str:

@@ -31,7 +31,7 @@ from orchestrator.spec.search import (
     searched_fields,
 )
 from orchestrator.spec.server_spec import ServerSpec as ServerSpec
-from orchestrator.spec.unique_yaml import DuplicateKeyError, load_yaml
+from orchestrator.spec.unique_yaml import DuplicateKeyError, load_yaml, yaml_error_text
 
 # The flags SGLang's trials own (each engine has its own: `engine_catalog.owned_flags`).
 OWNED_FLAGS: frozenset[str] = catalog.owned_flags(EngineName.SGLANG)
@@ -339,7 +339,7 @@ def load_spec(path: Path | str) -> SweepSpec:
     except DuplicateKeyError as err:
         raise SpecError(f"{path}: {err.problem}") from None
     except yaml.YAMLError as err:
-        raise SpecError(f"{path}: malformed YAML: {err}") from None
+        raise SpecError(f"{path}: malformed YAML {yaml_error_text(err)}") from None
     spec = _resolve_relative_paths(parse_spec(data, str(path)), path.parent)
     if spec.node_kind is NodeKind.REAL:
         # What SGLang would refuse once its processes hold the GPUs, refused here from config.json.

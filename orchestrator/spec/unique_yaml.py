@@ -40,3 +40,17 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass: nothing is executed
+
+
+def yaml_error_text(err: yaml.YAMLError) -> str:
+    """A YAML error placed in the file: "at line L, column C: <problem>" and the line with a caret under
+    the place. PyYAML's own text says `in "<unicode string>"`, its name for the string it was handed,
+    where the caller has named the file already."""
+    if not isinstance(err, yaml.MarkedYAMLError) or err.problem_mark is None:
+        return str(err)
+    mark = err.problem_mark
+    text = f"at line {mark.line + 1}, column {mark.column + 1}: {err.problem}"
+    if err.context:
+        text += f" ({err.context})"
+    snippet = mark.get_snippet(indent=4)
+    return f"{text}\n{snippet}" if snippet else text

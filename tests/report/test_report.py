@@ -456,3 +456,16 @@ def test_a_speculative_answer_is_set_against_no_speculation_before_its_runner_up
     )
     html_text = best_section(best)
     assert html_text.index('id="nospec"') < html_text.index('id="verdict"'), html_text[:600]
+
+
+def test_a_study_not_in_this_store_names_the_studies_there_and_out(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen: `specsweep report tty1` for a study swept with `--out /tmp/walk-out` printed only "no MLflow
+    experiment named 'tty1' at sqlite:///.../runs/mlflow.db", where every other error names the fix."""
+    root = store.study_dir.parent
+    assert report.main(["elsewhere", "--out", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "no MLflow experiment named 'elsewhere'" in err
+    assert f"studies here: {STUDY}" in err
+    assert "a study swept with --out DIR is reported with --out DIR" in err

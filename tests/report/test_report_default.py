@@ -1,4 +1,4 @@
-"""`make report` without STUDY= writes the report of the study started last, and says which."""
+"""`make report` without STUDY= writes the report of the study run last, and says which."""
 
 from __future__ import annotations
 
@@ -18,6 +18,24 @@ def test_the_last_study_is_the_one_started_last(tmp_path: Path) -> None:
         study.tell(study.ask(), 1.0)
         time.sleep(0.05)
     assert last_study(storage) == "second"
+
+
+def test_the_last_study_run_is_the_one_a_resume_continued_last(tmp_path: Path) -> None:
+    """Seen: after `--resume` of an older study (the command the console prints), `make report` wrote the
+    report of the study created last and said "report of the last study run" of it."""
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    for name in ("older", "newer"):
+        study = optuna.create_study(study_name=name, storage=storage)
+        study.tell(study.ask(), 1.0)
+        time.sleep(0.05)
+    resumed = optuna.load_study(study_name="older", storage=storage)
+    resumed.tell(resumed.ask(), 2.0)
+    assert last_study(storage) == "older"
+    # a trial asked and not yet told (a sweep still running, or one killed) counts from its start
+    running = optuna.load_study(study_name="newer", storage=storage)
+    time.sleep(0.05)
+    running.ask()
+    assert last_study(storage) == "newer"
 
 
 def test_no_study_yet_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,6 +82,19 @@ def test_malformed_yaml(tmp_path: Path) -> None:
         load_spec(bad)
 
 
+def test_malformed_yaml_is_placed_in_the_file_not_in_a_parser_placeholder(tmp_path: Path) -> None:
+    """Seen: "malformed YAML: mapping values are not allowed here" then `in "<unicode string>", line 3,
+    column 6:`, PyYAML's name for a string it was handed; the file was named already."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nworkload:\n  a: b: c\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(bad)
+    text = str(err.value)
+    assert "<unicode string>" not in text
+    assert f"{bad}: malformed YAML at line 3, column 7: mapping values are not allowed here" in text
+    assert "a: b: c" in text  # the line, with the caret under the place
+
+
 def test_missing_file() -> None:
     with pytest.raises(SpecError, match="no such spec file"):
         load_spec("trials/does-not-exist.yaml")

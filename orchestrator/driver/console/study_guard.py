@@ -12,6 +12,7 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
+from orchestrator.driver.console.words import counted
 from orchestrator.driver.store.study_lock import (
     StudyInUse,
     close_dead_drivers_trials,
@@ -133,7 +134,8 @@ def finished_report(
     last = "the last launch" if spare == 1 else f"the last {spare} launches"
     rest = f", {last} kept for a confirmation that did not need {'it' if spare == 1 else 'them'}"
     lines = [
-        f"study '{name}' has already run {done} trials (budget {n_trials}{rest if spare > 0 else ''}): "
+        f"study '{name}' has already run {counted(done, 'trial')} "
+        f"(budget {n_trials}{rest if spare > 0 else ''}): "
         "nothing to do, nothing changed.",
     ]
     from orchestrator.driver.answer.best_file import (  # pydantic: once the quick checks passed

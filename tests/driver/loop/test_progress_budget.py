@@ -71,8 +71,13 @@ def test_plain_resume_of_a_study_run_with_one_trial_has_nothing_to_do(
     monkeypatch.setattr(cli, "run", lambda *a, **k: launched.append(a) or 0)
     assert cli.main([str(DEMO), "--out", str(out), "--resume"]) == 0
     assert not launched
-    assert "already run 1 trials (budget 1)" in capsys.readouterr().out
+    # one trial, not "1 trials" (seen)
+    assert "already run 1 trial (budget 1)" in capsys.readouterr().out
     # --trials says otherwise: the run goes ahead with that budget and says where it comes from.
     assert cli.main([str(DEMO), "--out", str(out), "--resume", "--trials", "3"]) == 0
     assert launched and launched[0][2] == 3
     assert "budget: 3 trials (--trials)" in capsys.readouterr().out
+    fresh = tmp_path / "fresh"
+    make_study(fresh, finished=0)
+    assert cli.main([str(DEMO), "--out", str(fresh), "--resume", "--trials", "1"]) == 0
+    assert "budget: 1 trial (--trials)" in capsys.readouterr().out
