@@ -352,6 +352,27 @@ def history_figure(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] =
                 hovertemplate="the answer so far: %{y:.1f} tok/s<extra></extra>",
             )
         )
+        # Where the last trial moved the answer, the step line ends in a vertical drop under that trial's
+        # marker: the final answer gets a marker of its own, drawn last, with its figure.
+        last_x, last_y = line[-1]
+        fig.add_trace(
+            go.Scatter(
+                x=[last_x],
+                y=[last_y],
+                mode="markers+text",
+                marker={
+                    "symbol": "diamond",
+                    "size": 13,
+                    "color": "#d62728",
+                    "line": {"width": 1, "color": "white"},
+                },
+                text=[f"answer: {last_y:.1f} tok/s"],
+                textposition="middle left",
+                textfont={"color": "#d62728"},
+                name="the answer",
+                hovertemplate="the answer: %{y:.1f} tok/s<extra></extra>",
+            )
+        )
     fig.update_layout(
         template=TEMPLATE,
         height=420,

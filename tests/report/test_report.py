@@ -346,6 +346,23 @@ def test_history_best_so_far_line_ends_at_the_answer_not_at_one_launchs_maximum(
     assert y[-1] == 5000.0
 
 
+def test_history_marks_the_final_answer_where_a_last_drop_would_hide_it(rows: list[RunReadBack]) -> None:
+    """Seen on the demo: the answer fell from 1085.6 to 1071.2 after the last trial; on a step line that
+    is a vertical drop at the last x, under that trial's marker, so the last level one could see was not
+    the answer the console, best.json and MLflow gave."""
+    best = next(r for r in rows if r.number == 2)
+    lower = dataclasses.replace(
+        best, number=8, run_id="lower", metrics={**best.metrics, Metric.OBJECTIVE.value: 1900.0}
+    )
+    fig = history_figure([*rows, lower])
+    x, y = _answer_line([*rows, lower])
+    assert y[-2] > y[-1]  # the answer fell with the last trial
+    final = next(t for t in fig.data if t.name == "the answer")
+    assert list(final.x) == [8] and list(final.y) == [y[-1]]
+    assert final.text[0] == f"answer: {y[-1]:.1f} tok/s"
+    assert fig.data[-1] is final  # drawn last: over the trial's own marker
+
+
 # -- the page --------------------------------------------------------------------------------------------
 
 

@@ -296,7 +296,7 @@ def judge(groups: Sequence[Group], noise: Noise) -> Verdict:
         other = (
             "no speculative configuration is a candidate"
             if best.nospec
-            else "no other configuration completed"
+            else "no other speculative configuration completed"
         )
         return Verdict(
             call=Call.ALONE,

@@ -109,3 +109,13 @@ def test_a_sweep_that_launched_no_speculation_says_so_and_blames_no_draft(tmp_pa
     line = concluded.lines[1]
     assert line.startswith("no speculative configuration was launched"), line
     assert "draft" not in line and "--resume" in line, line
+
+
+def test_one_speculative_configuration_beside_the_baseline_is_alone_among_speculative_ones() -> None:
+    """Seen with `--trials 1`: "confidence: trial 1: 1022.0 tok/s; no other configuration completed", where
+    the baseline (trial 0) had completed and was compared on the line before."""
+    records = [rec(0, BASE, 900.0, baseline=True), rec(1, config(256), 1022.0)]
+    answer = choose_answer(answer_launches(records), baseline_launches(records))
+    assert answer is not None and not answer.nospec and answer.versus_nospec is not None
+    assert answer.verdict.call is Call.ALONE
+    assert "no other speculative configuration completed" in answer.verdict.statement

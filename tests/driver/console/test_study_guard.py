@@ -147,7 +147,7 @@ def test_resume_of_a_finished_study_changes_nothing_and_reprints_it(
     make_study(out, finished=3)
     verdict = Verdict(
         call=Call.ALONE,
-        statement="trial 2: 1002.0 tok/s; no other configuration completed",
+        statement="trial 2: 1002.0 tok/s; no other speculative configuration completed",
         noise_source=NoiseSource.PRIOR,
         regime=Regime.OVERHEAD_BOUND,
         launch_sd=0.11,
@@ -166,7 +166,7 @@ def test_resume_of_a_finished_study_changes_nothing_and_reprints_it(
     assert main(out, "--resume", "--trials", "3") == 0
     said = capsys.readouterr().out
     assert "nothing to do" in said and "trial 2, 1002.0 tok/s, mf0.820 gbs64 mrr16 s2k1d3" in said
-    assert "confidence: trial 2: 1002.0 tok/s; no other configuration completed" in said
+    assert "confidence: trial 2: 1002.0 tok/s; no other speculative configuration completed" in said
     assert (out / "optuna.db").read_bytes() == db_before
     assert (out / "demo" / "summary.json").read_text() == '{"trials_recorded": 3}'
     assert not (out / "mlflow.db").exists()  # no new MLflow run for a sweep that did nothing
