@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.bench.traffic import workload_lines
 from orchestrator.driver.console.words import counted
-from orchestrator.driver.store.commands import mlflow_ui_command, optuna_dashboard_command
+from orchestrator.driver.store.commands import mlflow_ui_command, optuna_dashboard_lines
 from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -46,4 +46,5 @@ def announce(
         if login:
             print(f"    {login}")
     print(f"  MLflow UI (compare trials): {mlflow_ui_command(tracking_uri)}")
-    print(f"  Optuna dashboard (live study): {optuna_dashboard_command(storage)}")
+    for line in optuna_dashboard_lines(storage):
+        print(f"  {line}")

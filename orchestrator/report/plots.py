@@ -354,25 +354,10 @@ def history_figure(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] =
         )
         # Where the last trial moved the answer, the step line ends in a vertical drop under that trial's
         # marker: the final answer gets a marker of its own, drawn last, with its figure.
-        last_x, last_y = line[-1]
-        fig.add_trace(
-            go.Scatter(
-                x=[last_x],
-                y=[last_y],
-                mode="markers+text",
-                marker={
-                    "symbol": "diamond",
-                    "size": 13,
-                    "color": "#d62728",
-                    "line": {"width": 1, "color": "white"},
-                },
-                text=[f"answer: {last_y:.1f} tok/s"],
-                textposition="middle left",
-                textfont={"color": "#d62728"},
-                name="the answer",
-                hovertemplate="the answer: %{y:.1f} tok/s<extra></extra>",
-            )
-        )
+        x, y = line[-1]
+        mark = {"symbol": "diamond", "size": 13, "color": "#d62728", "line": {"width": 1, "color": "white"}}
+        label = {"text": [f"answer: {y:.1f} tok/s"], "textposition": "middle left"}
+        fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", marker=mark, name="the answer", **label))
     fig.update_layout(
         template=TEMPLATE,
         height=420,

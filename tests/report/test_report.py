@@ -355,7 +355,7 @@ def test_history_marks_the_final_answer_where_a_last_drop_would_hide_it(rows: li
         best, number=8, run_id="lower", metrics={**best.metrics, Metric.OBJECTIVE.value: 1900.0}
     )
     fig = history_figure([*rows, lower])
-    x, y = _answer_line([*rows, lower])
+    _, y = _answer_line([*rows, lower])
     assert y[-2] > y[-1]  # the answer fell with the last trial
     final = next(t for t in fig.data if t.name == "the answer")
     assert list(final.x) == [8] and list(final.y) == [y[-1]]

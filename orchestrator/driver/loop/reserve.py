@@ -80,11 +80,9 @@ class ConfirmationReserve(SweepState):
         launches, through the same loop (the confirmation bypasses the repeat-from-record rule). A sweep
         whose time budget ended its search left room for them (``_confirmation_due``), and one whose
         answer is known (the proposal policy's stop) has ended its search too; one that stopped early
-        otherwise confirms nothing yet: its search is not over, and --resume confirms at its end."""
-        reason = self.outcome.stop_reason
-        if reason not in (StopReason.BUDGET_DONE, StopReason.ANSWER_KNOWN) and not (
-            reason is StopReason.TIME_BUDGET and self.stopped_to_confirm
-        ):
+        otherwise confirms nothing yet: its search is not over, and --resume confirms at its end. Launches
+        the confirmation did not need go back to the search (``_search_with``), then it confirms again."""
+        if not self._search_over():
             return self.outcome
         if confirmation_moot(self.outcome.records, self.lossless.lossy):
             log.info(
@@ -102,6 +100,31 @@ class ConfirmationReserve(SweepState):
                 baseline,
             )
         left = self.confirm_reserve
+        while True:
+            unneeded = self._confirmation_rounds(left, baseline)
+            if unneeded is None:  # stopped under its launches: said, and left queued
+                return self.outcome
+            left, baseline = unneeded, None
+            kept = self._search_with(left)
+            if kept is None:
+                break
+            if not self._search_over():
+                return self.outcome  # the extra search was stopped: the command to continue runs the rest
+            self.confirming = True
+            left = self.confirm_reserve
+        return self._settle(left, "the best configurations already had their launches")
+
+    def _search_over(self) -> bool:
+        """Whether the search ended where the confirmation follows: its budget spent, its answer known, or
+        ended by the time budget so that the confirmation fits."""
+        reason = self.outcome.stop_reason
+        return reason in (StopReason.BUDGET_DONE, StopReason.ANSWER_KNOWN) or (
+            reason is StopReason.TIME_BUDGET and self.stopped_to_confirm
+        )
+
+    def _confirmation_rounds(self, left: int, baseline: int | None) -> int | None:
+        """Launch the confirmation from ``left`` kept launches; returns those it did not need, or None when
+        it stopped under them (the time budget, lost nodes; said in the outcome's note)."""
         # In rounds, in the answer's ranking: a relaunch can move a configuration not yet confirmed to the
         # top, and the answer is then relaunched too while the reserve lasts (ranked by median alone, the
         # confirmation once relaunched a lucky runner-up and the answer kept its single launch).
@@ -127,8 +150,34 @@ class ConfirmationReserve(SweepState):
                     f"confirmation: {short} of its launches did not run before {why}; they stay queued: "
                     "the command to continue runs them first"
                 )
-                return self.outcome
-        return self._settle(left, "the best configurations already had their launches")
+                return None
+        return left
+
+    def _search_with(self, unneeded: int) -> int | None:
+        """Launches the confirmation did not need go back to the search, less what a configuration the
+        search puts among the best would need to be confirmed (`confirm_repeats` - 1): they were kept
+        for the budget's confirmation, not to be left unspent. Seen on the real pair: `--resume --trials
+        10` kept 2 of its 3 launches for two configurations that already had theirs and finished after
+        one. Returns the launches now kept for the confirmation, or None where none went back (nothing
+        left to search with, or the search itself had ended: its answer known, or its time budget)."""
+        keep = max(self.spec.budget.confirm_repeats - 1, 0)
+        search = unneeded - keep
+        if search <= 0 or self.outcome.stop_reason is not StopReason.BUDGET_DONE:
+            return None
+        were = "was" if unneeded == 1 else "were"
+        note = (
+            f"confirmation: {unneeded} of the launches kept for it {were} not needed (the best "
+            f"configurations already had their launches): {search} went back to the search"
+            + (f", {keep} kept to confirm a new leader" if keep else "")
+        )
+        log.info("%s", note)
+        self.outcome.confirm_note = note
+        self.given_back += search
+        self.confirming = False
+        self.confirm_reserve = keep
+        self.n_trials = launched_count(self.study) + search
+        self.run()
+        return keep
 
     def _settle(self, unneeded: int, why: str) -> SweepOutcome:
         """The search and the confirmation are over: a study that has launches of its budget left (kept
@@ -148,9 +197,10 @@ class ConfirmationReserve(SweepState):
         mark_settled(self.study)  # a study that spent its whole budget is finished by that already
         if unneeded > 0:
             were = "was" if unneeded == 1 else "were"
+            before = f" ({self.given_back} went back to the search before)" if self.given_back else ""
             self.outcome.confirm_note = (
                 f"confirmation: {unneeded} of the launches kept for it {were} not needed: {why}; the "
-                "study is finished on this budget"
+                f"study is finished on this budget{before}"
             )
             log.info("%s", self.outcome.confirm_note)
         return self.outcome

@@ -53,6 +53,7 @@ class SweepState(ABC):
     # The search ended early so that the reserved confirmation launches fit in the time budget.
     stopped_to_confirm = False
     confirming = False
+    given_back = 0  # launches the confirmation did not need, given back to the search (confirm_best)
 
     spec: SweepSpec
     study: optuna.Study

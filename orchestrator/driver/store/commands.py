@@ -66,6 +66,16 @@ def optuna_dashboard_command(storage: str) -> str:
     return tool_command("optuna-dashboard", storage, "--host", "127.0.0.1")
 
 
+def optuna_dashboard_lines(storage: str) -> tuple[str, str]:
+    """The console's dashboard line, and what its "Best Trial" is: Optuna's best is the one highest
+    launch, which a lucky draw tops; the sweep answers with a configuration's median (best.json)."""
+    return (
+        f"Optuna dashboard (live study): {optuna_dashboard_command(storage)}",
+        "  (its Best Trial is the single highest launch; the sweep's answer, the median of a configuration's "
+        "launches, is the console's `best:` line and best.json)",
+    )
+
+
 def checkout() -> Path | None:
     """The source checkout this package runs from, when it runs from one (its Makefile beside it)."""
     root = Path(__file__).resolve().parents[3]

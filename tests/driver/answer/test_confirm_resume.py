@@ -132,3 +132,41 @@ def test_launches_kept_for_a_confirmation_that_needs_none_settle_the_study(
     assert check_study(url, "settled", True, 9, tmp_path / "settled") is None  # more trials: it runs
     with pytest.raises(StudyRefused, match=r"6 of its 7 trials run, the baseline aside: finished"):
         check_study(url, "settled", False, 7, tmp_path / "settled", more=lambda done: f"--trials {done + 7}")
+
+
+def test_launches_the_confirmation_did_not_need_go_back_to_the_search(oracle: Oracle, tmp_path: Path) -> None:
+    """Seen on the real pair (one H100, `--resume --trials 10`): "confirmation: 2 of the 3 launches left are
+    kept to relaunch the best 2 configurations until each has 2 launches" where both already had them; one
+    launch searched, then "2 of the launches kept for it were not needed ...; the study is finished on this
+    budget": a third of the GPU time asked for went unspent (the demo, `--resume --trials 24`: 8 of 12).
+    What the confirmation does not need goes back to the search, keeping what a new leader would need."""
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    spec = oracle.spec.model_copy(update={"budget": BudgetSpec(trials=9, confirm_top=2, confirm_repeats=2)})
+    study = open_study(spec, "given-back", url, resume=False)
+    study.set_user_attr(StudyAttr.BUDGET_TRIALS, 9)
+    sweep = in_process_sweep(spec, study, InProcessExecutor(oracle), 9, proposals=False)
+    sweep.journal.folder = None
+    sweep.prepare(resume=False)
+    assert sweep.reserve_for_confirmation() == 2
+    sweep.n_trials = 5
+    sweep.run()
+    # the race had repeated both leaders already: the confirmation has nothing of its own to launch
+    by_config: dict[str, int] = {}
+    for r in sweep.outcome.records:
+        if r.objective is not None:
+            by_config.setdefault(r.result.config.label(), r.number)
+    leaders = sorted(
+        by_config.values(),
+        key=lambda n: -next(r.objective or 0.0 for r in sweep.outcome.records if r.number == n),
+    )[:2]
+    for first in leaders:
+        params = next(t.params for t in study.get_trials(deepcopy=False) if t.number == first)
+        study.enqueue_trial(dict(params), user_attrs={TrialAttr.CONFIRM_OF: first})
+    sweep.n_trials = 7
+    sweep.run()
+    assert launched_count(study) == 7
+    outcome = sweep.confirm_best()
+    assert launched_count(study) >= 8  # the search got one launch back, one kept for a new leader
+    assert "1 went back to the search" in outcome.confirm_note
+    said = check_study(url, "given-back", True, 9, tmp_path / "given-back")
+    assert said is not None  # finished on its budget: nothing left to run

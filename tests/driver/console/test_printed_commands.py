@@ -171,3 +171,17 @@ def test_a_finished_study_says_what_it_found_against_no_speculation(tmp_path: Pa
     shutil.copy(nospec, tmp_path / "best.json")
     text = finished_report("prod", 5, 10, tmp_path)
     assert "speculation does not pay here: without it the server measured 6850.1 tok/s" in text
+
+
+def test_the_optuna_dashboard_line_says_its_best_trial_is_not_the_answer() -> None:
+    """Seen: the dashboard the console points to showed "Best Trial (number=11) 1096.19" in large type,
+    where the sweep answered with the median 1071.2 of trials 6, 9, 10, 17, 19; the reason lived only in a
+    study attribute on its second page."""
+    from orchestrator.driver.store.commands import optuna_dashboard_lines
+
+    lines = optuna_dashboard_lines("sqlite:///runs/optuna.db")
+    assert (
+        lines[0] == f"Optuna dashboard (live study): {optuna_dashboard_command('sqlite:///runs/optuna.db')}"
+    )
+    assert "its Best Trial is the single highest launch" in lines[1]
+    assert "best.json" in lines[1]

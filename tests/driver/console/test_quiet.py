@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +37,13 @@ NOISE = (
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_library_notices_only_with_verbose(verbose: bool) -> None:
+    # A test before this one may have run the CLI in this process, whose quieting sets MLFLOW_LOGGING_LEVEL
+    # for MLflow to read at import: the script starts from the environment a user's shell has.
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_LOGGING_LEVEL"}
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, "-v" if verbose else "-"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
