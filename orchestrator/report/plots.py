@@ -356,8 +356,10 @@ def history_figure(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] =
         # marker: the final answer gets a marker of its own, drawn last, with its figure.
         x, y = line[-1]
         mark = {"symbol": "diamond", "size": 13, "color": "#d62728", "line": {"width": 1, "color": "white"}}
-        label = {"text": [f"answer: {y:.1f} tok/s"], "textposition": "middle left"}
-        fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", marker=mark, name="the answer", **label))
+        # Its figure in the legend: a label beside the marker sat on the trials' own markers.
+        fig.add_trace(
+            go.Scatter(x=[x], y=[y], mode="markers", marker=mark, name=f"the answer: {y:.1f} tok/s")
+        )
     fig.update_layout(
         template=TEMPLATE,
         height=420,
