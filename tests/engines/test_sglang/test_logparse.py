@@ -140,7 +140,11 @@ OUTCOMES = [
     ("0.5.17/smollm2-sweep-h100-b/baseline-on-b/trials/0000", "server.log", True, None, None),
     # ... and begun a third time, every launch on one H100, the draft retrained on it (the same sha256)
     *[(f"0.5.17/smollm2-sweep-h100-c/trials/{n:04d}", "server.log", True, None, None) for n in range(6)],
-    *[(f"0.5.17/smollm2-sweep-h100-c-resumed/trials/{n:04d}", "server.log", True, None, None) for n in (6, 7, 8)],
+    # ... and carried to a second H100 (trials 6-8)
+    *[
+        (f"0.5.17/smollm2-sweep-h100-c-resumed/trials/000{n}", "server.log", True, None, None)
+        for n in (6, 7, 8)
+    ],
     *[("0.5.17/capture-pools", f"mrr{m}-gbs{g}.log", True, None, None) for m, g in CAPTURE_POOLS],
 ]
 
