@@ -57,4 +57,4 @@ def test_one_trial_sweep_recommends_speculation_quietly(tmp_path: Path, demo_spe
     # A plain --resume keeps the study's own budget of 1 (it went back to the spec's 12): nothing to run.
     again = sweep(spec, out, "--resume")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "already run 1 trials (budget 1): nothing to do" in again.stdout, again.stdout
+    assert "already run 1 trial (budget 1): nothing to do" in again.stdout, again.stdout
