@@ -353,10 +353,10 @@ def history_figure(rows: Sequence[RunReadBack], records: Sequence[TrialRecord] =
             )
         )
         # Where the last trial moved the answer, the step line ends in a vertical drop under that trial's
-        # marker: the final answer gets a marker of its own, drawn last, with its figure.
+        # marker: the final answer gets a marker of its own, drawn last, and its figure in the legend (a
+        # label beside the marker sat on the trials' own markers).
         x, y = line[-1]
         mark = {"symbol": "diamond", "size": 13, "color": "#d62728", "line": {"width": 1, "color": "white"}}
-        # Its figure in the legend: a label beside the marker sat on the trials' own markers.
         fig.add_trace(
             go.Scatter(x=[x], y=[y], mode="markers", marker=mark, name=f"the answer: {y:.1f} tok/s")
         )

@@ -105,8 +105,7 @@ class ConfirmationReserve(SweepState):
             if unneeded is None:  # stopped under its launches: said, and left queued
                 return self.outcome
             left, baseline = unneeded, None
-            kept = self._search_with(left)
-            if kept is None:
+            if not self._search_with(left):
                 break
             if not self._search_over():
                 return self.outcome  # the extra search was stopped: the command to continue runs the rest
@@ -153,17 +152,17 @@ class ConfirmationReserve(SweepState):
                 return None
         return left
 
-    def _search_with(self, unneeded: int) -> int | None:
+    def _search_with(self, unneeded: int) -> bool:
         """Launches the confirmation did not need go back to the search, less what a configuration the
         search puts among the best would need to be confirmed (`confirm_repeats` - 1): they were kept
         for the budget's confirmation, not to be left unspent. Seen on the real pair: `--resume --trials
         10` kept 2 of its 3 launches for two configurations that already had theirs and finished after
-        one. Returns the launches now kept for the confirmation, or None where none went back (nothing
-        left to search with, or the search itself had ended: its answer known, or its time budget)."""
+        one. False where none went back (nothing left to search with, or the search itself had ended: its
+        answer known, or its time budget); the launches then kept are ``confirm_reserve``."""
         keep = max(self.spec.budget.confirm_repeats - 1, 0)
         search = unneeded - keep
         if search <= 0 or self.outcome.stop_reason is not StopReason.BUDGET_DONE:
-            return None
+            return False
         were = "was" if unneeded == 1 else "were"
         note = (
             f"confirmation: {unneeded} of the launches kept for it {were} not needed (the best "
@@ -177,7 +176,7 @@ class ConfirmationReserve(SweepState):
         self.confirm_reserve = keep
         self.n_trials = launched_count(self.study) + search
         self.run()
-        return keep
+        return True
 
     def _settle(self, unneeded: int, why: str) -> SweepOutcome:
         """The search and the confirmation are over: a study that has launches of its budget left (kept
