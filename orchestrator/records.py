@@ -149,6 +149,12 @@ class GpuSample:
     uuid: str = ""
 
 
+def machine_of(samples: tuple[GpuSample, ...] | list[GpuSample]) -> str:
+    """The machine these GPUs are: their NVML UUIDs, sorted and joined ("" where none was read). Ray gives
+    a node a new id at each start; the GPUs keep theirs."""
+    return ",".join(sorted(g.uuid for g in samples if g.uuid))
+
+
 @dataclass(frozen=True)
 class Failure:
     """A classified failure: the stage, the kind, and the server's own words."""

@@ -102,6 +102,7 @@ class PhaseEvent:
     step: int | None = None
     steps: int | None = None
     server: ServerId | None = None
+    machine: str = ""  # the GPUs' UUIDs once the GPU check has read them (`records.machine_of`)
 
     def describe(self) -> str:
         if self.step is not None and self.steps is not None:

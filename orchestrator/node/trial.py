@@ -35,6 +35,7 @@ from orchestrator.records import (
     StageMetrics,
     TrialResult,
     TrialStatus,
+    machine_of,
 )
 from orchestrator.secrets import scrub, scrub_file, scrub_text
 from orchestrator.trial_events import (
@@ -93,6 +94,7 @@ class TrialRun:
         self.on_phase = on_phase
         self.phase: Phase | None = None
         self.server: ServerId | None = None  # once launched: sent with every phase event
+        self.machine = ""  # its GPUs' UUIDs once checked: sent with every later phase event
         self.workdir = fresh_folder(Path(request.workdir))
         self.log_path = self.workdir / "server.log"
         self.engine = engine_for(self.spec.engine)
@@ -114,7 +116,15 @@ class TrialRun:
             return
         steps = len(self.spec.workload.concurrency) if step is not None else None
         event = PhaseEvent(
-            self.req.number, phase, self.t0_unix, time.time(), self.node.node_id, step, steps, self.server
+            self.req.number,
+            phase,
+            self.t0_unix,
+            time.time(),
+            self.node.node_id,
+            step,
+            steps,
+            self.server,
+            self.machine,
         )
         try:
             self.on_phase(event)
@@ -146,6 +156,7 @@ class TrialRun:
                 TrialStatus.FAILED, failure=Failure(FailureStage.LAUNCH, FailureKind.CRASH, refused)
             )
         before = wait_clean(probe, self.spec.node.clean_threshold_mib, self.spec.timeouts.gpu_clean_s)
+        self.machine = machine_of(before.samples)
         dashboard_metrics.record_gpu_samples(self.node.node_id, before.samples, before.clean)
         if not before.clean:
             return self._result(

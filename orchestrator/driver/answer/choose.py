@@ -31,7 +31,15 @@ from orchestrator.driver.answer.groups import (
     on_one_machine,
     repeat_groups,
 )
-from orchestrator.driver.answer.noise import Noise, NoiseSource, Regime, StageTiming, calibrate, stage_timing
+from orchestrator.driver.answer.noise import (
+    Noise,
+    NoiseSource,
+    Regime,
+    StageTiming,
+    calibrate,
+    regime_of,
+    stage_timing,
+)
 from orchestrator.driver.answer.ranking import estimates
 from orchestrator.driver.speculation.predictions import Prediction
 from orchestrator.records import TrialRecord
@@ -42,6 +50,14 @@ def _objective_stage(record: TrialRecord) -> StageTiming:
     memory = record.result.memory
     weights = memory.weights_gb if memory is not None else None  # SGLang's "GB" are GiB
     return stage_timing(stages[0] if stages else record.result.best_stage, weights)
+
+
+def measured_regime(records: Sequence[TrialRecord]) -> Regime:
+    """The regime the measured launches show, as the answer's noise reads it: the server without
+    speculation's launches where there are any (the target's own step), else every measured launch."""
+    ok = [r for r in records if r.objective is not None]
+    base = [_objective_stage(r) for r in ok if r.baseline and not r.result.config.speculative]
+    return regime_of(base or [_objective_stage(r) for r in ok])[0]
 
 
 def answer_launches(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[Launch]:

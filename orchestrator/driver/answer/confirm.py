@@ -19,7 +19,7 @@ import optuna
 
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.mlflow_schema import Tag
-from orchestrator.records import ServerConfig, TrialRecord, TrialStatus
+from orchestrator.records import ServerConfig, TrialRecord, TrialStatus, machine_of
 from orchestrator.spec.sweep_spec import BudgetSpec
 
 
@@ -251,9 +251,7 @@ def machine(record: TrialRecord) -> str:
     """The machine a launch ran on: its GPUs' UUIDs, as NVML gave them, since Ray gives a node a new id
     each time it starts (a sweep resumed on the same machine would look moved); its Ray node where the
     record has none (written before they were kept)."""
-    gpus = record.result.gpu_before or record.result.gpu_after
-    uuids = sorted(g.uuid for g in gpus if g.uuid)
-    return ",".join(uuids) if uuids else record.result.node_id
+    return machine_of(record.result.gpu_before or record.result.gpu_after) or record.result.node_id
 
 
 def machines(records: Sequence[TrialRecord], label: str) -> tuple[set[str], set[str]]:

@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from orchestrator.driver.store.optuna_tell import OptunaTell, optuna_tell
+from orchestrator.driver.store.pruner import MachinePercentilePruner
 from orchestrator.driver.store.study_lock import closed_numbers, make_storage
 from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr, free_reference
 from orchestrator.records import TrialStatus
@@ -57,7 +58,8 @@ def open_study(
     # Cut only what is clearly worse (Optuna's percentile is what is *kept*: 75 prunes the bottom
     # quarter), and only after two stages: a configuration built for high concurrency may be ordinary
     # at low concurrency.
-    pruner = optuna.pruners.PercentilePruner(75.0, n_startup_trials=4, n_warmup_steps=1)
+    # Judged within a machine where the loop says so (`pruner`).
+    pruner = MachinePercentilePruner(75.0, n_startup_trials=4, n_warmup_steps=1)
     study = optuna.create_study(
         study_name=name,
         storage=storage,

@@ -31,6 +31,8 @@ class TrialAttr(StrEnum):
     CLOSED = "closed"  # closed without a result (interrupted): its configuration is re-queued
     CONFIRM_OF = "confirm_of"  # a confirmation launch of the configuration first measured by this trial
     BEST_SO_FAR = "_best_so_far"  # the intermediate value the pruner sees: best stage tok/s so far
+    MACHINE = "machine"  # its GPUs' NVML UUIDs (`records.machine_of`), told by the node's GPU check
+    PRUNE_WITHIN = "_prune_within"  # the machine whose launches alone the pruner compares it with
 
 
 def free_reference(baseline: bool, confirm_of: object | None) -> bool:
