@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from orchestrator.errors import TrialError
 from orchestrator.node.backends import SimulatedNode, free_port, local_node_id, port_is_free
 from orchestrator.node.trial import TrialRun, run_trial
 from orchestrator.node.trial_bench import STAGE_FAILURE_GRACE_S
-from orchestrator.records import FailureKind, FailureStage, TrialStatus
+from orchestrator.records import FailureKind, FailureStage, TrialStatus, machine_of
 from orchestrator.sim.nvml import GpuStateWriter
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import load_spec
@@ -26,7 +27,12 @@ from orchestrator.trial_events import Phase, PhaseEvent, TrialRequest, failure_s
 DEMO = Path(__file__).resolve().parents[2] / "trials" / "demo.yaml"
 
 
-def run(tmp_path: Path, config_args: tuple[Any, ...], **timeouts: float) -> tuple[Any, SimulatedNode]:
+def run(
+    tmp_path: Path,
+    config_args: tuple[Any, ...],
+    on_phase: Callable[[PhaseEvent], None] | None = None,
+    **timeouts: float,
+) -> tuple[Any, SimulatedNode]:
     spec = load_spec(DEMO)
     spec = spec.model_copy(
         update={
@@ -45,7 +51,7 @@ def run(tmp_path: Path, config_args: tuple[Any, ...], **timeouts: float) -> tupl
         workdir=str(tmp_path / "t"),
         sim_profile=profile,
     )
-    return TrialRun(request, node, None).run(), node
+    return TrialRun(request, node, None, on_phase).run(), node
 
 
 def assert_clean(node: SimulatedNode) -> None:
@@ -77,6 +83,17 @@ def test_ok_trial_measures_and_leaves_gpus_clean(tmp_path: Path) -> None:
     assert result.command[1:3] == ("-m", "orchestrator.sim.server")
     assert any(s.used_mib > 60_000 for s in result.gpu_before) is False
     assert_clean(node)
+
+
+def test_phase_events_name_the_machine_once_its_gpus_are_checked(tmp_path: Path) -> None:
+    """The driver's pruner judges an overhead-bound launch by its own machine's launches: the node names
+    the machine (its GPUs' UUIDs, as the record keeps them) in every event from the GPU check on."""
+    phases: list[PhaseEvent] = []
+    result, _ = run(tmp_path, (0.88, 128, 48, 3, 1, 4), phases.append)
+    assert result.status is TrialStatus.OK, result.failure
+    assert machine_of(result.gpu_before).startswith("GPU-")
+    later = [p for p in phases if p.phase is not Phase.GPU_CHECK]
+    assert later and {p.machine for p in later} == {machine_of(result.gpu_before)}
 
 
 def test_kv_oom_is_classified_and_timed(tmp_path: Path) -> None:
