@@ -49,8 +49,17 @@ def yaml_error_text(err: yaml.YAMLError) -> str:
     if not isinstance(err, yaml.MarkedYAMLError) or err.problem_mark is None:
         return str(err)
     mark = err.problem_mark
-    text = f"at line {mark.line + 1}, column {mark.column + 1}: {err.problem}"
-    if err.context:
-        text += f" ({err.context})"
     snippet = mark.get_snippet(indent=4)
+    opened = err.context_mark
+    if (not snippet or not snippet.strip(" ^\n")) and opened is not None:
+        # The file ended inside something left open (a list, a quote): the place is past the last line,
+        # and the line worth showing is where that began.
+        text = f"at the end of the file: {err.problem}"
+        if err.context:
+            text += f" ({err.context} that starts at line {opened.line + 1}, column {opened.column + 1})"
+        snippet = opened.get_snippet(indent=4)
+    else:
+        text = f"at line {mark.line + 1}, column {mark.column + 1}: {err.problem}"
+        if err.context:
+            text += f" ({err.context})"
     return f"{text}\n{snippet}" if snippet else text

@@ -95,6 +95,20 @@ def test_malformed_yaml_is_placed_in_the_file_not_in_a_parser_placeholder(tmp_pa
     assert "a: b: c" in text  # the line, with the caret under the place
 
 
+def test_malformed_yaml_at_the_end_of_the_file_shows_where_the_unclosed_part_began(tmp_path: Path) -> None:
+    """Seen: "malformed YAML at line 3, column 1: expected ',' or ']', but got '<stream end>'", then an
+    empty line and a lone caret: the place is past the last line, and the line to show is where the
+    unclosed list began."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: demo\nbackend: [simulated\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(bad)
+    text = str(err.value)
+    assert "at the end of the file" in text
+    assert "line 2, column 10" in text
+    assert "backend: [simulated" in text  # the line where the list was opened, with the caret under it
+
+
 def test_missing_file() -> None:
     with pytest.raises(SpecError, match="no such spec file"):
         load_spec("trials/does-not-exist.yaml")
