@@ -266,7 +266,7 @@ def run(
     left = sweep.remaining()
     reserved = sweep.reserve_for_confirmation()
     if reserved:
-        print(f"  {confirmation_line(spec.budget, reserved, left)}")
+        print(f"  {confirmation_line(spec.budget, reserved, left, sweep.confirmation_needed())}")
     elif note := confirmation_note(
         spec.budget,
         left,

@@ -87,16 +87,24 @@ def confirmation_note(
     )
 
 
-def confirmation_line(budget: BudgetSpec, reserved: int, left: int) -> str:
+def confirmation_line(budget: BudgetSpec, reserved: int, left: int, needed: int | None = None) -> str:
     """What the start of a sweep says of the launches it keeps for the confirmation (`reserved` of the
     `left`): they top the best configurations up to `budget.confirm_repeats` launches each, so they are
-    fewer than top x repeats where those already ran once."""
+    fewer than top x repeats where those already ran once. ``needed``: what the best so far of a resumed
+    study still need (`ConfirmationReserve.confirmation_needed`), said where it is less than is kept."""
     top, repeats = budget.confirm_top, budget.confirm_repeats
     kept = f"{reserved} of the {left} launches left {'is' if reserved == 1 else 'are'} kept"
+    back = "what a new leader would not need then goes back to the search"
+    if needed == 0:
+        have = "configuration so far already has" if top == 1 else f"{top} configurations so far already have"
+        return f"confirmation: {kept} for the end, though the best {have} {repeats} launches each: {back}"
     best = (
         "the best configuration until it has" if top == 1 else f"the best {top} configurations until each has"
     )
-    return f"confirmation: {kept} to relaunch {best} {repeats} launches"
+    line = f"confirmation: {kept} to relaunch {best} {repeats} launches"
+    if needed is not None and needed < reserved:
+        line += f" ({needed} needed by the best so far; {back})"
+    return line
 
 
 def time_to_confirm(records: Sequence[TrialRecord], reserve: int, slots: int) -> float | None:

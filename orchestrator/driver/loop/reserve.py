@@ -63,6 +63,14 @@ class ConfirmationReserve(SweepState):
         )
         return True
 
+    def confirmation_needed(self) -> int | None:
+        """The launches the best configurations so far still need to reach ``confirm_repeats`` (a resumed
+        study's: its start says so where that is less than is kept), or None with nothing measured."""
+        if not confirm.measured(self.outcome.records):
+            return None
+        order = answer_order(self.outcome.records, self.lossless.lossy)
+        return sum(n for _, n in confirm.to_confirm(self.outcome.records, self.spec.budget, order))
+
     def reserve_for_confirmation(self) -> int:
         """Keep the budget's confirmation launches back from the search (call before ``run``); returns
         how many. ``n_trials`` then counts the search's launches only, until ``confirm_best``."""

@@ -87,6 +87,44 @@ def test_the_reserve_is_said_in_a_sentence() -> None:
     )
 
 
+def test_a_resumed_start_says_what_the_best_so_far_already_have() -> None:
+    """Seen on the demo's `--resume --trials 24`: "4 of the 12 launches left are kept to relaunch the best 2
+    configurations until each has 3 launches" where both had 3, and at the end "4 of the launches kept for
+    it were not needed": the start says what the best so far need, and where the rest goes."""
+    budget = BudgetSpec(trials=12, confirm_top=2, confirm_repeats=3)
+    assert confirmation_line(budget, 4, 12, needed=0) == (
+        "confirmation: 4 of the 12 launches left are kept for the end, though the best 2 configurations "
+        "so far already have 3 launches each: what a new leader would not need then goes back to the search"
+    )
+    assert confirmation_line(budget, 4, 12, needed=2) == (
+        "confirmation: 4 of the 12 launches left are kept to relaunch the best 2 configurations until each "
+        "has 3 launches (2 needed by the best so far; what a new leader would not need then goes back to "
+        "the search)"
+    )
+    assert confirmation_line(budget, 4, 12, needed=4) == confirmation_line(budget, 4, 12)
+
+
+def test_a_resumed_sweep_knows_what_its_best_configurations_still_need(
+    oracle: Oracle, tmp_path: Path
+) -> None:
+    storage = InMemoryStorage()
+
+    def sweep(n_trials: int, resume: bool) -> Sweep:
+        study = open_study(oracle.spec, "needed", storage, resume=resume)
+        made = in_process_sweep(oracle.spec, study, InProcessExecutor(oracle), n_trials, tmp_path, False)
+        made.prepare(resume=resume)
+        return made
+
+    first = sweep(12, resume=False)
+    assert first.confirmation_needed() is None  # nothing measured: a fresh sweep says the budget's plan
+    first.reserve_for_confirmation()
+    first.run()
+    first.confirm_best()
+    again = sweep(24, resume=True)
+    assert again.outcome.records, "the resumed sweep has the first one's records"
+    assert again.confirmation_needed() == 0  # the best 2 have their 3 launches each
+
+
 def test_a_budget_given_by_flag_is_raised_by_the_flag() -> None:
     """Seen: `--trials 3` printed "raise budget.trials to 8", a key the run did not read (the flag
     overrides it)."""
