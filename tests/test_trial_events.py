@@ -294,6 +294,25 @@ def test_the_live_line_keeps_its_form_while_the_phases_change_length(monkeypatch
     assert "pruned for OOM" in out[-1]
 
 
+def test_a_best_that_is_a_median_says_so_in_the_shorter_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen at 120 columns under `make sweep`: "best 1070.1 tok/s" then "best 1068.6 tok/s" after a
+    confirmation launch, nothing saying why it fell: the form that fits had dropped the best's name,
+    "median of trials 6, 9, 10". The shorter form says the figure is a median."""
+    monkeypatch.setenv("COLUMNS", "120")
+    out: list[str] = []
+    printer = ProgressPrinter(12, tty=True, write=out.append, now=lambda: 142.4)
+    p = Progress(done=9, running=1, best_tok_s=1068.6, best_number=6, best_name="median of trials 6, 9, 10")
+    p.best_launches = 3
+    p.phases = {11: _event(11, Phase.BENCHMARK, 20.0, step=0)}
+    printer.show(p)
+    assert "(median of trials 6, 9, 10)" not in out[-1]  # the whole does not fit
+    assert "best median 1068.6 tok/s" in out[-1], out[-1]
+    assert "trial 11 benchmarking stage 1 of" in out[-1]
+    p.best_launches, p.best_name = 1, "trial 6"
+    printer.show(p)
+    assert "best 1068.6 tok/s" in out[-1] and "median" not in out[-1]
+
+
 @ray.remote(num_cpus=0, max_retries=0)
 def _raises() -> None:
     raise ValueError("zip() argument 2 is longer than argument 1")

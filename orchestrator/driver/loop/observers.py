@@ -241,6 +241,7 @@ class BestSoFar:
         p = self.progress
         p.best_tok_s, p.best_number = answer.median, answer.representative
         p.best_name = answer.name() + (", no speculation" if answer.nospec else "")
+        p.best_launches = len(answer.launches)
         if len(answer.launches) > 1:
             p.best_name = "median of " + p.best_name
         dashboard_metrics.record_best(answer.median)

@@ -20,6 +20,7 @@ class Progress:
     # How the progress line names the answer so far: "trial 10", "median of trials 4, 10"; '' before one
     # (or after --resume, until the journal's records give it)
     best_name: str = ""
+    best_launches: int = 0  # the answer's launches: above one its figure is their median, which can fall
     phases: dict[int, PhaseEvent] = field(default_factory=dict)  # running trials by number
     # Every phase event as it came, for the printer that writes one line per event (several can come
     # between two prints: the latest alone lost the capture of a quick start-up); it empties this.
@@ -39,7 +40,7 @@ class Progress:
         """Take the counts an earlier invocation reached (--resume)."""
         self.done, self.pruned_oom, self.failed = earlier.done, earlier.pruned_oom, earlier.failed
         self.best_tok_s, self.best_number = earlier.best_tok_s, earlier.best_number
-        self.best_name = earlier.best_name
+        self.best_name, self.best_launches = earlier.best_name, earlier.best_launches
 
 
 class StopReason(StrEnum):
