@@ -23,6 +23,7 @@ from orchestrator.driver.dispatch import cluster
 from orchestrator.driver.dispatch.placement import TRIAL_SLOT
 from orchestrator.driver.dispatch.trial_channel import EventFeed, phase_hook, stage_hook
 from orchestrator.driver.loop.outcome import Progress
+from orchestrator.driver.store.commands import tool_command
 from orchestrator.node.backends import SimulatedNode
 from orchestrator.node.trial import TrialRun
 from orchestrator.records import FailureKind, FailureStage, StageMetrics
@@ -168,8 +169,11 @@ def test_the_login_line_names_the_token_ray_itself_uses(
 ) -> None:
     """`ray.init` starts with token authentication on; the line names the token file and the command that
     prints the token, and that command prints the token in that file."""
-    login = cluster.dashboard_login()
+    login = cluster.dashboard_login(tool_command("ray"))
     assert login is not None
+    # Named as the MLflow and Optuna lines name their tools: the one beside the interpreter (seen: the
+    # `ray` script's absolute path beside `.venv/bin/mlflow`).
+    assert f"(print it: {tool_command('ray')} get-auth-token)" in login
     found = re.fullmatch(r"log in with the token in (\S+) \(print it: (\S+) get-auth-token\)", login)
     assert found, login
     printed = subprocess.run(

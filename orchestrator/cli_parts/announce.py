@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.bench.traffic import workload_lines
 from orchestrator.driver.console.words import counted
-from orchestrator.driver.store.commands import mlflow_ui_command, optuna_dashboard_lines
+from orchestrator.driver.store.commands import mlflow_ui_command, optuna_dashboard_lines, tool_command
 from orchestrator.spec.sweep_spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def announce(
         print(f"  {line}")
     if info.dashboard_url:
         print(f"  Ray dashboard (node health, running trials): {info.dashboard_url}")
-        login = cluster.dashboard_login()
+        login = cluster.dashboard_login(tool_command("ray"))
         if login:
             print(f"    {login}")
     print(f"  MLflow UI (compare trials): {mlflow_ui_command(tracking_uri)}")

@@ -256,9 +256,10 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def dashboard_login() -> str | None:
+def dashboard_login(ray_cli: str | None = None) -> str | None:
     """How to get past the dashboard's "Authentication Token Required" page, or None when token
-    authentication is off.
+    authentication is off. ``ray_cli``: the `ray` command as the console names its other tools (the
+    one beside this interpreter, relative to the working folder); by default the one on PATH.
 
     The dashboard accepts the token the driver connected with: a new local instance uses (and, on first
     use, writes) ~/.ray/auth_token, unless RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH names another, and a
@@ -271,7 +272,7 @@ def dashboard_login() -> str | None:
         return None
     if not is_token_auth_enabled():
         return None
-    ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    ray_cli = ray_cli or shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     if os.environ.get("RAY_AUTH_TOKEN"):
         where = "$RAY_AUTH_TOKEN"
     else:
