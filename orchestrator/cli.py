@@ -26,6 +26,7 @@ from orchestrator.cli_parts.stopping import (
     record_interrupts,
     resume_command,
     search_and_confirm,
+    stop_on_sigterm,
     terminate_as_interrupt,
     under_make,
 )
@@ -64,15 +65,18 @@ __all__ = [
 
 def main(argv: list[str] | None = None) -> int:
     record_interrupts()
+    stop_on_sigterm()
     try:
         return _main(argv)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         # The search handles its own (closing its trials, printing the command that continues); this is
-        # a Ctrl-C before it (Ray's start, the study, MLflow) or after it (the report).
+        # a Ctrl-C or SIGTERM before it (Ray's start, the study, MLflow) or after it (the report).
+        term = isinstance(err, Terminated) or TERMINATED["seen"]
         args, study = RUNNING.get("args"), RUNNING.get("study")
-        text = interrupted_message(args, str(study)) if args is not None else "\ninterrupted"
+        said = "\nterminated (SIGTERM)" if term else "\ninterrupted"
+        text = interrupted_message(args, str(study), term) if args is not None else said
         print(text, file=sys.stderr)
-        return 130
+        return 143 if term else 130
 
 
 # The invocation's arguments and study once known: what a Ctrl-C outside the search names.
@@ -209,6 +213,7 @@ def run(
     from orchestrator.mlflow_schema import LaunchParams
 
     info = cluster.connect(spec, args.ray_address, dashboard=not args.no_dashboard)
+    stop_on_sigterm()  # Ray's start put its own handler in place
     # A missing model (or its config.json) first: it names the file, where a GPU count says less.
     missing = cluster.preflight_paths(spec)
     if missing:

@@ -48,24 +48,32 @@ def record_interrupts() -> None:
         signal.signal(signal.SIGINT, handler)
 
 
-def interrupted_message(args: argparse.Namespace, study: str) -> str:
-    """What a Ctrl-C outside the search says: before it, nothing was launched; after it, every trial is
-    recorded and the answer is written again by resuming."""
+def interrupted_message(args: argparse.Namespace, study: str, terminated: bool = False) -> str:
+    """What a Ctrl-C (or SIGTERM, ``terminated``) outside the search says: before it, nothing was
+    launched; after it, every trial is recorded and the answer is written again by resuming."""
+    why = "terminated (SIGTERM)" if terminated else "interrupted"
     if not INTERRUPT["searching"]:
-        return "\ninterrupted during set-up: no trial was launched; run the same command to start again"
+        return f"\n{why} during set-up: no trial was launched; run the same command to start again"
     return (
-        "\ninterrupted after the search: every trial is recorded; to write the answer again:\n  "
+        f"\n{why} after the search: every trial is recorded; to write the answer again:\n  "
         + resume_command(args, study)
     )
 
 
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    TERMINATED["seen"] = True
+    raise Terminated()
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises `Terminated`, which ends the driver as Ctrl-C does. Called at the start and again
+    once Ray has started: `ray.init` puts its own handler in place (exit status 15, not a word said)."""
+    signal.signal(signal.SIGTERM, _terminate)
+
+
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        TERMINATED["seen"] = True
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
     finally:
@@ -132,8 +140,8 @@ def search_and_confirm(
     try:
         with terminate_as_interrupt():
             INTERRUPT["searching"] = True
-            if INTERRUPT["seen"]:  # a Ctrl-C during set-up that a library swallowed
-                raise KeyboardInterrupt()
+            if INTERRUPT["seen"] or TERMINATED["seen"]:  # a signal during set-up that a library swallowed
+                raise Terminated() if TERMINATED["seen"] else KeyboardInterrupt()
             sweep.run()
             outcome = sweep.confirm_best()
         ended = None
