@@ -27,7 +27,6 @@ from orchestrator.cli_parts.stopping import (
     resume_command,
     search_and_confirm,
     stop_on_sigterm,
-    terminate_as_interrupt,
     under_make,
 )
 from orchestrator.cli_parts.subcommands import COMMANDS
@@ -59,7 +58,6 @@ __all__ = [
     "resume_command",
     "run",
     "search_and_confirm",
-    "terminate_as_interrupt",
 ]
 
 

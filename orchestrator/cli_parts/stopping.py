@@ -1,7 +1,7 @@
 """How a sweep's driver stops when asked to (Ctrl-C, SIGTERM), and the command that continues its study.
 
-`search_and_confirm` runs the sweep under `terminate_as_interrupt`, so that SIGTERM stops it as cleanly
-as Ctrl-C: what the driver holds is closed, and `resume_command` is printed.
+SIGTERM raises `Terminated` (`stop_on_sigterm`), so that it stops the driver as cleanly as Ctrl-C: in the
+search (`search_and_confirm`) what the driver holds is closed, and `resume_command` is printed.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -66,18 +64,10 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def stop_on_sigterm() -> None:
-    """SIGTERM raises `Terminated`, which ends the driver as Ctrl-C does. Called at the start and again
-    once Ray has started: `ray.init` puts its own handler in place (exit status 15, not a word said)."""
+    """SIGTERM raises `Terminated`, which ends the driver as Ctrl-C does. Called at the start, once Ray
+    has started (`ray.init` puts its own handler in place: exit status 15, not a word said) and as the
+    search begins."""
     signal.signal(signal.SIGTERM, _terminate)
-
-
-@contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def under_make() -> bool:
@@ -137,13 +127,13 @@ def search_and_confirm(
     from orchestrator.mlflow_schema import Tag
 
     ended: tuple[RunStatus, str] | None = (RunStatus.FAILED, "the driver raised")
+    stop_on_sigterm()
     try:
-        with terminate_as_interrupt():
-            INTERRUPT["searching"] = True
-            if INTERRUPT["seen"] or TERMINATED["seen"]:  # a signal during set-up that a library swallowed
-                raise Terminated() if TERMINATED["seen"] else KeyboardInterrupt()
-            sweep.run()
-            outcome = sweep.confirm_best()
+        INTERRUPT["searching"] = True
+        if INTERRUPT["seen"] or TERMINATED["seen"]:  # a signal during set-up that a library swallowed
+            raise Terminated() if TERMINATED["seen"] else KeyboardInterrupt()
+        sweep.run()
+        outcome = sweep.confirm_best()
         ended = None
     except KeyboardInterrupt as err:
         term = isinstance(err, Terminated) or TERMINATED["seen"]

@@ -52,14 +52,6 @@ def _objective_stage(record: TrialRecord) -> StageTiming:
     return stage_timing(stages[0] if stages else record.result.best_stage, weights)
 
 
-def measured_regime(records: Sequence[TrialRecord]) -> Regime:
-    """The regime the measured launches show, as the answer's noise reads it: the server without
-    speculation's launches where there are any (the target's own step), else every measured launch."""
-    ok = [r for r in records if r.objective is not None]
-    base = [_objective_stage(r) for r in ok if r.baseline and not r.result.config.speculative]
-    return regime_of(base or [_objective_stage(r) for r in ok])[0]
-
-
 def answer_launches(records: Sequence[TrialRecord], lossy: Collection[int] = ()) -> list[Launch]:
     """The speculative launches that can be the answer: measured (ok, not pruned, an objective), not the
     baseline (`baseline_launches`) and not a draft that changed the greedy output."""
@@ -76,6 +68,13 @@ def baseline_launches(records: Sequence[TrialRecord]) -> list[Launch]:
         Launch(r.number, r.result.config.label(), float(r.objective or 0.0), _objective_stage(r), machine(r))
         for r in sorted(measured(base), key=lambda r: r.number)
     ]
+
+
+def measured_regime(records: Sequence[TrialRecord]) -> Regime:
+    """The regime the measured launches show, as the answer's noise reads it (`ranked_groups`): the
+    server without speculation's step where it was measured (the target's own), else every launch's."""
+    base = [x.timing for x in baseline_launches(records)]
+    return regime_of(base or [_objective_stage(r) for r in measured(records)])[0]
 
 
 def rank_groups(
