@@ -219,6 +219,15 @@ def choose_answer(
                 versus_nospec=judge([spec, base], noise),
                 comparison=comparison,
             )
+    # The one it is judged against is the fastest speculative configuration measured, where that is
+    # below it too: the ranked first is the best estimate among trees, but a user checks "speculation
+    # does not pay" by the table's fastest row (the real pair on one H100 put s2k4d9 first and was said
+    # "41.5 % above" it under a row where s4k8d16 read 1.5 % more); the claim is then also the weaker.
+    fastest = max(rest, key=lambda g: g.median, default=spec)
+    if spec.median < fastest.median < base.median:
+        rest = [spec, *(g for g in rest if g is not fastest)]
+        spec = fastest
+        comparison = NospecComparison(spec, base, noise)
     # The server without speculation measured faster: it is the answer, as the best median is among
     # speculative configurations, and its verdict says how sure (a lead within the noise reads "too
     # close to call"). Kept speculative, a lead the noise could hide cost the user that lead whenever

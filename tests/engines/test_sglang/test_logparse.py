@@ -145,6 +145,8 @@ OUTCOMES = [
         (f"0.5.17/smollm2-sweep-h100-c-resumed/trials/000{n}", "server.log", True, None, None)
         for n in (6, 7, 8)
     ],
+    # the pair's grid of twelve trees and the baseline on one H100 (trials/smollm2-grid12.yaml): all served
+    *[(f"0.5.17/smollm2-grid12-h100/trials/{n:04d}", "server.log", True, None, None) for n in range(13)],
     *[("0.5.17/capture-pools", f"mrr{m}-gbs{g}.log", True, None, None) for m, g in CAPTURE_POOLS],
 ]
 
