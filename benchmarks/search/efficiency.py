@@ -102,10 +102,15 @@ METHOD = """\
   grid (`trials/h200-8b-grid.yaml`, records under `tests/fixtures/sglang/0.5.17/llama8b-grid/`, set
   "real grid"), its draws with the GPU-bound spread; cells SGLang makes the same server (graph bs 64 or 256
   under max running 16 captures graphs up to 16 only) answer with the measured graph-bs-16 cell. The real
-  pair (set "real_pair": SmolLM2-135M-Instruct and an EAGLE-3 draft trained for it on one H100,
-  `trials/smollm2-h200-grid.yaml`, records under `tests/fixtures/sglang/0.5.17/smollm2-chat-h100/`): its
-  space is its 16 trees (steps {1, 2, 4, 6} x top-k {1, 2, 4, 8}, each at its widest draft up to 16) at
-  fixed memory flags, replayed under both regimes since which holds for a 135M target is not decided.
+  pair (set "real_pair": SmolLM2-135M-Instruct and an EAGLE-3 draft trained for it): its grid on one H100
+  (`trials/smollm2-grid12.yaml`, records under `tests/fixtures/sglang/0.5.17/smollm2-grid12-h100/`), twelve
+  trees (steps {1, 2, 4, 6} x top-k {1, 4, 8}, each at its widest draft up to 16) at fixed memory flags,
+  replayed overhead-bound (one launch moves by 8.4 % there) and GPU-bound (the optimistic case); and its
+  first grid (`trials/smollm2-h200-grid.yaml`, `smollm2-chat-h100/`), 16 trees over five H100s whose hosts
+  differ by up to 47 %, so that a cell's truth is partly its machine's. Each measured the server without
+  speculation at those same flags, so it is replayed as two questions: the trees alone (which tree is
+  fastest, specsweep without its baseline), and the user's (rows "with the baseline": that server in the
+  optimum, specsweep as it ships, its baseline first).
   While a grid is partial the replay searches its largest complete part (the largest product of the
   spec's choices all measured; the notes say how many of the space's configurations are measured). A
   strategy that launches a configuration not measured is reported as not replayable; one that answers

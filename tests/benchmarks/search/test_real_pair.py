@@ -27,8 +27,9 @@ from orchestrator.spec.sweep_spec import load_spec
 pytestmark = pytest.mark.filterwarnings(
     "ignore::optuna.exceptions.ExperimentalWarning", "ignore::FutureWarning"
 )
-PAIR = GRIDS["real_pair"]
-TREES, WITH_BASELINE = "smollm2-chat-h100 (measured)", "smollm2-chat-h100 (measured, with the baseline)"
+PAIR = GRIDS["real_pair_machines"]  # the pair's first grid, 16 trees over five machines
+TREES = "smollm2-chat-h100 (measured, five machines)"
+WITH_BASELINE = "smollm2-chat-h100 (measured, five machines, with the baseline)"
 
 
 def _tree_means(folder: Path) -> dict[ServerConfig, float]:

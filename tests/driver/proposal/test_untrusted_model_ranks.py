@@ -9,7 +9,7 @@ within 2 % of the best. It must launch the largest expected gain over the leader
 
 from __future__ import annotations
 
-from benchmarks.truth.measured_grid import GRIDS, PAIR_FOLDER, load_records
+from benchmarks.truth.measured_grid import GRIDS, PAIR_MACHINES_FOLDER, load_records
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.proposal.policy import Action, ProposalPolicy
@@ -18,8 +18,8 @@ from orchestrator.driver.speculation.predictions import measured_objectives, sta
 
 
 def test_a_model_that_misses_unseen_trees_still_ranks_those_it_cannot_rule_out() -> None:
-    spec = GRIDS["real_pair"].load_spec()
-    by_number = {r.number: r for r in load_records(PAIR_FOLDER)}
+    spec = GRIDS["real_pair_machines"].load_spec()
+    by_number = {r.number: r for r in load_records(PAIR_MACHINES_FOLDER)}
     records = [by_number[n] for n in (3, 16, 13, 8)]
     model, _ = memory_model_for(spec, None)
     for r in records:
