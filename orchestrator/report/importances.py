@@ -82,8 +82,12 @@ def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
         params.append(p)
     # the engine's own values are params of their own names, beside SGLang's searched ones
     own = sorted({n for p in params for n in p} - {f.value for f in SearchedField})
-    names = [n for n in (*SEARCHED_PARAMS, *own) if n not in SET_PER_TREE and all(n in p for p in params)]
-    if len({tuple(p[n] for n in names) for p in params}) < 2:
+    present = [n for n in (*SEARCHED_PARAMS, *own) if all(n in p for p in params)]
+    # A value the trials all share explains nothing: ranked, it showed as a zero bar among the searched
+    # (the real pair's grid fixed its memory flags and varied the tree). Said apart, with its value.
+    held = {n: params[0][n] for n in present if len({p[n] for p in params}) == 1}
+    names = [n for n in present if n not in SET_PER_TREE and n not in held]
+    if not names:
         return Importances((), "Parameter importances need completed trials with different values.")
     dists = {
         n: _union([t.distributions[n] for t in spec if n in t.distributions], [p[n] for p in params])
@@ -101,14 +105,25 @@ def importances_of(trials: Sequence[optuna.trial.FrozenTrial]) -> Importances:
         return Importances((), f"Parameter importances could not be computed: {err}")
     left = "" if len(spec) == len(done) else " The no-speculation baseline is left out."
     ranked = ", ".join(LABELS.get(n, n) for n in result)
-    apart = ", ".join(SET_PER_TREE)
     note = (
         f"fANOVA over {len(spec)} completed speculative trials: the share of the variance in the "
-        f"objective (tok/s) each searched value explains. Ranked: {ranked}. Left out: {apart}, set by the "
-        "memory model for each tree (the highest fraction it says fits), not searched: it follows the tree, "
-        f"and would be credited with what the tree does.{left}"
+        f"objective (tok/s) each searched value explains. Ranked: {ranked}."
     )
+    per_tree = [n for n in SET_PER_TREE if n in present and n not in held]
+    if per_tree:
+        note += (
+            f" Left out: {', '.join(per_tree)}, set by the memory model for each tree (the highest fraction "
+            "it says fits), not searched: it follows the tree, and would be credited with what the tree does."
+        )
+    if held:
+        values = ", ".join(f"{LABELS.get(n, n)} {_text(v)}" for n, v in held.items())
+        note += f" Held at one value in these trials, so explaining nothing: {values}."
+    note += left
     return Importances(tuple(result.items()), note)
+
+
+def _text(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def study_importances(study_name: str, storage: str) -> Importances:

@@ -486,3 +486,24 @@ def test_a_study_not_in_this_store_names_the_studies_there_and_out(
     assert "no MLflow experiment named 'elsewhere'" in err
     assert f"studies here: {STUDY}" in err
     assert "a study swept with --out DIR is reported with --out DIR" in err
+
+
+def test_importances_rank_only_the_values_that_varied(tmp_path: Path) -> None:
+    """The real pair's grid on one H100 held the memory flags at one value each (mf 0.95, graph batch and
+    running requests 32) and varied the tree: its report ranked max_running_requests and
+    cuda_graph_max_bs (two zero bars) among the searched values, and said the fraction was "set by the
+    memory model for each tree", where the spec had fixed it."""
+    import tarfile
+
+    archive = Path(__file__).resolve().parents[1] / "fixtures/sglang/0.5.17/smollm2-grid12-h100/study.tgz"
+    with tarfile.open(archive) as tar:
+        tar.extract("grid/optuna.db", tmp_path, filter="data")
+    storage = f"sqlite:///{tmp_path / 'grid' / 'optuna.db'}"
+    result = importances_of(optuna.load_study(study_name="smollm2-grid12", storage=storage).get_trials())
+    ranked = dict(result.values)
+    assert set(ranked) == {"speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
+    assert sum(ranked.values()) == pytest.approx(1.0)
+    assert "set by the memory model" not in result.note
+    held = result.note[result.note.index("Held at one value") :]
+    for name, value in (("mem_fraction_static", "0.95"), ("max_running_requests", "32")):
+        assert f"{LABELS.get(name, name)} {value}" in held, result.note
