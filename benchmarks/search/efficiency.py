@@ -105,12 +105,12 @@ METHOD = """\
   pair (set "real_pair": SmolLM2-135M-Instruct and an EAGLE-3 draft trained for it): its grid on one H100
   (`trials/smollm2-grid12.yaml`, records under `tests/fixtures/sglang/0.5.17/smollm2-grid12-h100/`), twelve
   trees (steps {1, 2, 4, 6} x top-k {1, 4, 8}, each at its widest draft up to 16) at fixed memory flags,
-  replayed overhead-bound (one launch moves by 8.4 % there) and GPU-bound (the optimistic case); and its
-  first grid (`trials/smollm2-h200-grid.yaml`, `smollm2-chat-h100/`), 16 trees over five H100s whose hosts
-  differ by up to 47 %, so that a cell's truth is partly its machine's. Each measured the server without
-  speculation at those same flags, so it is replayed as two questions: the trees alone (which tree is
-  fastest, specsweep without its baseline), and the user's (rows "with the baseline": that server in the
-  optimum, specsweep as it ships, its baseline first).
+  replayed overhead-bound (one launch of the pair moved by 8.4 % on another H100) and GPU-bound (the
+  optimistic case); and its first grid (`trials/smollm2-h200-grid.yaml`, `smollm2-chat-h100/`), 16 trees
+  over five H100s whose hosts differ by 47-58 %, so that a cell's truth is partly its machine's. Each
+  measured the server without speculation at those same flags, so it is replayed as two questions: the
+  trees alone (which tree is fastest, specsweep without its baseline), and the user's (rows "with the
+  baseline": that server in the optimum, specsweep as it ships, its baseline first).
   While a grid is partial the replay searches its largest complete part (the largest product of the
   spec's choices all measured; the notes say how many of the space's configurations are measured). A
   strategy that launches a configuration not measured is reported as not replayable; one that answers

@@ -6,7 +6,7 @@ objective of each cell, the best of the replayed space the optimum). Each grid o
 (`measured_grid.GRIDS`) is replayed under its regimes' spread (`benchmarks.launches.noisy`): the H200 8B
 grid GPU-bound (0.5 % launch to launch, 1 % per stage, what the 8B shape measured), the real pair
 (`real_pair`, SmolLM2-135M and its EAGLE-3 draft, twelve trees on one H100) overhead-bound, as its launches
-measured (8.4 % launch to launch), and GPU-bound as the optimistic case; its first grid
+on another H100 measured (8.4 % launch to launch), and GPU-bound as the optimistic case; its first grid
 (`real_pair_machines`, over five H100s) under both too. A grid still partial is replayed on its largest
 complete part (`MeasuredGrid.replayed`), said in the notes. A strategy that launches a configuration the
 grid did not measure (SGLang's auto_benchmark starts with bases without speculation at memory flags the

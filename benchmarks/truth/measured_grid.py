@@ -19,7 +19,7 @@ under): the H200 8B grid above; the real pair (`real_pair`: SmolLM2-135M-Instruc
 trained for it, `trials/smollm2-grid12.yaml`), twelve trees (steps {1, 2, 4, 6} x top-k {1, 4, 8}, each at
 its widest draft up to 16) and the server without speculation at fixed memory flags, every launch on one
 H100; and the pair's first grid (`real_pair_machines`, `trials/smollm2-h200-grid.yaml`), sixteen trees
-launched over five H100s whose hosts differ by up to 47 %, kept for what it showed. A grid still partial
+launched over five H100s whose hosts differ by 47-58 %, kept for what it showed. A grid still partial
 (as the pair's first was while its records arrived a few trees per node) is replayed on the largest
 complete part of its space
 (`MeasuredGrid.replayed`): the largest product of the spec's choices whose every configuration was measured
@@ -341,7 +341,8 @@ class MeasuredGrid:
 PAIR_WHY = (
     "on this 135M target a verify step costs more than the tokens it gains save: every launch on one H100, "
     "the server without speculation the fastest at every level (the best tree 8 % behind at concurrency 1, "
-    "15 % at 8, 28 % at 32; wide trees accept 2.0-2.1 tokens a step, chains 1.4-1.65). The replay scores "
+    "15 % at 8, 28 % at 32; trees of 16 draft tokens accept 2.0-2.1 tokens a step, chains 1.4-1.65). The "
+    "replay scores "
     "two questions: the user's (rows 'with the baseline': that server at the trees' memory flags is in the "
     "optimum, and specsweep runs as shipped, its baseline first), and which tree is fastest (the "
     "speculative space alone, specsweep without its baseline), where the top four trees lie within 2.2 %"
@@ -360,9 +361,10 @@ GRIDS: dict[str, MeasuredGrid] = {
     "h200_8b": MeasuredGrid(
         "h200_8b", "h200-8b-grid (measured)", "real grid", GRID_SPEC, GRID_FOLDER, (Regime.GPU_BOUND,)
     ),
-    # A 135M target's verify step is 2.7 ms at concurrency 32 on one H100, and one launch moves by 8.4 %
-    # there (two configurations launched twice): overhead-bound; replayed GPU-bound too, as the
-    # optimistic case. Twelve trees, each at its widest draft up to 16 (the launched trees exactly).
+    # A 135M target's decode step is 2.7 ms at concurrency 32 on one H100, and one launch of this pair
+    # moved by 8.4 % on another H100 (two configurations launched twice; the grid itself has no repeat):
+    # overhead-bound; replayed GPU-bound too, as the optimistic case. Twelve trees, each at its widest
+    # draft up to 16 (the launched trees exactly).
     "real_pair": MeasuredGrid(
         "real_pair",
         "smollm2-grid12-h100 (measured)",

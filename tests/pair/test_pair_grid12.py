@@ -73,6 +73,8 @@ def test_the_baseline_is_judged_against_the_fastest_tree_measured(records: list[
     fastest = max(_speculative(records), key=lambda r: r.objective or 0.0)
     assert fastest.number == 5 and fastest.result.config.label().endswith("s4k8d16")
     assert answer.verdict.runner_up == [fastest.number]
+    # the per-level calls read the same tree
+    assert answer.comparison is not None and answer.comparison.speculative.numbers == (fastest.number,)
     assert answer.verdict.runner_up_median == pytest.approx(fastest.objective)
     base = statistics.fmean(r.objective or 0.0 for r in records if not r.result.config.speculative)
     assert answer.verdict.gap == pytest.approx(base / (fastest.objective or 1.0) - 1)

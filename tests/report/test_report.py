@@ -505,5 +505,9 @@ def test_importances_rank_only_the_values_that_varied(tmp_path: Path) -> None:
     assert sum(ranked.values()) == pytest.approx(1.0)
     assert "set by the memory model" not in result.note
     held = result.note[result.note.index("Held at one value") :]
-    for name, value in (("mem_fraction_static", "0.95"), ("max_running_requests", "32")):
+    for name, value in (
+        ("mem_fraction_static", "0.95"),
+        ("max_running_requests", "32"),
+        ("cuda_graph_max_bs", "32"),
+    ):
         assert f"{LABELS.get(name, name)} {value}" in held, result.note

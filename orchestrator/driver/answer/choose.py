@@ -166,7 +166,8 @@ class Answer:
 
 @dataclass(frozen=True)
 class NospecComparison:
-    """The best speculative configuration and the baseline, and the noise their comparison used."""
+    """The speculative configuration the baseline is compared with (the ranked first, or where the baseline
+    is the answer the fastest measured beside it), the baseline, and the noise their comparison used."""
 
     speculative: Group
     baseline: Group
@@ -223,9 +224,11 @@ def choose_answer(
     # below it too: the ranked first is the best estimate among trees, but a user checks "speculation
     # does not pay" by the table's fastest row (the real pair on one H100 put s2k4d9 first and was said
     # "41.5 % above" it under a row where s4k8d16 read 1.5 % more); the claim is then also the weaker.
-    fastest = max(rest, key=lambda g: g.median, default=spec)
+    # Each as it compares with the baseline: on the machine they share, and never one that ran apart.
+    beside = [on_one_machine(g, base)[0] for g in rest if _ran_beside(g, base)]
+    fastest = max(beside, key=lambda g: g.median, default=spec)
     if spec.median < fastest.median < base.median:
-        rest = [spec, *(g for g in rest if g is not fastest)]
+        rest = [spec, *(g for g in rest if g.config != fastest.config)]
         spec = fastest
         comparison = NospecComparison(spec, base, noise)
     # The server without speculation measured faster: it is the answer, as the best median is among
@@ -233,6 +236,11 @@ def choose_answer(
     # close to call"). Kept speculative, a lead the noise could hide cost the user that lead whenever
     # it was real, and more often real than not: the speculative figure is the best of several draws.
     return _answer(base, judge([base, spec, *rest], noise), noise, nospec=True, comparison=comparison)
+
+
+def _ran_beside(group: Group, base: Group) -> bool:
+    """Whether ``group`` ran on a machine the baseline ran on (launches of unknown machine count as one)."""
+    return not (group.machines and base.machines and not set(group.machines) & set(base.machines))
 
 
 def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:

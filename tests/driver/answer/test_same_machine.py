@@ -84,3 +84,35 @@ def test_a_tree_that_beats_the_baseline_on_its_machine_is_not_answered_without_s
     assert versus is not None and versus.runner_up == [0] and versus.gap is not None and versus.gap > 0.15
     # the verdict against the runner-up is the comparison on that machine: a's launch there, 95.0
     assert answer.verdict.runner_up == [4], answer.verdict.statement
+
+
+def _answer_with_t1_ranked_first(trees: list[Launch]) -> tuple[list[int], float]:
+    """The baseline (1000 tok/s on m1) against trees whose first, t1 (700 on m1), the speculation model
+    ranks first; the verdict's runner-up and its median."""
+    from orchestrator.driver.speculation.predictions import Prediction
+
+    base = [Launch(0, "base", 1000.0, OVERHEAD, "m1")]
+    launches = [Launch(1, "t1", 700.0, OVERHEAD, "m1"), *trees]
+    answer = choose_answer(launches, base, {"t1": Prediction(2000.0, 1e-4, 1.0)})
+    assert answer is not None and answer.nospec
+    assert answer.verdict.runner_up_median is not None
+    return answer.verdict.runner_up, answer.verdict.runner_up_median
+
+
+def test_the_baseline_is_not_judged_against_a_tree_that_never_ran_beside_it() -> None:
+    """The fastest tree measured is the one to beat only where it ran beside the baseline: a tree on the
+    faster host alone (800 on m2) is not compared across machines."""
+    assert _answer_with_t1_ranked_first([Launch(2, "t2", 800.0, OVERHEAD, "m2")]) == ([1], 700.0)
+
+
+def test_the_fastest_tree_is_the_fastest_on_the_baseline_s_machine() -> None:
+    """t2 measured 980 on m2 and 650 beside the baseline on m1: its median over both (815) is above t1's
+    700, but on m1, where the comparison is made, t1 is the faster."""
+    trees = [Launch(2, "t2", 650.0, OVERHEAD, "m1"), Launch(3, "t2", 980.0, OVERHEAD, "m2")]
+    assert _answer_with_t1_ranked_first(trees) == ([1], 700.0)
+
+
+def test_a_tree_faster_beside_the_baseline_than_the_ranked_first_is_the_one_to_beat() -> None:
+    trees = [Launch(2, "t2", 750.0, OVERHEAD, "m1"), Launch(3, "t2", 980.0, OVERHEAD, "m2")]
+    runner, median = _answer_with_t1_ranked_first(trees)
+    assert runner == [2] and median == 750.0
