@@ -207,8 +207,7 @@ def choose_answer(
     if spec.elsewhere or base.elsewhere:
         # On that machine the one to beat is the fastest speculative configuration there, which a
         # ranking over every machine's launches may have put lower.
-        here = spec.machines[0]
-        mine = sorted((g.on(here) for g in groups if here in g.machines), key=lambda g: -g.median)
+        mine = _beside(groups, base)
         spec, rest = mine[0], mine[1:]
         comparison = NospecComparison(spec, base, noise)
         if spec.median >= base.median:
@@ -224,9 +223,7 @@ def choose_answer(
     # below it too: the ranked first is the best estimate among trees, but a user checks "speculation
     # does not pay" by the table's fastest row (the real pair on one H100 put s2k4d9 first and was said
     # "41.5 % above" it under a row where s4k8d16 read 1.5 % more); the claim is then also the weaker.
-    # Each as it compares with the baseline: on the machine they share, and never one that ran apart.
-    beside = [on_one_machine(g, base)[0] for g in rest if _ran_beside(g, base)]
-    fastest = max(beside, key=lambda g: g.median, default=spec)
+    fastest = next(iter(_beside(rest, base)), spec)
     if spec.median < fastest.median < base.median:
         rest = [spec, *(g for g in rest if g.config != fastest.config)]
         spec = fastest
@@ -238,9 +235,13 @@ def choose_answer(
     return _answer(base, judge([base, spec, *rest], noise), noise, nospec=True, comparison=comparison)
 
 
-def _ran_beside(group: Group, base: Group) -> bool:
-    """Whether ``group`` ran on a machine the baseline ran on (launches of unknown machine count as one)."""
-    return not (group.machines and base.machines and not set(group.machines) & set(base.machines))
+def _beside(groups: Sequence[Group], base: Group) -> list[Group]:
+    """The speculative configurations that ran on a machine the baseline ran on (launches of unknown
+    machine count as one), each as it compares with it (`groups.on_one_machine`), fastest first."""
+    shared = (
+        g for g in groups if not (g.machines and base.machines and not set(g.machines) & set(base.machines))
+    )
+    return sorted((on_one_machine(g, base)[0] for g in shared), key=lambda g: -g.median)
 
 
 def _baseline_alone(baseline: Sequence[Launch]) -> Answer | None:
