@@ -229,30 +229,36 @@ def enqueue(
     reserve: int,
     baseline: int | None = None,
     order: Sequence[str] = (),
+    width: int | None = None,
 ) -> int:
-    """Queue the confirmation launches (at most ``reserve``) of the top ``candidates``, each marked
-    ``confirm_of`` the first trial of its configuration and asked with that trial's own params (under
-    adaptive speculation the launch's steps lie outside the searched range); returns how many.
+    """Queue one round of the confirmation (at most ``reserve`` launches, at most ``width``: the trial
+    slots, None for no limit) of the top ``candidates``, each marked ``confirm_of`` the first trial of its
+    configuration and asked with that trial's own params (under adaptive speculation the launch's steps
+    lie outside the searched range); returns how many. A round takes one launch of each configuration in
+    turn, in the ranking's order, so that the next round, ranked again, follows a configuration its
+    relaunches moved to the top: on one slot a round is one launch (the real pair's grid replayed on one
+    H100 queued the runner-up's two and a third configuration's one at once, the ranking put a tree of
+    one launch first meanwhile, and the answer was that tree, never relaunched).
     ``baseline`` (`relaunch_baseline`): the baseline trial to launch once more, first: of these launches
     it is the one that can turn the answer (the others refine a ranking among speculative
     configurations), so a reserve too small for the whole plan still holds it. ``order``: the answer's
     ranking (`to_confirm`)."""
     params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
-    plan: list[tuple[int, int, dict[str, Any]]] = [
-        (c.first, n, {}) for c, n in to_confirm(records, budget, order)
+    wanted = to_confirm(records, budget, order)
+    turns = max((n for _, n in wanted), default=0)
+    plan: list[tuple[int, dict[str, Any]]] = [
+        (c.first, {}) for turn in range(turns) for c, n in wanted if n > turn
     ]
     if baseline is not None:
         # The real pair resumed on another H100 kept one launch: after the tree's repeat, the baseline
         # was left out, and the tree was called 14.3 % ahead of a baseline measured on the earlier machine;
         # launched on the tree's, that baseline measured 30 % ahead of it.
-        plan.insert(0, (baseline, 1, {TrialAttr.BASELINE: True}))
-    enqueued = 0
-    for first, times, extra in plan:
-        for _ in range(min(times, reserve - enqueued)):
-            # every ranked launch, and the baseline, is a trial of this study
-            study.enqueue_trial(dict(params[first]), user_attrs={TrialAttr.CONFIRM_OF: first, **extra})
-            enqueued += 1
-    return enqueued
+        plan.insert(0, (baseline, {TrialAttr.BASELINE: True}))
+    most = reserve if width is None else min(reserve, max(width, 1))
+    for first, extra in plan[:most]:
+        # every ranked launch, and the baseline, is a trial of this study
+        study.enqueue_trial(dict(params[first]), user_attrs={TrialAttr.CONFIRM_OF: first, **extra})
+    return min(len(plan), most)
 
 
 def machine(record: TrialRecord) -> str:

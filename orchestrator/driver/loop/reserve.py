@@ -139,7 +139,10 @@ class ConfirmationReserve(SweepState):
             lossy = self.lossless.lossy
             candidates = confirm.candidates(self.outcome.records, lossy)
             order = answer_order(self.outcome.records, lossy)
-            enqueued = confirm.enqueue(self.study, candidates, self.spec.budget, left, baseline, order)
+            slots = max(self.executor.trial_slots(), 1)
+            enqueued = confirm.enqueue(
+                self.study, candidates, self.spec.budget, left, baseline, order, width=slots
+            )
             if not enqueued:
                 break
             baseline, left = None, left - enqueued
