@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from optuna.trial import TrialState
+
 from orchestrator.driver.answer import confirm
 from orchestrator.driver.answer.conclusion import answer_order, confirmation_moot
 from orchestrator.driver.loop.outcome import StopReason, SweepOutcome
@@ -136,16 +138,22 @@ class ConfirmationReserve(SweepState):
         # top, and the answer is then relaunched too while the reserve lasts (ranked by median alone, the
         # confirmation once relaunched a lucky runner-up and the answer kept its single launch).
         while left > 0:
-            lossy = self.lossless.lossy
-            candidates = confirm.candidates(self.outcome.records, lossy)
-            order = answer_order(self.outcome.records, lossy)
-            slots = max(self.executor.trial_slots(), 1)
-            enqueued = confirm.enqueue(
-                self.study, candidates, self.spec.budget, left, baseline, order, width=slots
-            )
+            # A launch queued already (one a killed driver left running, queued again when the study was
+            # resumed) runs first, out of the reserve, and the ranking follows it: planned beside it, its
+            # configuration's missing launch ran twice and another's not at all.
+            enqueued = min(len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))), left)
             if not enqueued:
-                break
-            baseline, left = None, left - enqueued
+                lossy = self.lossless.lossy
+                candidates = confirm.candidates(self.outcome.records, lossy)
+                order = answer_order(self.outcome.records, lossy)
+                slots = max(self.executor.trial_slots(), 1)
+                enqueued = confirm.enqueue(
+                    self.study, candidates, self.spec.budget, left, baseline, order, width=slots
+                )
+                if not enqueued:
+                    break
+                baseline = None
+            left -= enqueued
             # Exactly the enqueued launches: the loop asks the sampler for nothing new.
             self.n_trials = launched_count(self.study) + enqueued
             self.run()

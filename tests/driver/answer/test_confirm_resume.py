@@ -208,3 +208,30 @@ def test_launches_the_confirmation_did_not_need_go_back_to_the_search(oracle: Or
     assert "1 went back to the search" in outcome.confirm_note
     said = check_study(url, "given-back", True, 9, tmp_path / "given-back")
     assert said is not None  # finished on its budget: nothing left to run
+
+
+def test_a_confirmation_launch_queued_again_counts_toward_its_configuration(oracle: Oracle) -> None:
+    """Seen on the demo killed (`kill -9`) during its confirmation's second launch, then `--resume`d: the
+    dead driver's launch was queued again (`study_lock.requeue_closed`), and the confirmation, one launch
+    a round, queued that configuration's missing launch besides it; the re-queued launch ran, then the
+    extra one, and the runner-up ended with 2 launches of 3, the leader with 4 and one trial left queued.
+    A launch already queued runs first, out of the reserve, and the ranking follows it."""
+    storage = InMemoryStorage()
+    study = open_study(oracle.spec, "killed", storage, resume=False)
+    sweep = _sweep(oracle, study, 12, resume=False)
+    assert sweep.reserve_for_confirmation() == 4
+    sweep.run()  # the search: 8 launches
+    assert launched_count(study) == 8
+    leader = max(
+        (r for r in sweep.outcome.records if r.objective is not None), key=lambda r: r.objective or 0.0
+    )
+    params = next(t.params for t in study.get_trials(deepcopy=False) if t.number == leader.number)
+    study.enqueue_trial(dict(params), user_attrs={TrialAttr.REQUEUED_FROM: 99})  # as requeue_closed does
+    sweep.confirm_best()
+    assert launched_count(study) == 12
+    assert not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    launches: dict[str, int] = {}
+    for r in sweep.outcome.records:
+        if r.objective is not None:
+            launches[r.result.config.label()] = launches.get(r.result.config.label(), 0) + 1
+    assert sorted(launches.values(), reverse=True)[:2] == [3, 3], launches
