@@ -16,7 +16,7 @@ from optuna.trial import FrozenTrial
 from orchestrator.driver.store.optuna_tell import OptunaTell, optuna_tell
 from orchestrator.driver.store.pruner import MachinePercentilePruner
 from orchestrator.driver.store.study_lock import closed_numbers, make_storage
-from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr, free_reference
+from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr, free_reference, requeued_attrs
 from orchestrator.records import TrialStatus
 from orchestrator.spec.sweep_spec import SweepSpec
 
@@ -188,10 +188,9 @@ def close_unlaunched(study: optuna.Study, trial: optuna.Trial) -> bool:
 
 def requeue(study: optuna.Study, trial: optuna.Trial, baseline: bool) -> None:
     """Queue a trial's configuration again, marked as such (a re-queued trial is never re-queued again)."""
-    attrs: dict[str, Any] = {TrialAttr.REQUEUED_FROM: trial.number}
-    if baseline:
-        attrs[TrialAttr.BASELINE] = True
-    study.enqueue_trial(dict(trial.params), user_attrs=attrs)
+    study.enqueue_trial(
+        dict(trial.params), user_attrs=requeued_attrs(trial.number, trial.user_attrs, baseline)
+    )
 
 
 def tell_repeat(

@@ -28,7 +28,7 @@ from optuna.storages import RDBStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import FrozenTrial, TrialState
 
-from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr
+from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr, requeued_attrs
 from orchestrator.errors import ErrorKind, SpecsweepError
 
 log = logging.getLogger(__name__)
@@ -130,10 +130,10 @@ def _mark_closed(study: optuna.Study, number: int, why: str) -> None:
 def requeue_closed(study: optuna.Study, trial: FrozenTrial) -> None:
     """A trial closed on a dead driver's behalf says nothing about its configuration: run it again."""
     _mark_closed(study, trial.number, "stale: its driver's heartbeat stopped")
-    attrs: dict[str, Any] = {TrialAttr.REQUEUED_FROM: trial.number}
-    if trial.user_attrs.get(TrialAttr.BASELINE):
-        attrs[TrialAttr.BASELINE] = True
-    study.enqueue_trial(dict(trial.params), user_attrs=attrs)
+    baseline = bool(trial.user_attrs.get(TrialAttr.BASELINE))
+    study.enqueue_trial(
+        dict(trial.params), user_attrs=requeued_attrs(trial.number, trial.user_attrs, baseline)
+    )
     # The driver shows it on the console as an interrupted trial; the log has it with -v.
     log.info("closed stale trial %d (its driver stopped) and re-queued its configuration", trial.number)
 

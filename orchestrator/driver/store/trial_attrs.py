@@ -7,7 +7,9 @@ are members of an enum, never string literals.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 
 class TrialAttr(StrEnum):
@@ -40,6 +42,20 @@ def free_reference(baseline: bool, confirm_of: object | None) -> bool:
     ``confirm_of`` set) is paid like any launch: the budget, `launched_count`, and the progress the
     console and --resume show all count by this one rule."""
     return baseline and confirm_of is None
+
+
+def requeued_attrs(number: int, attrs: Mapping[str, Any], baseline: bool) -> dict[str, Any]:
+    """The attributes of trial ``number``'s configuration queued again (it was lost or interrupted): it
+    says so, and keeps what it was: the baseline, and a confirmation launch (never cut by the pruner,
+    tagged as the confirmation's in MLflow, counted among its launches, paid where it repeats the
+    baseline). Queued again without its ``confirm_of``, a confirmation launch a killed driver left
+    was a search launch to the driver that resumed the study."""
+    out: dict[str, Any] = {TrialAttr.REQUEUED_FROM: number}
+    if baseline:
+        out[TrialAttr.BASELINE] = True
+    if TrialAttr.CONFIRM_OF in attrs:
+        out[TrialAttr.CONFIRM_OF] = attrs[TrialAttr.CONFIRM_OF]
+    return out
 
 
 class StudyAttr(StrEnum):

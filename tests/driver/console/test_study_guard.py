@@ -29,7 +29,7 @@ from orchestrator.driver.store.study_lock import (
     close_dead_drivers_trials,
     requeue_closed,
 )
-from orchestrator.driver.store.trial_attrs import StudyAttr
+from orchestrator.driver.store.trial_attrs import StudyAttr, TrialAttr
 from orchestrator.records import TrialStatus
 from orchestrator.spec.search import make_config
 from orchestrator.spec.sweep_spec import load_spec
@@ -214,6 +214,30 @@ def test_a_dead_drivers_running_trial_is_closed_and_requeued(tmp_path: Path) -> 
     assert [t.user_attrs["requeued_from"] for t in waiting] == [orphan.number]
     assert waiting[0].system_attrs["fixed_params"] == after.trials[orphan.number].params
     assert launched_count(after) == 1  # the closed trial does not use up the budget
+
+
+def test_a_dead_drivers_confirmation_launch_is_queued_again_as_one(tmp_path: Path) -> None:
+    """The demo killed during its confirmation: the launch queued again had lost its `confirm_of`, so it
+    could be cut by the pruner like a search launch (a confirmation launch never is), its MLflow run was
+    not tagged as the confirmation's, and a later resume counted it among the search's launches."""
+    out = tmp_path / "runs"
+    study = make_study(out, finished=1)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lease = DriverLease(study)
+    lease.acquire()
+    study.enqueue_trial({"mem_fraction_static": 0.85}, user_attrs={TrialAttr.CONFIRM_OF: 0})
+    orphan = study.ask({"mem_fraction_static": optuna.distributions.FloatDistribution(0.8, 0.9)})
+    lease.track(orphan._trial_id)
+    lease._stop.set()
+    study.set_user_attr(StudyAttr.DRIVER, dict(study.user_attrs[StudyAttr.DRIVER], pid=dead.pid))
+    assert close_dead_drivers_trials(optuna.load_study(study_name="demo", storage=storage_url(out))) == [
+        orphan.number
+    ]
+    after = optuna.load_study(study_name="demo", storage=storage_url(out))
+    (waiting,) = [t for t in after.trials if t.state == TrialState.WAITING]
+    assert waiting.user_attrs[TrialAttr.REQUEUED_FROM] == orphan.number
+    assert waiting.user_attrs[TrialAttr.CONFIRM_OF] == 0
 
 
 @pytest.mark.slow  # seconds of real time (a simulated server, a sweep or a wait); left out of `make unit`
