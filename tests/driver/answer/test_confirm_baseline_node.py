@@ -13,9 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
-import optuna
 import pytest
-from optuna.distributions import CategoricalDistribution
 from optuna.storages import InMemoryStorage
 from optuna.trial import TrialState
 
@@ -27,13 +25,13 @@ from orchestrator.driver.answer.confirm import candidates, enqueue, machine, rel
 from orchestrator.driver.answer.nodes import node_note
 from orchestrator.driver.dispatch.executor import Handle
 from orchestrator.driver.loop.sweep import Sweep
-from orchestrator.driver.search.space import params_for
 from orchestrator.driver.store.study import launched_count, open_study
 from orchestrator.driver.store.trial_attrs import TrialAttr
 from orchestrator.records import GpuSample, TrialRecord, TrialResult
 from orchestrator.sim.nvml import FakeNvml
 from orchestrator.sim.profile import load_profile
 from orchestrator.spec.sweep_spec import BudgetSpec
+from tests.driver.answer.test_confirm_rounds import study_of
 from tests.driver.answer.test_node_note import _records
 from tests.driver.loop.test_driver_decisions import InProcessExecutor
 from tests.driver.loop.test_driver_decisions import _sweep as in_process_sweep
@@ -160,17 +158,7 @@ def test_a_confirmation_of_one_launch_relaunches_the_baseline_first() -> None:
     records = [r for r in _pair_records(SWEEP_B) if r.number <= 4]
     baseline = relaunch_baseline(records)
     assert baseline == 0
-    study = optuna.create_study(storage=InMemoryStorage())
-    for r in records:
-        params = params_for(r.result.config)
-        study.add_trial(
-            optuna.trial.create_trial(
-                params=params,
-                distributions={k: CategoricalDistribution([v]) for k, v in params.items()},
-                value=r.objective,
-                user_attrs={TrialAttr.BASELINE: True} if r.baseline else {},
-            )
-        )
+    study = study_of(records)
     budget = BudgetSpec(trials=9, confirm_top=2, confirm_repeats=2)
     assert enqueue(study, candidates(records), budget, reserve=1, baseline=baseline) == 1
     (queued,) = [t for t in study.get_trials(deepcopy=False) if t.state is TrialState.WAITING]

@@ -32,7 +32,9 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def _study(records: list[TrialRecord]) -> optuna.Study:
+def study_of(records: list[TrialRecord]) -> optuna.Study:
+    """A study holding ``records`` as finished trials, each with its configuration's params (and the
+    baseline's mark), as the confirmation reads them."""
     study = optuna.create_study(storage=InMemoryStorage(), direction="maximize")
     for r in records:
         params = params_for(r.result.config)
@@ -41,6 +43,7 @@ def _study(records: list[TrialRecord]) -> optuna.Study:
                 params=params,
                 distributions={k: CategoricalDistribution([v]) for k, v in params.items()},
                 value=r.objective,
+                user_attrs={TrialAttr.BASELINE: True} if r.baseline else {},
             )
         )
     return study
@@ -56,19 +59,19 @@ BUDGET = BudgetSpec(trials=12, confirm_top=2, confirm_repeats=3)
 
 
 def test_one_slot_takes_one_launch_a_round_the_first_ranked() -> None:
-    study = _study(RECORDS)
+    study = study_of(RECORDS)
     assert enqueue(study, candidates(RECORDS), BUDGET, reserve=4, width=1) == 1
     assert _queued(study) == [1]  # B, ranked first by its median
 
 
 def test_a_round_takes_each_configuration_in_turn_up_to_the_slots() -> None:
-    study = _study(RECORDS)
+    study = study_of(RECORDS)
     assert enqueue(study, candidates(RECORDS), BUDGET, reserve=4, width=3) == 3
     assert _queued(study) == [1, 0, 1]  # B, A, then B's second: not B's two before A's first
 
 
 def test_without_a_width_the_whole_reserve_is_queued() -> None:
-    study = _study(RECORDS)
+    study = study_of(RECORDS)
     assert enqueue(study, candidates(RECORDS), BUDGET, reserve=3) == 3
     assert sorted(_queued(study)) == [0, 1, 1]
 

@@ -193,26 +193,33 @@ def test_a_second_driver_on_a_live_study_is_refused(
     assert study.user_attrs[StudyAttr.DRIVER] is None
 
 
-def test_a_dead_drivers_running_trial_is_closed_and_requeued(tmp_path: Path) -> None:
-    out = tmp_path / "runs"
+def _dead_drivers_trial(out: Path, attrs: dict[str, Any] | None = None) -> tuple[optuna.Study, int]:
+    """A study whose driver died (its stamp names a process that is gone) with one trial running, asked
+    with ``attrs`` (as the confirmation queues its launches); closed as the next driver closes it."""
     study = make_study(out, finished=1)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     lease = DriverLease(study)
     lease.acquire()
+    if attrs is not None:
+        study.enqueue_trial({"mem_fraction_static": 0.85}, user_attrs=attrs)
     orphan = study.ask({"mem_fraction_static": optuna.distributions.FloatDistribution(0.8, 0.9)})
     lease.track(orphan._trial_id)
     lease._stop.set()  # the driver dies without releasing: its stamp now names a process that is gone
-    stamp = dict(study.user_attrs[StudyAttr.DRIVER], pid=dead.pid)
-    study.set_user_attr(StudyAttr.DRIVER, stamp)
+    study.set_user_attr(StudyAttr.DRIVER, dict(study.user_attrs[StudyAttr.DRIVER], pid=dead.pid))
     closed = close_dead_drivers_trials(optuna.load_study(study_name="demo", storage=storage_url(out)))
     assert closed == [orphan.number]
-    after = optuna.load_study(study_name="demo", storage=storage_url(out))
-    assert after.trials[orphan.number].state == TrialState.FAIL
-    assert str(orphan.number) in after.user_attrs[StudyAttr.CLOSED_TRIALS]
+    return optuna.load_study(study_name="demo", storage=storage_url(out)), orphan.number
+
+
+def test_a_dead_drivers_running_trial_is_closed_and_requeued(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    after, orphan = _dead_drivers_trial(out)
+    assert after.trials[orphan].state == TrialState.FAIL
+    assert str(orphan) in after.user_attrs[StudyAttr.CLOSED_TRIALS]
     waiting = [t for t in after.trials if t.state == TrialState.WAITING]
-    assert [t.user_attrs["requeued_from"] for t in waiting] == [orphan.number]
-    assert waiting[0].system_attrs["fixed_params"] == after.trials[orphan.number].params
+    assert [t.user_attrs["requeued_from"] for t in waiting] == [orphan]
+    assert waiting[0].system_attrs["fixed_params"] == after.trials[orphan].params
     assert launched_count(after) == 1  # the closed trial does not use up the budget
 
 
@@ -220,23 +227,9 @@ def test_a_dead_drivers_confirmation_launch_is_queued_again_as_one(tmp_path: Pat
     """The demo killed during its confirmation: the launch queued again had lost its `confirm_of`, so it
     could be cut by the pruner like a search launch (a confirmation launch never is), its MLflow run was
     not tagged as the confirmation's, and a later resume counted it among the search's launches."""
-    out = tmp_path / "runs"
-    study = make_study(out, finished=1)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    lease = DriverLease(study)
-    lease.acquire()
-    study.enqueue_trial({"mem_fraction_static": 0.85}, user_attrs={TrialAttr.CONFIRM_OF: 0})
-    orphan = study.ask({"mem_fraction_static": optuna.distributions.FloatDistribution(0.8, 0.9)})
-    lease.track(orphan._trial_id)
-    lease._stop.set()
-    study.set_user_attr(StudyAttr.DRIVER, dict(study.user_attrs[StudyAttr.DRIVER], pid=dead.pid))
-    assert close_dead_drivers_trials(optuna.load_study(study_name="demo", storage=storage_url(out))) == [
-        orphan.number
-    ]
-    after = optuna.load_study(study_name="demo", storage=storage_url(out))
+    after, orphan = _dead_drivers_trial(tmp_path / "runs", {TrialAttr.CONFIRM_OF: 0})
     (waiting,) = [t for t in after.trials if t.state == TrialState.WAITING]
-    assert waiting.user_attrs[TrialAttr.REQUEUED_FROM] == orphan.number
+    assert waiting.user_attrs[TrialAttr.REQUEUED_FROM] == orphan
     assert waiting.user_attrs[TrialAttr.CONFIRM_OF] == 0
 
 
