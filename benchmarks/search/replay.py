@@ -42,7 +42,7 @@ from benchmarks.search.efficiency import SearchSettings, Truth, strategies
 from benchmarks.search.notes import REGIMES, table_rows, where_not_leading
 from benchmarks.search.regret import RunScore, score, summary_row
 from benchmarks.search.specsweep import strategy as specsweep_strategy
-from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, Unmeasured, measured_bases
+from benchmarks.truth.measured_grid import GRIDS, MeasuredGrid, ReplayOracle, Unmeasured, measured_bases
 from orchestrator.driver.answer.noise import Regime
 
 log = logging.getLogger(__name__)
@@ -88,8 +88,7 @@ def replay(
     measured |= bases
     best = max(measured.values())
     truth = Truth(oracle, measured)
-    typical = statistics.median(e.seconds() for e in oracle.measured.values() if e.objective is not None)
-    budget_s = budget * typical * oracle.gpus
+    budget_s = budget_gpu_s(oracle, budget)
     results = []
     for name, strategy in strategies(SearchSettings()).items():
         if name == "specsweep" and not with_baseline:
@@ -118,6 +117,12 @@ def replay(
             continue
         results.append(ReplayResult(name, runs, outside=outside))
     return best, results
+
+
+def budget_gpu_s(oracle: ReplayOracle, launches: float) -> float:
+    """The GPU time every strategy is given on a grid: ``launches`` of its median measured launch."""
+    typical = statistics.median(e.seconds() for e in oracle.measured.values() if e.objective is not None)
+    return launches * typical * oracle.gpus
 
 
 def replay_rows(

@@ -229,10 +229,11 @@ def enqueue(
     reserve: int,
     baseline: int | None = None,
     order: Sequence[str] = (),
-    width: int | None = None,
+    *,
+    width: int,
 ) -> int:
     """Queue one round of the confirmation (at most ``reserve`` launches, at most ``width``: the trial
-    slots, None for no limit) of the top ``candidates``, each marked ``confirm_of`` the first trial of its
+    slots) of the top ``candidates``, each marked ``confirm_of`` the first trial of its
     configuration and asked with that trial's own params (under adaptive speculation the launch's steps
     lie outside the searched range); returns how many. A round takes one launch of each configuration in
     turn, in the ranking's order, so that the next round, ranked again, follows a configuration its
@@ -254,7 +255,7 @@ def enqueue(
         # was left out, and the tree was called 14.3 % ahead of a baseline measured on the earlier machine;
         # launched on the tree's, that baseline measured 30 % ahead of it.
         plan.insert(0, (baseline, {TrialAttr.BASELINE: True}))
-    most = reserve if width is None else min(reserve, max(width, 1))
+    most = min(reserve, max(width, 1))
     for first, extra in plan[:most]:
         # every ranked launch, and the baseline, is a trial of this study
         study.enqueue_trial(dict(params[first]), user_attrs={TrialAttr.CONFIRM_OF: first, **extra})

@@ -40,7 +40,7 @@ class NoResult(SweepState):
         re-queued copy, unless `requeue_it` is False: a draw of the same server waits, and is the retry)."""
         log.error("trial %d lost: %s", info.trial.number, err)
         if not info.requeued and requeue_it:
-            requeue(self.study, info.trial, info.baseline)
+            requeue(self.study, info.trial)
         return without_launch.lost(info.config, err, time.monotonic() - info.started)
 
     def _internal_error(self, info: InFlight, err: TrialError) -> TrialResult:

@@ -167,7 +167,7 @@ def close_and_requeue(study: optuna.Study, trial: optuna.Trial, attrs: dict[str,
     except (ValueError, RuntimeError) as err:  # already closed elsewhere: nothing left to do
         log.warning("trial %d could not be closed: %s", trial.number, err)
         return False
-    requeue(study, trial, baseline=bool(trial.user_attrs.get(TrialAttr.BASELINE)))
+    requeue(study, trial)
     return True
 
 
@@ -186,11 +186,9 @@ def close_unlaunched(study: optuna.Study, trial: optuna.Trial) -> bool:
     return True
 
 
-def requeue(study: optuna.Study, trial: optuna.Trial, baseline: bool) -> None:
+def requeue(study: optuna.Study, trial: optuna.Trial) -> None:
     """Queue a trial's configuration again, marked as such (a re-queued trial is never re-queued again)."""
-    study.enqueue_trial(
-        dict(trial.params), user_attrs=requeued_attrs(trial.number, trial.user_attrs, baseline)
-    )
+    study.enqueue_trial(dict(trial.params), user_attrs=requeued_attrs(trial.number, trial.user_attrs))
 
 
 def tell_repeat(

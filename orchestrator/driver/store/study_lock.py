@@ -130,10 +130,7 @@ def _mark_closed(study: optuna.Study, number: int, why: str) -> None:
 def requeue_closed(study: optuna.Study, trial: FrozenTrial) -> None:
     """A trial closed on a dead driver's behalf says nothing about its configuration: run it again."""
     _mark_closed(study, trial.number, "stale: its driver's heartbeat stopped")
-    baseline = bool(trial.user_attrs.get(TrialAttr.BASELINE))
-    study.enqueue_trial(
-        dict(trial.params), user_attrs=requeued_attrs(trial.number, trial.user_attrs, baseline)
-    )
+    study.enqueue_trial(dict(trial.params), user_attrs=requeued_attrs(trial.number, trial.user_attrs))
     # The driver shows it on the console as an interrupted trial; the log has it with -v.
     log.info("closed stale trial %d (its driver stopped) and re-queued its configuration", trial.number)
 

@@ -44,14 +44,14 @@ def free_reference(baseline: bool, confirm_of: object | None) -> bool:
     return baseline and confirm_of is None
 
 
-def requeued_attrs(number: int, attrs: Mapping[str, Any], baseline: bool) -> dict[str, Any]:
+def requeued_attrs(number: int, attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes of trial ``number``'s configuration queued again (it was lost or interrupted): it
     says so, and keeps what it was: the baseline, and a confirmation launch (never cut by the pruner,
     tagged as the confirmation's in MLflow, counted among its launches, paid where it repeats the
     baseline). Queued again without its ``confirm_of``, a confirmation launch a killed driver left
     was a search launch to the driver that resumed the study."""
     out: dict[str, Any] = {TrialAttr.REQUEUED_FROM: number}
-    if baseline:
+    if attrs.get(TrialAttr.BASELINE):
         out[TrialAttr.BASELINE] = True
     if TrialAttr.CONFIRM_OF in attrs:
         out[TrialAttr.CONFIRM_OF] = attrs[TrialAttr.CONFIRM_OF]

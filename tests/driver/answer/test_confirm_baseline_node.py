@@ -160,7 +160,7 @@ def test_a_confirmation_of_one_launch_relaunches_the_baseline_first() -> None:
     assert baseline == 0
     study = study_of(records)
     budget = BudgetSpec(trials=9, confirm_top=2, confirm_repeats=2)
-    assert enqueue(study, candidates(records), budget, reserve=1, baseline=baseline) == 1
+    assert enqueue(study, candidates(records), budget, reserve=1, baseline=baseline, width=1) == 1
     (queued,) = [t for t in study.get_trials(deepcopy=False) if t.state is TrialState.WAITING]
     assert queued.user_attrs.get(TrialAttr.BASELINE) and queued.user_attrs[TrialAttr.CONFIRM_OF] == 0
 

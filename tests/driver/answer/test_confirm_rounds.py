@@ -17,6 +17,7 @@ from optuna.storages import InMemoryStorage
 from optuna.trial import TrialState
 
 from benchmarks.launches.noisy import Launcher
+from benchmarks.search.replay import budget_gpu_s
 from benchmarks.search.specsweep import VARIANTS, run_sweep
 from benchmarks.truth.measured_grid import GRIDS
 from orchestrator.driver.answer.confirm import candidates, enqueue
@@ -70,22 +71,19 @@ def test_a_round_takes_each_configuration_in_turn_up_to_the_slots() -> None:
     assert _queued(study) == [1, 0, 1]  # B, A, then B's second: not B's two before A's first
 
 
-def test_without_a_width_the_whole_reserve_is_queued() -> None:
+def test_a_round_is_no_larger_than_the_reserve() -> None:
     study = study_of(RECORDS)
-    assert enqueue(study, candidates(RECORDS), BUDGET, reserve=3) == 3
-    assert sorted(_queued(study)) == [0, 1, 1]
+    assert enqueue(study, candidates(RECORDS), BUDGET, reserve=2, width=8) == 2
+    assert _queued(study) == [1, 0]
 
 
 @pytest.mark.parametrize("seed", [3, 8])
 def test_the_real_pairs_answer_is_a_configuration_the_confirmation_relaunched(seed: int) -> None:
-    grid = GRIDS["real_pair"].replayed()
-    oracle = grid.oracle
-    typical = sorted(e.seconds() for e in oracle.measured.values() if e.objective is not None)
-    budget_s = 8 * typical[len(typical) // 2] * oracle.gpus  # the replay's budget: 8 median launches
+    oracle = GRIDS["real_pair"].replayed().oracle
+    budget_s = budget_gpu_s(oracle, 8)  # as the replay gives every strategy
     launcher = Launcher(oracle, seed, budget_gpu_s=budget_s, max_launches=24, regime=Regime.GPU_BOUND)
-    sweep = run_sweep(VARIANTS["specsweep_no_baseline"], launcher)
+    run_sweep(VARIANTS["specsweep_no_baseline"], launcher)
     answer = launcher.launches[-1].recommend
     assert answer is not None
     launched = [x.config for x in launcher.launches].count(answer)
     assert launched >= 2, f"{answer.label()} answered on {launched} launch"
-    assert sweep.outcome.records
