@@ -112,3 +112,23 @@ def test_the_wheel_adds_up_when_its_checksum_travelled_with_a_piece(tmp_path: Pa
     assert _stage(node, env, "draft-in").returncode == 0
     run = _stage(node, env, "prepare")
     assert run.returncode == 0, run.stderr
+
+
+def test_eval_0_trains_the_draft_without_its_cpu_check(tmp_path: Path) -> None:
+    """A lease that trains the draft and then sweeps spends no time on the CPU check of a draft whose
+    sha256 was scored before (EVAL=0); by default the check runs after the training."""
+    node, env = _node(tmp_path)
+    data = tmp_path / "pair" / "data"
+    data.mkdir()
+    (data / "selfdistill.json").write_text("{}")  # the answers are there (`data-in`): no answering
+    (data / "train.jsonl").write_text("{}\n")
+    for eval_flag, modules in [
+        ("0", ["tools.pair.convert_gguf", "tools.pair.train_draft"]),
+        ("1", ["tools.pair.convert_gguf", "tools.pair.train_draft", "tools.pair.eval_draft"]),
+    ]:
+        (tmp_path / "calls").unlink(missing_ok=True)
+        shutil.rmtree(tmp_path / "pair" / "target", ignore_errors=True)
+        run = _stage(node, {**env, "EVAL": eval_flag}, "prepare")
+        assert run.returncode == 0, run.stderr
+        calls = (tmp_path / "calls").read_text().splitlines()
+        assert [c.split()[1] for c in calls] == modules, (eval_flag, calls)
