@@ -115,6 +115,13 @@ def test_the_policy_line_serves_without_speculation_in_the_product_s_own_words()
     """The console's policy line for this answer, in words of no engine's (an engine's flags are its own)."""
     best = BestFile.read(SWEEP)
     assert best is not None and best.nospec
-    assert (
-        render_levels(best) == "runtime policy: no speculation (the launch command has no speculative flag)"
-    )
+    lines = render_levels(best).splitlines()
+    assert lines[-1] == "runtime policy: no speculation (the launch command has no speculative flag)"
+    # each level listed above it, in the product's words too (this best.json, written before a level was
+    # judged as the answer is, names s6k8d16 at concurrency 1: see the test above)
+    assert [line.split(":")[0].strip() for line in lines[1:-1]] == [
+        "1 concurrent",
+        "8 concurrent",
+        "32 concurrent",
+    ]
+    assert not [line for line in lines if "--" in line]

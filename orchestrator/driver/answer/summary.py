@@ -299,8 +299,6 @@ def render_levels(best: BestFile) -> str:
     """The best setting per concurrency level (or none) and the policy to launch with, for the CLI."""
     if best.split is not None:
         return f"by concurrency level: {best.split.statement}"
-    if best.nospec:
-        return "runtime policy: no speculation (the launch command has no speculative flag)"
     lines = ["best setting per concurrency level:"]
     for lv in best.best_by_concurrency:
         # A level the server without speculation led says so; a speculative one names its whole tree,
@@ -327,6 +325,11 @@ def render_levels(best: BestFile) -> str:
                 f"{'':>20}higher here but within the noise: {name} {lv.higher_tok_per_s:.1f} tok/s"
                 f" ({runs}, trial {lv.higher_trial})"
             )
+    if best.nospec:
+        # Each level still listed: a user serving at one load reads whether a tree drew higher there
+        # (the real pair's s6k8d16 at 8 concurrent, inside the noise), not the policy line alone.
+        lines.append("runtime policy: no speculation (the launch command has no speculative flag)")
+        return "\n".join(lines)
     policy = best.runtime_policy
     lines.append(f"runtime policy: speculative_adaptive {policy.get('speculative_adaptive', 'off')}")
     if "suggested_adaptive_config" in policy:

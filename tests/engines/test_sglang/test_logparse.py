@@ -147,6 +147,12 @@ OUTCOMES = [
     ],
     # the pair's grid of twelve trees and the baseline on one H100 (trials/smollm2-grid12.yaml): all served
     *[(f"0.5.17/smollm2-grid12-h100/trials/{n:04d}", "server.log", True, None, None) for n in range(13)],
+    # the user's spec and the grid's best servers again, on one other H100 in one lease
+    *[(f"0.5.17/smollm2-sweep-h100-d/trials/{n:04d}", "server.log", True, None, None) for n in range(5)],
+    *[
+        (f"0.5.17/smollm2-grid12-repeat-h100-d/trials/{n:04d}", "server.log", True, None, None)
+        for n in range(2)
+    ],
     *[("0.5.17/capture-pools", f"mrr{m}-gbs{g}.log", True, None, None) for m, g in CAPTURE_POOLS],
 ]
 
