@@ -19,7 +19,7 @@ import pytest
 from benchmarks.truth.measured_grid import load_records
 from orchestrator.driver.answer.best_file import BestFile
 from orchestrator.driver.answer.choose import Call
-from orchestrator.driver.answer.conclusion import sweep_answer
+from orchestrator.driver.answer.conclusion import confirmation_moot, sweep_answer
 from orchestrator.driver.answer.confirm import machine
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.answer.summary import render_levels
@@ -87,7 +87,7 @@ def test_the_answer_is_the_grids_best_at_every_level(
     is the grid's best at every level; on this machine too it leads every tree measured at every level,
     by the median of its two launches (at 8 its lower launch, 2141.8 tok/s, is under s6k8d16's 2175.2)."""
     answer = sweep_answer(sweep)
-    assert answer is not None and answer.nospec and answer.verdict.call is Call.CLEARLY_AHEAD
+    assert answer is not None and answer.nospec
     best = BestFile.read(SWEEP)
     assert (
         best is not None and best.nospec and best.runtime_policy == {"speculation": "off", "measured": True}
@@ -152,3 +152,16 @@ def test_the_prior_predicts_every_kv_pool_on_this_card(
         assert measured is not None
         predicted = estimate(prior.facts, record.result.config).kv_tokens
         assert abs(predicted - measured) <= 0.0002 * measured, (record.number, predicted, measured)
+
+
+def test_the_sweeps_own_repeat_says_the_lead_is_not_yet_clear(sweep: list[TrialRecord]) -> None:
+    """The sweep relaunched s1k8d2 (3272.1, then 2374.4 tok/s) and still called the server without
+    speculation clearly ahead, 44.0 % against the 30.4 % gap noise of the overhead prior. Its own repeat
+    widens that prior now (22.5 % a launch, 62 % of gap noise): too close to call, so the confirmation is
+    not moot, and the launches left would relaunch the leaders rather than stop on a figure this host
+    moved by more than the gap."""
+    answer = sweep_answer(sweep)
+    assert answer is not None and answer.nospec and answer.noise is not None
+    assert answer.noise.widened and answer.noise.relative_sd == pytest.approx(0.225, abs=0.001)
+    assert answer.verdict.call is Call.TOO_CLOSE and answer.verdict.gap == pytest.approx(0.440, abs=0.001)
+    assert not confirmation_moot(sweep)

@@ -3,6 +3,7 @@ reference measurements, and the study's own repeats once it has them."""
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from pathlib import Path
@@ -147,3 +148,21 @@ def test_one_contender_whose_stage_never_settled_widens_the_noise_of_the_compari
     assert verdict(steady_lead, unsteady_runner) == (True, RAMP_UP_STAGE_SD, Call.TOO_CLOSE)
     assert verdict(unsteady_lead, steady_runner) == (True, RAMP_UP_STAGE_SD, Call.TOO_CLOSE)
     assert verdict(unsteady_lead, unsteady_runner) == (True, RAMP_UP_STAGE_SD, Call.TOO_CLOSE)
+
+
+def test_one_repeat_wider_than_the_prior_widens_it() -> None:
+    """Seen on the real pair on an H100 (`smollm2-sweep-h100-d`): s1k8d2 launched twice measured 3272.1
+    and 2374.4 tok/s, 22.5 % apart as a relative spread, and the verdict still used the overhead prior's
+    11.0 %, calling a 44 % lead clear where the same server without speculation measured 58 % apart on
+    that host minutes later. One degree of freedom cannot replace the prior, but it widens it; a repeat
+    within the prior leaves it as it is."""
+    timings = [StageTiming(7.0, True)] * 4
+    prior = PRIORS[Regime.OVERHEAD_BOUND]
+    wide = calibrate([[3272.1, 2374.4], [4168.2], [2895.2]], timings)
+    assert wide.source is NoiseSource.PRIOR and wide.dof is None and wide.widened
+    assert wide.relative_sd == pytest.approx(statistics.stdev([3272.1, 2374.4]) / 2823.25)
+    assert "widened to 22.5 % by the one configuration launched twice" in wide.describe()
+    narrow = calibrate([[3000.0, 3030.0], [2900.0]], timings)
+    assert not narrow.widened and narrow.relative_sd == pytest.approx(
+        math.hypot(prior.launch_sd, prior.stage_sd)
+    )
