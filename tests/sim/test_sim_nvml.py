@@ -20,9 +20,16 @@ from orchestrator.sim.profile import load_profile
 REPO = Path(__file__).resolve().parents[2]
 
 
+def node_dir(tmp_path: Path) -> Path:
+    """A node's state folder with no sibling: a node also counts the orphans of the folders beside its own,
+    and beside `tmp_path` lie the other tests' folders, where this process (whose starter, the shell that
+    ran pytest, may be gone: `(pytest &)`) left files of its own."""
+    return tmp_path / "node"
+
+
 def test_live_process_memory_shows_on_its_gpus(tmp_path: Path) -> None:
-    nvml = FakeNvml(tmp_path, gpu_count=4, total_mib=1000, baseline_mib=10)
-    writer = GpuStateWriter(tmp_path, [1, 2])
+    nvml = FakeNvml(node_dir(tmp_path), gpu_count=4, total_mib=1000, baseline_mib=10)
+    writer = GpuStateWriter(node_dir(tmp_path), [1, 2])
     writer.update(300)
     used = {s.index: s.used_mib for s in nvml.snapshot()}
     assert used == {0: 10, 1: 310, 2: 310, 3: 10}
@@ -35,14 +42,14 @@ def test_live_process_memory_shows_on_its_gpus(tmp_path: Path) -> None:
 def test_several_processes_add_up(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        GpuStateWriter(tmp_path, [0]).update(100)
-        GpuStateWriter(tmp_path, [0], pid=child.pid).update(50)
-        (sample,) = FakeNvml(tmp_path, 1, 1000).snapshot()
+        GpuStateWriter(node_dir(tmp_path), [0]).update(100)
+        GpuStateWriter(node_dir(tmp_path), [0], pid=child.pid).update(50)
+        (sample,) = FakeNvml(node_dir(tmp_path), 1, 1000).snapshot()
         assert sample.used_mib == 150 and len(sample.processes) == 2
         child.send_signal(signal.SIGKILL)  # not reaped yet: a zombie holds no GPU memory
         child_gone = False
         for _ in range(100):
-            (sample,) = FakeNvml(tmp_path, 1, 1000).snapshot()
+            (sample,) = FakeNvml(node_dir(tmp_path), 1, 1000).snapshot()
             if sample.used_mib == 100:
                 child_gone = True
                 break
@@ -50,7 +57,7 @@ def test_several_processes_add_up(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
-        GpuStateWriter(tmp_path, [0]).remove()
+        GpuStateWriter(node_dir(tmp_path), [0]).remove()
 
 
 def test_dead_process_file_is_ignored_and_cleaned(tmp_path: Path) -> None:
@@ -58,14 +65,14 @@ def test_dead_process_file_is_ignored_and_cleaned(tmp_path: Path) -> None:
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     dead_pid = int(done.stdout)
-    GpuStateWriter(tmp_path, [0], pid=dead_pid).update(500)
-    (sample,) = FakeNvml(tmp_path, 1, 1000).snapshot()
+    GpuStateWriter(node_dir(tmp_path), [0], pid=dead_pid).update(500)
+    (sample,) = FakeNvml(node_dir(tmp_path), 1, 1000).snapshot()
     assert sample.used_mib == 0 and not sample.processes
-    assert not list(tmp_path.glob("gpu-*.json"))
+    assert not list(node_dir(tmp_path).glob("gpu-*.json"))
 
 
 def test_profile_sized_probe_and_visible_devices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    nvml = FakeNvml.for_profile(tmp_path, load_profile("kimi-k25-rtxpro6000").model_dump())
+    nvml = FakeNvml.for_profile(node_dir(tmp_path), load_profile("kimi-k25-rtxpro6000").model_dump())
     samples = nvml.snapshot()
     assert len(samples) == 8 and samples[0].total_mib == 97887 and samples[0].used_mib == 600
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
