@@ -35,14 +35,19 @@ def python_argv() -> list[str]:
     return [shown_path(sys.executable)]
 
 
-def tool_argv(script: str) -> list[str]:
-    """A console script of the environment this process runs in (``mlflow``, ``optuna-dashboard``): the
-    one beside its interpreter, else the one on PATH, else the bare name."""
+def _installed(script: str) -> str | None:
+    """A console script of the environment this process runs in: the one beside its interpreter, else the
+    one on PATH, else None."""
     beside = Path(os.path.abspath(sys.executable)).parent / script
     if beside.is_file() and os.access(beside, os.X_OK):
-        return [shown_path(beside)]
-    on_path = shutil.which(script)
-    return [on_path] if on_path else [script]
+        return shown_path(beside)
+    return shutil.which(script)
+
+
+def tool_argv(script: str) -> list[str]:
+    """A console script (``mlflow``, ``optuna-dashboard``) as a printed command names it: where it is
+    installed, else its bare name."""
+    return [_installed(script) or script]
 
 
 def module_command(module: str, *args: str) -> str:
@@ -69,8 +74,14 @@ def optuna_dashboard_command(storage: str) -> str:
 def optuna_dashboard_lines(storage: str) -> tuple[str, str]:
     """The console's dashboard line, and what its "Best Trial" is: Optuna's best is the one highest
     launch, which a lucky draw tops; the sweep answers with a configuration's median (best.json)."""
+    command = optuna_dashboard_command(storage)
+    if _installed("optuna-dashboard") is None:
+        # A development extra: a GPU node's offline bundle, or `pip install specsweep`, has none, and the
+        # bare command would not be found.
+        pip = shlex.join([*python_argv(), "-m", "pip", "install", "optuna-dashboard"])
+        command = f"not installed here (`{pip}`, then `{command}`)"
     return (
-        f"Optuna dashboard (live study): {optuna_dashboard_command(storage)}",
+        f"Optuna dashboard (live study): {command}",
         "  (its Best Trial is the single highest launch; the sweep's answer, the median of a configuration's "
         "launches, is the console's `best:` line and best.json)",
     )

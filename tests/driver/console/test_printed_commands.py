@@ -185,3 +185,22 @@ def test_the_optuna_dashboard_line_says_its_best_trial_is_not_the_answer() -> No
     )
     assert "its Best Trial is the single highest launch" in lines[1]
     assert "best.json" in lines[1]
+
+
+def test_an_optuna_dashboard_not_installed_is_said_with_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on a GPU node running the offline bundle (no dev extra): the console printed
+    `optuna-dashboard sqlite:////tmp/prod/optuna.db --host 127.0.0.1`, a command not found there. A tool
+    that is neither beside the interpreter nor on PATH is said to be missing, with the install command."""
+    from orchestrator.driver.store.commands import optuna_dashboard_lines
+
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    line = optuna_dashboard_lines("sqlite:///runs/optuna.db")[0]
+    assert line.startswith("Optuna dashboard (live study): not installed here"), line
+    assert f"{python} -m pip install optuna-dashboard" in line, line
+    assert "optuna-dashboard sqlite:///runs/optuna.db --host 127.0.0.1" in line, line
