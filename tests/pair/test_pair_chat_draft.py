@@ -15,19 +15,16 @@ from pathlib import Path
 
 from orchestrator.config.draft_tree import DraftTree
 from orchestrator.driver.answer.confirm import machine
-from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.prior import estimate
-from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.engines.engine import read_all
 from orchestrator.engines.sglang.engine import SGLANG
 from orchestrator.records import TrialRecord, TrialStatus
-from orchestrator.spec.sweep_spec import load_spec
 from tests.driver.memory.h200_fixtures import study_records
+from tests.pair.pair_prior import pair_prior
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
 CHAT, TEMPLATES = FIXTURES / "smollm2-chat-h100", FIXTURES / "smollm2-grid"
-MODELS = ROOT / "tests" / "fixtures" / "models"
 H100_MIB = 81559.0
 
 
@@ -128,12 +125,7 @@ def test_the_prior_predicted_the_h100_pools_once_the_first_launch_told_the_card(
     the prior with what it measured. From then on the prior predicts both launches' KV pools within
     0.02 %, as it did on the H200. With the H100's total alone it errs by 0.15 % (4,655 tokens, on the
     safe side): an idle H100 holds 480 MiB where the prior's default, an H200's, is ~615."""
-    spec = load_spec(ROOT / "trials" / "smollm2-h200-grid.yaml")
-    model = spec.model.model_copy(
-        update={"path": str(MODELS / "smollm2-135m"), "draft_path": str(MODELS / "smollm2-135m-eagle3")}
-    )
-    prior, _ = memory_model_for(spec.model_copy(update={"model": model}), None)
-    assert isinstance(prior, PriorMemoryModel)
+    prior = pair_prior(ROOT / "trials" / "smollm2-h200-grid.yaml")
     records = _records(CHAT)
     prior.observe(records[0].number, records[0].result)
     assert prior.facts is not None and prior.facts.gpu_total_mib == H100_MIB

@@ -18,18 +18,16 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.draft_tree import DraftTree
-from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.prior import estimate
 from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.engines.engine import read_all
 from orchestrator.engines.sglang.engine import SGLANG
 from orchestrator.records import TrialRecord, TrialStatus
-from orchestrator.spec.sweep_spec import load_spec
 from tests.driver.memory.h200_fixtures import study_records
+from tests.pair.pair_prior import pair_prior
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "smollm2-grid"
-MODELS = ROOT / "tests" / "fixtures" / "models"
 SPEC = ROOT / "trials" / "smollm2-h200-grid.yaml"
 
 
@@ -93,12 +91,8 @@ def test_on_this_pair_no_measured_tree_beats_the_server_without_speculation_at_1
 
 
 def _prior() -> PriorMemoryModel:
-    spec = load_spec(SPEC)
-    model = spec.model.model_copy(
-        update={"path": str(MODELS / "smollm2-135m"), "draft_path": str(MODELS / "smollm2-135m-eagle3")}
-    )
-    prior, _ = memory_model_for(spec.model_copy(update={"model": model}), None)
-    assert isinstance(prior, PriorMemoryModel) and prior.facts is not None
+    prior = pair_prior(SPEC)
+    assert prior.facts is not None
     return prior
 
 

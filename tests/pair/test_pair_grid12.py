@@ -21,18 +21,15 @@ from orchestrator.driver.answer.choose import Call
 from orchestrator.driver.answer.conclusion import confirmation_moot, sweep_answer
 from orchestrator.driver.answer.confirm import machine
 from orchestrator.driver.answer.levels import LevelCall, level_calls
-from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.prior import estimate
-from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.driver.speculation.spec_model import acceptance_loo, choose_form
 from orchestrator.engines.engine import read_all
 from orchestrator.engines.sglang.engine import SGLANG
 from orchestrator.records import TrialRecord
-from orchestrator.spec.sweep_spec import load_spec
+from tests.pair.pair_prior import pair_prior
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17" / "smollm2-grid12-h100"
-MODELS = ROOT / "tests" / "fixtures" / "models"
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +90,7 @@ def test_the_prior_predicts_every_kv_pool_once_the_first_launch_told_the_card(
 ) -> None:
     """The spec states no card; the first launch's GPU check tells the H100's memory, and from then on
     the prior predicts all thirteen launches' KV pools (one baseline, twelve trees) within 0.02 %."""
-    spec = load_spec(ROOT / "trials" / "smollm2-grid12.yaml")
-    model = spec.model.model_copy(
-        update={"path": str(MODELS / "smollm2-135m"), "draft_path": str(MODELS / "smollm2-135m-eagle3")}
-    )
-    prior, _ = memory_model_for(spec.model_copy(update={"model": model}), None)
-    assert isinstance(prior, PriorMemoryModel)
+    prior = pair_prior(ROOT / "trials" / "smollm2-grid12.yaml")
     prior.observe(records[0].number, records[0].result)
     assert prior.facts is not None
     for record in records:

@@ -23,19 +23,16 @@ from orchestrator.driver.answer.conclusion import confirmation_moot, sweep_answe
 from orchestrator.driver.answer.confirm import machine
 from orchestrator.driver.answer.noise import NoiseSource
 from orchestrator.driver.answer.summary import render_levels
-from orchestrator.driver.loop.node_memory import memory_model_for
 from orchestrator.driver.memory.prior import estimate
-from orchestrator.driver.memory.prior_model import PriorMemoryModel
 from orchestrator.engines.engine import read_all
 from orchestrator.engines.sglang.engine import SGLANG
 from orchestrator.records import FailureKind, TrialRecord, TrialStatus
-from orchestrator.spec.sweep_spec import load_spec
+from tests.pair.pair_prior import pair_prior
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang" / "0.5.17"
 SWEEP, REPEAT = FIXTURES / "smollm2-sweep-h100-d", FIXTURES / "smollm2-grid12-repeat-h100-d"
 GRID = FIXTURES / "smollm2-grid12-h100"
-MODELS = ROOT / "tests" / "fixtures" / "models"
 LEVELS = (1, 8, 32)
 
 
@@ -139,12 +136,7 @@ def test_the_prior_predicts_every_kv_pool_on_this_card(
 ) -> None:
     """The spec names an H200's memory; the first launch's GPU check told the H100's, and from then on the
     prior predicts each launch's KV pool, in both studies, within 0.02 %."""
-    spec = load_spec(ROOT / "trials" / "smollm2-h200.yaml")
-    model = spec.model.model_copy(
-        update={"path": str(MODELS / "smollm2-135m"), "draft_path": str(MODELS / "smollm2-135m-eagle3")}
-    )
-    prior, _ = memory_model_for(spec.model_copy(update={"model": model}), None)
-    assert isinstance(prior, PriorMemoryModel)
+    prior = pair_prior(ROOT / "trials" / "smollm2-h200.yaml")
     prior.observe(sweep[0].number, sweep[0].result)
     assert prior.facts is not None
     for record in sweep + repeat:
